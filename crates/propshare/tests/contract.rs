@@ -1,0 +1,133 @@
+//! The trait contract (see `propshare::contract`) on random event sequences,
+//! for every registered scheduler. A new scheduler is covered by adding its
+//! name to `contract_tests!` below.
+
+use propshare::contract::{check, Op};
+use propshare::{registry, SchedConfig, MS};
+use proptest::prelude::*;
+
+fn weight() -> impl Strategy<Value = u64> {
+    prop_oneof![8 => 1u64..=64, 1 => 1u64..=(1 << 32) - 1]
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    prop_oneof![
+        4 => weight().prop_map(Op::Join),
+        1 => any::<usize>().prop_map(Op::Leave),
+        2 => any::<usize>().prop_map(Op::Block),
+        2 => any::<usize>().prop_map(Op::Wake),
+        1 => (any::<usize>(), weight()).prop_map(|(i, w)| Op::SetWeight(i, w)),
+        10 => Just(Op::Tick),
+        3 => (any::<usize>(), 0..15 * MS, 0u8..4).prop_map(|(i, dt, r)| Op::Stop(i, dt, r)),
+        1 => any::<u8>().prop_map(Op::Invalid),
+    ]
+}
+
+fn run(name: &str, cpus: usize, quantum: u64, ops: &[Op]) -> Result<(), TestCaseError> {
+    let mut s = registry::build(name, SchedConfig { cpus, quantum, seed: 7 }).expect("registered");
+    check(&mut *s, cpus, quantum, ops).map_err(TestCaseError::fail)
+}
+
+macro_rules! contract_tests {
+    ($($test:ident => $name:expr),* $(,)?) => {$(
+        proptest! {
+            #![proptest_config(ProptestConfig { cases: 96, ..ProptestConfig::default() })]
+            #[test]
+            fn $test(cpus in 1usize..=6, quantum in prop_oneof![Just(10 * MS), 1..=20 * MS], ops in proptest::collection::vec(op(), 1..300)) {
+                run($name, cpus, quantum, &ops)?;
+            }
+        }
+    )*};
+}
+
+contract_tests! {
+    contract_rr => "rr",
+    contract_wfq => "wfq",
+    contract_wfq_readjust => "wfq+readjust",
+}
+
+/// Every registered scheduler must appear above.
+#[test]
+fn every_registered_scheduler_is_covered() {
+    let src = include_str!("contract.rs");
+    for name in registry::names() {
+        assert!(src.contains(&format!("=> \"{name}\"")), "{name} has no contract test");
+    }
+}
+
+/// The harness must catch broken schedulers: these mutants of round robin
+/// each break one promise, and each must be caught.
+mod mutants {
+    use super::*;
+    use propshare::algo::rr::RoundRobin;
+    use propshare::{ClientId, CpuId, Decision, Kick, SchedError, Scheduler, StopReason, Time, Weight};
+
+    /// `Idler` claims work conservation but never uses CPU 1; `Starver` never
+    /// runs client 0 while anyone else can run.
+    struct Mutant {
+        inner: RoundRobin,
+        idle_cpu1: bool,
+    }
+
+    impl Scheduler for Mutant {
+        fn name(&self) -> &str {
+            "mutant"
+        }
+        fn join(&mut self, now: Time, c: ClientId, w: Weight) -> Result<Kick, SchedError> {
+            self.inner.join(now, c, w)
+        }
+        fn leave(&mut self, now: Time, c: ClientId) -> Result<(), SchedError> {
+            self.inner.leave(now, c)
+        }
+        fn block(&mut self, now: Time, c: ClientId) -> Result<(), SchedError> {
+            self.inner.block(now, c)
+        }
+        fn wake(&mut self, now: Time, c: ClientId) -> Result<Kick, SchedError> {
+            self.inner.wake(now, c)
+        }
+        fn set_weight(&mut self, now: Time, c: ClientId, w: Weight) -> Result<(), SchedError> {
+            self.inner.set_weight(now, c, w)
+        }
+        fn pick(&mut self, now: Time, cpu: CpuId) -> Result<Decision, SchedError> {
+            if self.idle_cpu1 && cpu == CpuId(1) {
+                return Ok(Decision::Idle);
+            }
+            let d = self.inner.pick(now, cpu)?;
+            if let Decision::Run { client: ClientId(0), slice } = d {
+                if !self.idle_cpu1 {
+                    // Put client 0 back and take the next one, if any.
+                    self.inner.stopped(now, cpu, ClientId(0), 0, StopReason::Preempted)?;
+                    let next = self.inner.pick(now, cpu)?;
+                    if let Decision::Run { client: ClientId(0), .. } = next {
+                        return Ok(Decision::Run { client: ClientId(0), slice });
+                    }
+                    return Ok(next);
+                }
+            }
+            Ok(d)
+        }
+        fn stopped(&mut self, now: Time, cpu: CpuId, c: ClientId, ran: Time, r: StopReason) -> Result<(), SchedError> {
+            self.inner.stopped(now, cpu, c, ran, r)
+        }
+    }
+
+    fn ops() -> Vec<Op> {
+        let mut ops = vec![Op::Join(1), Op::Join(1), Op::Join(1)];
+        ops.extend(std::iter::repeat_n(Op::Tick, 10));
+        ops
+    }
+
+    #[test]
+    fn idle_cpu_is_caught() {
+        let mut m = Mutant { inner: RoundRobin::new(SchedConfig::new(2, MS)), idle_cpu1: true };
+        let err = check(&mut m, 2, MS, &ops()).unwrap_err();
+        assert!(err.contains("idle while"), "{err}");
+    }
+
+    #[test]
+    fn starvation_is_caught() {
+        let mut m = Mutant { inner: RoundRobin::new(SchedConfig::new(1, MS)), idle_cpu1: false };
+        let err = check(&mut m, 1, MS, &ops()).unwrap_err();
+        assert!(err.contains("never ran"), "{err}");
+    }
+}
