@@ -1,0 +1,732 @@
+//! The discrete-event engine.
+//!
+//! # Time and order
+//!
+//! Time is integer ns. Events at the same instant are handled in a fixed
+//! order, which makes every run deterministic:
+//!
+//! 1. client events (arrival, departure, weight change, wake-up), in the
+//!    order they were scheduled;
+//! 2. CPU events (a slice or a run phase ends), in CPU order; each CPU that
+//!    stops asks the scheduler for its next client at once, while the other
+//!    CPUs still hold their clients (so CPU 0 decides before CPU 1 has
+//!    released its client, as a processor reaching its quantum end first
+//!    would in the papers);
+//! 3. every idle CPU is polled, in CPU order.
+//!
+//! A CPU with an initial offset (asynchronous quanta) starts polling at its
+//! offset. A kick returned by `join`/`wake` preempts that CPU's client.
+//!
+//! # Metrics
+//!
+//! Per client: service received, ideal service ([`crate::fluid`]), and lag =
+//! ideal − received, whose maximum and minimum are exact: while a client
+//! waits its lag only grows and while it runs its lag only shrinks (its ideal
+//! rate is at most one CPU), so the extremes are reached when it starts or
+//! stops running, which is where we sample. The papers' service error
+//! e_C = w_C − W_T φ_C/Φ_T (static sets) is sampled at the same points for the
+//! same reason.
+
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+
+use propshare::{ClientId, CpuId, Decision, SchedError, Scheduler, StopReason, Time, Weight};
+use rand::{Rng, SeedableRng};
+use rand_distr::{Distribution, Exp};
+use rand_pcg::Pcg64Mcg;
+
+use crate::fluid::{ns_of_service, Fluid, Service, FRAC};
+
+/// A length drawn per phase.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Dist {
+    /// Always this many ns.
+    Constant(Time),
+    /// Uniform in `[lo, hi]` ns.
+    Uniform(Time, Time),
+    /// Exponential with this mean, in ns (at least 1).
+    Exponential(Time),
+}
+
+impl Dist {
+    fn sample(&self, rng: &mut Pcg64Mcg) -> Time {
+        match *self {
+            Dist::Constant(t) => t,
+            Dist::Uniform(lo, hi) => rng.random_range(lo..=hi.max(lo)),
+            Dist::Exponential(mean) => {
+                let exp = Exp::new(1.0 / mean.max(1) as f64).expect("positive rate");
+                (exp.sample(rng).round() as Time).max(1)
+            }
+        }
+    }
+}
+
+/// How a client uses the CPU.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Behavior {
+    /// Always runnable.
+    CpuBound,
+    /// Alternates a run phase (CPU time needed) and a sleep phase (blocked).
+    Phases {
+        /// CPU time per run phase.
+        run: Dist,
+        /// Blocked time per sleep phase.
+        sleep: Dist,
+    },
+}
+
+/// One client of a simulation.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ClientSpec {
+    /// Its name in reports and traces.
+    pub name: String,
+    /// Its weight at arrival.
+    pub weight: Weight,
+    /// Arrival time.
+    pub arrive: Time,
+    /// Departure time, if it leaves.
+    pub depart: Option<Time>,
+    /// How it uses the CPU.
+    pub behavior: Behavior,
+    /// Weight changes, at increasing times.
+    pub weight_changes: Vec<(Time, Weight)>,
+}
+
+impl ClientSpec {
+    /// A CPU-bound client present from time 0.
+    pub fn cpu_bound(name: impl Into<String>, weight: Weight) -> ClientSpec {
+        ClientSpec {
+            name: name.into(),
+            weight,
+            arrive: 0,
+            depart: None,
+            behavior: Behavior::CpuBound,
+            weight_changes: Vec::new(),
+        }
+    }
+}
+
+/// Machine settings of a simulation.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SimConfig {
+    /// P.
+    pub cpus: usize,
+    /// Quantum, ns.
+    pub quantum: Time,
+    /// Simulated time to run, ns.
+    pub horizon: Time,
+    /// Per-CPU start offsets (asynchronous quanta); missing entries are 0.
+    pub cpu_offsets: Vec<Time>,
+    /// CPU time lost when a CPU switches to a different client, ns.
+    pub switch_cost: Time,
+    /// Extra CPU time lost when the client last ran on another CPU, ns.
+    pub migration_cost: Time,
+    /// Seed for workload randomness (and the scheduler's, if it draws any).
+    pub seed: u64,
+}
+
+impl SimConfig {
+    /// P CPUs, quantum Q, horizon H, everything else zero.
+    pub fn new(cpus: usize, quantum: Time, horizon: Time) -> SimConfig {
+        SimConfig { cpus, quantum, horizon, cpu_offsets: Vec::new(), switch_cost: 0, migration_cost: 0, seed: 0 }
+    }
+}
+
+/// What the engine reports as it runs (for traces).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TraceEvent<'a> {
+    /// A client joined.
+    Join {
+        /// Time.
+        t: Time,
+        /// Client name.
+        client: &'a str,
+        /// Weight.
+        weight: u64,
+    },
+    /// A client left.
+    Leave {
+        /// Time.
+        t: Time,
+        /// Client name.
+        client: &'a str,
+    },
+    /// A client blocked.
+    Block {
+        /// Time.
+        t: Time,
+        /// Client name.
+        client: &'a str,
+    },
+    /// A client woke.
+    Wake {
+        /// Time.
+        t: Time,
+        /// Client name.
+        client: &'a str,
+    },
+    /// A client's weight changed.
+    Weight {
+        /// Time.
+        t: Time,
+        /// Client name.
+        client: &'a str,
+        /// New weight.
+        weight: u64,
+    },
+    /// A client ran on a CPU over `[start, end)`.
+    Run {
+        /// CPU.
+        cpu: usize,
+        /// Client name.
+        client: &'a str,
+        /// Start, ns.
+        start: Time,
+        /// End, ns.
+        end: Time,
+    },
+}
+
+/// Per-client results.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ClientStats {
+    /// Name.
+    pub name: String,
+    /// Weight at arrival.
+    pub weight: u64,
+    /// CPU time received, ns.
+    pub received: Time,
+    /// Ideal (fluid) service at the end of the run or at departure, ns.
+    pub ideal: f64,
+    /// Largest lag (ideal − received) seen, ns.
+    pub max_lag: f64,
+    /// Smallest lag seen, ns.
+    pub min_lag: f64,
+    /// Mean of |lag| over the samples, ns.
+    pub mean_abs_lag: f64,
+    /// Service error range (min, max) in ns, for runs with no dynamic events.
+    pub service_error: Option<(f64, f64)>,
+    /// Wake-up latencies (wake to next run), ns.
+    pub wake_latencies: Vec<Time>,
+    /// Times it was started on a CPU.
+    pub runs: u64,
+    /// Starts on a different CPU than its previous run.
+    pub migrations: u64,
+}
+
+/// Results of one run.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SimReport {
+    /// Scheduler name.
+    pub scheduler: String,
+    /// Settings.
+    pub config: SimConfig,
+    /// Per client, in spec order.
+    pub clients: Vec<ClientStats>,
+    /// Decisions (`pick` calls that returned a client).
+    pub decisions: u64,
+    /// Starts of a different client than the CPU's previous one.
+    pub context_switches: u64,
+    /// CPU-ns spent idle while a runnable client waited.
+    pub idle_while_waiting: Time,
+    /// CPU-ns spent running clients.
+    pub busy: Time,
+    /// CPU-ns lost to switch and migration costs.
+    pub overhead: Time,
+}
+
+/// Why a simulation could not run.
+#[derive(Debug, thiserror::Error)]
+pub enum SimError {
+    /// The scheduler refused a valid event: a scheduler bug.
+    #[error("scheduler {scheduler} refused a valid event at t={t} ns: {source}")]
+    Refused {
+        /// Scheduler.
+        scheduler: String,
+        /// Time.
+        t: Time,
+        /// Its error.
+        source: SchedError,
+    },
+    /// The scheduler broke the contract.
+    #[error("scheduler {scheduler} broke the contract at t={t} ns: {what}")]
+    Contract {
+        /// Scheduler.
+        scheduler: String,
+        /// Time.
+        t: Time,
+        /// What happened.
+        what: String,
+    },
+    /// Invalid settings.
+    #[error("invalid simulation: {0}")]
+    Config(String),
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+enum Event {
+    Arrive(usize),
+    Depart(usize),
+    SetWeight(usize, usize),
+    Wake(usize),
+    CpuStop { cpu: usize, generation: u64 },
+    CpuStart(usize),
+}
+
+impl Event {
+    fn class(&self) -> u8 {
+        match self {
+            Event::CpuStop { .. } => 1,
+            Event::CpuStart(_) => 2,
+            _ => 0,
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum State {
+    Absent,
+    Waiting,
+    Running(usize),
+    Blocked,
+    Gone,
+}
+
+struct SimClient {
+    spec: ClientSpec,
+    state: State,
+    weight: Weight,
+    /// CPU time left in the current run phase (phased clients).
+    phase_left: Time,
+    received: Time,
+    last_cpu: Option<usize>,
+    woke_at: Option<Time>,
+    stats: ClientStats,
+    lag_samples: u64,
+    lag_abs_sum: f64,
+}
+
+#[derive(Clone, Copy, Debug)]
+struct Running {
+    client: usize,
+    /// When service began (after switch costs).
+    start: Time,
+    generation: u64,
+}
+
+/// A simulation in progress.
+pub struct Engine<S: Scheduler> {
+    sched: S,
+    cfg: SimConfig,
+    clients: Vec<SimClient>,
+    cpus: Vec<Option<Running>>,
+    cpu_ready: Vec<bool>,
+    last_on_cpu: Vec<Option<usize>>,
+    generation: u64,
+    queue: BinaryHeap<Reverse<(Time, u8, u64, Event)>>,
+    seq: u64,
+    now: Time,
+    fluid: Fluid,
+    rng: Pcg64Mcg,
+    static_set: bool,
+    work_done: Time,
+    report: SimReport,
+}
+
+impl<S: Scheduler> Engine<S> {
+    /// A simulation of `clients` under `sched` with settings `cfg`.
+    pub fn new(sched: S, cfg: SimConfig, clients: Vec<ClientSpec>) -> Result<Engine<S>, SimError> {
+        if cfg.cpus == 0 {
+            return Err(SimError::Config("the number of CPUs must be at least 1".into()));
+        }
+        if cfg.quantum == 0 {
+            return Err(SimError::Config("the quantum must be at least 1 ns".into()));
+        }
+        if clients.len() > propshare::MAX_CLIENT_ID as usize {
+            return Err(SimError::Config(format!("too many clients ({})", clients.len())));
+        }
+        let static_set = clients.iter().all(|c| {
+            c.arrive == 0 && c.depart.is_none() && c.behavior == Behavior::CpuBound && c.weight_changes.is_empty()
+        });
+        let report = SimReport {
+            scheduler: sched.name().to_string(),
+            config: cfg.clone(),
+            clients: Vec::new(),
+            decisions: 0,
+            context_switches: 0,
+            idle_while_waiting: 0,
+            busy: 0,
+            overhead: 0,
+        };
+        let mut e = Engine {
+            fluid: Fluid::new(cfg.cpus),
+            rng: Pcg64Mcg::seed_from_u64(cfg.seed),
+            cpus: vec![None; cfg.cpus],
+            cpu_ready: vec![false; cfg.cpus],
+            last_on_cpu: vec![None; cfg.cpus],
+            generation: 0,
+            queue: BinaryHeap::new(),
+            seq: 0,
+            now: 0,
+            static_set,
+            work_done: 0,
+            report,
+            clients: clients
+                .into_iter()
+                .map(|spec| SimClient {
+                    weight: spec.weight,
+                    stats: ClientStats {
+                        name: spec.name.clone(),
+                        weight: spec.weight.get(),
+                        received: 0,
+                        ideal: 0.0,
+                        max_lag: 0.0,
+                        min_lag: 0.0,
+                        mean_abs_lag: 0.0,
+                        service_error: None,
+                        wake_latencies: Vec::new(),
+                        runs: 0,
+                        migrations: 0,
+                    },
+                    spec,
+                    state: State::Absent,
+                    phase_left: 0,
+                    received: 0,
+                    last_cpu: None,
+                    woke_at: None,
+                    lag_samples: 0,
+                    lag_abs_sum: 0.0,
+                })
+                .collect(),
+            sched,
+            cfg,
+        };
+        for i in 0..e.clients.len() {
+            let spec = &e.clients[i].spec;
+            let (arrive, depart, changes) = (spec.arrive, spec.depart, spec.weight_changes.len());
+            e.push(arrive, Event::Arrive(i));
+            if let Some(d) = depart {
+                e.push(d.max(arrive), Event::Depart(i));
+            }
+            for k in 0..changes {
+                let t = e.clients[i].spec.weight_changes[k].0;
+                e.push(t.max(arrive), Event::SetWeight(i, k));
+            }
+        }
+        for cpu in 0..e.cfg.cpus {
+            let offset = e.cfg.cpu_offsets.get(cpu).copied().unwrap_or(0);
+            e.push(offset, Event::CpuStart(cpu));
+        }
+        Ok(e)
+    }
+
+    fn push(&mut self, t: Time, ev: Event) {
+        self.seq += 1;
+        self.queue.push(Reverse((t, ev.class(), self.seq, ev)));
+    }
+
+    fn id(i: usize) -> ClientId {
+        ClientId(i as u32)
+    }
+
+    fn refused(&self, source: SchedError) -> SimError {
+        SimError::Refused { scheduler: self.report.scheduler.clone(), t: self.now, source }
+    }
+
+    fn broke(&self, what: String) -> SimError {
+        SimError::Contract { scheduler: self.report.scheduler.clone(), t: self.now, what }
+    }
+
+    /// Run to the horizon, reporting trace events to `trace`.
+    pub fn run(mut self, trace: &mut dyn FnMut(TraceEvent)) -> Result<SimReport, SimError> {
+        let horizon = self.cfg.horizon;
+        while let Some(&Reverse((t, _, _, _))) = self.queue.peek() {
+            if t > horizon {
+                break;
+            }
+            self.account_idle(t);
+            self.now = t;
+            while let Some(&Reverse((t2, _, _, ev))) = self.queue.peek() {
+                if t2 != t {
+                    break;
+                }
+                self.queue.pop();
+                self.handle(ev, trace)?;
+            }
+            self.poll_idle(trace)?;
+        }
+        self.account_idle(horizon);
+        self.now = horizon;
+        // Close the books: stop every running client at the horizon (without telling the scheduler).
+        for i in 0..self.clients.len() {
+            self.sample(i);
+        }
+        for cpu in 0..self.cpus.len() {
+            if let Some(r) = self.cpus[cpu] {
+                self.cpus[cpu] = None;
+                self.credit(cpu, r, horizon, trace);
+                self.clients[r.client].state = State::Waiting;
+            }
+        }
+        for i in 0..self.clients.len() {
+            let ideal = match self.clients[i].state {
+                State::Absent | State::Gone => None,
+                _ => Some(self.fluid.ideal(horizon, Self::id(i))),
+            };
+            let c = &mut self.clients[i];
+            if let Some(ideal) = ideal {
+                c.stats.ideal = ns_of_service(ideal);
+            }
+            c.stats.received = c.received;
+            c.stats.mean_abs_lag = if c.lag_samples > 0 { c.lag_abs_sum / c.lag_samples as f64 } else { 0.0 };
+        }
+        let mut report = self.report;
+        report.clients = self.clients.into_iter().map(|c| c.stats).collect();
+        Ok(report)
+    }
+
+    fn account_idle(&mut self, until: Time) {
+        if until <= self.now {
+            return;
+        }
+        let idle = (0..self.cpus.len()).filter(|&k| self.cpus[k].is_none() && self.cpu_ready[k]).count() as Time;
+        let waiting = self.clients.iter().filter(|c| c.state == State::Waiting).count() as Time;
+        self.report.idle_while_waiting += idle.min(waiting) * (until - self.now);
+    }
+
+    fn handle(&mut self, ev: Event, trace: &mut dyn FnMut(TraceEvent)) -> Result<(), SimError> {
+        let now = self.now;
+        match ev {
+            Event::Arrive(i) => {
+                let w = self.clients[i].weight;
+                let kick = self.sched.join(now, Self::id(i), w).map_err(|e| self.refused(e))?;
+                self.fluid.join(now, Self::id(i), w);
+                self.clients[i].state = State::Waiting;
+                self.start_phase(i);
+                trace(TraceEvent::Join { t: now, client: &self.clients[i].spec.name, weight: w.get() });
+                self.kick(kick, trace)?;
+            }
+            Event::Depart(i) => match self.clients[i].state {
+                State::Running(cpu) => {
+                    self.stop(cpu, StopReason::Left, trace)?;
+                }
+                State::Waiting | State::Blocked => {
+                    self.sample(i);
+                    self.sched.leave(now, Self::id(i)).map_err(|e| self.refused(e))?;
+                    self.depart(i, trace);
+                }
+                State::Absent | State::Gone => {}
+            },
+            Event::SetWeight(i, k) => {
+                if matches!(self.clients[i].state, State::Absent | State::Gone) {
+                    return Ok(());
+                }
+                let w = self.clients[i].spec.weight_changes[k].1;
+                self.sched.set_weight(now, Self::id(i), w).map_err(|e| self.refused(e))?;
+                self.fluid.set_weight(now, Self::id(i), w);
+                self.clients[i].weight = w;
+                self.static_set = false;
+                trace(TraceEvent::Weight { t: now, client: &self.clients[i].spec.name, weight: w.get() });
+            }
+            Event::Wake(i) => {
+                if self.clients[i].state != State::Blocked {
+                    return Ok(());
+                }
+                let kick = self.sched.wake(now, Self::id(i)).map_err(|e| self.refused(e))?;
+                self.fluid.wake(now, Self::id(i));
+                self.sample(i);
+                let c = &mut self.clients[i];
+                c.state = State::Waiting;
+                c.woke_at = Some(now);
+                self.start_phase(i);
+                trace(TraceEvent::Wake { t: now, client: &self.clients[i].spec.name });
+                self.kick(kick, trace)?;
+            }
+            Event::CpuStop { cpu, generation } => {
+                if self.cpus[cpu].is_some_and(|r| r.generation == generation) {
+                    let r = self.cpus[cpu].expect("running");
+                    let c = &self.clients[r.client];
+                    let phase_done = matches!(c.spec.behavior, Behavior::Phases { .. })
+                        && c.phase_left <= now.saturating_sub(r.start);
+                    let reason = if phase_done { StopReason::Blocked } else { StopReason::Expired };
+                    self.stop(cpu, reason, trace)?;
+                    self.pick(cpu, trace)?;
+                }
+            }
+            Event::CpuStart(cpu) => {
+                self.cpu_ready[cpu] = true;
+            }
+        }
+        Ok(())
+    }
+
+    fn kick(&mut self, kick: Option<CpuId>, trace: &mut dyn FnMut(TraceEvent)) -> Result<(), SimError> {
+        if let Some(cpu) = kick {
+            let k = cpu.index();
+            if k < self.cpus.len() && self.cpus[k].is_some() {
+                self.stop(k, StopReason::Preempted, trace)?;
+            }
+        }
+        Ok(())
+    }
+
+    fn start_phase(&mut self, i: usize) {
+        if let Behavior::Phases { run, .. } = self.clients[i].spec.behavior {
+            self.clients[i].phase_left = run.sample(&mut self.rng).max(1);
+        }
+    }
+
+    fn depart(&mut self, i: usize, trace: &mut dyn FnMut(TraceEvent)) {
+        let ideal = self.fluid.leave(self.now, Self::id(i));
+        let c = &mut self.clients[i];
+        c.stats.ideal = ns_of_service(ideal);
+        c.state = State::Gone;
+        trace(TraceEvent::Leave { t: self.now, client: &c.spec.name });
+    }
+
+    /// Lag and service-error sample for client i at `now`.
+    fn sample(&mut self, i: usize) {
+        if matches!(self.clients[i].state, State::Absent | State::Gone) {
+            return;
+        }
+        let ideal: Service = self.fluid.ideal(self.now, Self::id(i));
+        let received = self.received_now(i);
+        let lag = ns_of_service(ideal) - received as f64;
+        let static_share = self.static_set.then(|| self.fluid.rate(Self::id(i)));
+        let work = self.work_now();
+        let p = self.cfg.cpus.min(self.clients.len()) as u128;
+        let c = &mut self.clients[i];
+        if c.lag_samples == 0 {
+            c.stats.max_lag = lag;
+            c.stats.min_lag = lag;
+        }
+        c.stats.max_lag = c.stats.max_lag.max(lag);
+        c.stats.min_lag = c.stats.min_lag.min(lag);
+        c.lag_samples += 1;
+        c.lag_abs_sum += lag.abs();
+        if let Some((num, den)) = static_share {
+            // e = w_C − W_T φ_C/Φ_T, with φ_C/Φ_T = rate / P'.
+            let expected = ((work as u128) << FRAC) * num as u128 / (den as u128 * p).max(1);
+            let e = received as f64 - ns_of_service(expected);
+            let r = c.stats.service_error.get_or_insert((e, e));
+            r.0 = r.0.min(e);
+            r.1 = r.1.max(e);
+        }
+    }
+
+    fn received_now(&self, i: usize) -> Time {
+        let c = &self.clients[i];
+        match c.state {
+            State::Running(cpu) => {
+                let r = self.cpus[cpu].expect("running");
+                c.received + self.now.saturating_sub(r.start)
+            }
+            _ => c.received,
+        }
+    }
+
+    fn work_now(&self) -> Time {
+        self.work_done + self.cpus.iter().flatten().map(|r| self.now.saturating_sub(r.start)).sum::<Time>()
+    }
+
+    fn poll_idle(&mut self, trace: &mut dyn FnMut(TraceEvent)) -> Result<(), SimError> {
+        for cpu in 0..self.cpus.len() {
+            if self.cpus[cpu].is_none() && self.cpu_ready[cpu] {
+                self.pick(cpu, trace)?;
+            }
+        }
+        Ok(())
+    }
+
+    fn pick(&mut self, cpu: usize, _trace: &mut dyn FnMut(TraceEvent)) -> Result<(), SimError> {
+        let now = self.now;
+        let d = self.sched.pick(now, CpuId(cpu as u32)).map_err(|e| self.refused(e))?;
+        let Decision::Run { client, slice } = d else { return Ok(()) };
+        let i = client.index();
+        if i >= self.clients.len() || self.clients[i].state != State::Waiting {
+            let state = self.clients.get(i).map(|c| c.state);
+            return Err(self.broke(format!("picked {client} for cpu {cpu} in state {state:?}")));
+        }
+        if slice == 0 {
+            return Err(self.broke(format!("zero slice for {client}")));
+        }
+        self.sample(i);
+        let mut cost = 0;
+        if self.last_on_cpu[cpu] != Some(i) {
+            cost += self.cfg.switch_cost;
+            self.report.context_switches += 1;
+        }
+        let c = &mut self.clients[i];
+        if c.last_cpu.is_some_and(|k| k != cpu) {
+            cost += self.cfg.migration_cost;
+            c.stats.migrations += 1;
+        }
+        c.stats.runs += 1;
+        c.last_cpu = Some(cpu);
+        c.state = State::Running(cpu);
+        if let Some(w) = c.woke_at.take() {
+            c.stats.wake_latencies.push(now - w);
+        }
+        let run_for = match c.spec.behavior {
+            Behavior::CpuBound => slice,
+            Behavior::Phases { .. } => slice.min(c.phase_left),
+        };
+        self.report.decisions += 1;
+        self.report.overhead += cost;
+        self.last_on_cpu[cpu] = Some(i);
+        self.generation += 1;
+        let r = Running { client: i, start: now + cost, generation: self.generation };
+        self.cpus[cpu] = Some(r);
+        self.push(now + cost + run_for, Event::CpuStop { cpu, generation: r.generation });
+        Ok(())
+    }
+
+    /// Credit the run on `cpu` up to `end` and emit its trace interval.
+    fn credit(&mut self, cpu: usize, r: Running, end: Time, trace: &mut dyn FnMut(TraceEvent)) -> Time {
+        let ran = end.saturating_sub(r.start);
+        let c = &mut self.clients[r.client];
+        c.received += ran;
+        self.work_done += ran;
+        self.report.busy += ran;
+        if end > r.start {
+            trace(TraceEvent::Run { cpu, client: &c.spec.name, start: r.start, end });
+        }
+        ran
+    }
+
+    fn stop(&mut self, cpu: usize, reason: StopReason, trace: &mut dyn FnMut(TraceEvent)) -> Result<(), SimError> {
+        let now = self.now;
+        let r = self.cpus[cpu].expect("running");
+        let i = r.client;
+        // Sample before crediting: received_now already counts the partial run.
+        self.sample(i);
+        self.cpus[cpu] = None;
+        let ran = self.credit(cpu, r, now, trace);
+        self.sched.stopped(now, CpuId(cpu as u32), Self::id(i), ran, reason).map_err(|e| self.refused(e))?;
+        let c = &mut self.clients[i];
+        c.phase_left = c.phase_left.saturating_sub(ran);
+        match reason {
+            StopReason::Expired | StopReason::Preempted => c.state = State::Waiting,
+            StopReason::Blocked => {
+                c.state = State::Blocked;
+                let Behavior::Phases { sleep, .. } = c.spec.behavior else { unreachable!("only phased clients block") };
+                let wake = now + sleep.sample(&mut self.rng).max(1);
+                self.fluid.block(now, Self::id(i));
+                trace(TraceEvent::Block { t: now, client: &self.clients[i].spec.name });
+                self.push(wake, Event::Wake(i));
+            }
+            StopReason::Left => self.depart(i, trace),
+        }
+        Ok(())
+    }
+}
+
+/// Run `clients` on the scheduler named `name` with settings `cfg`, without a trace.
+pub fn simulate(name: &str, cfg: SimConfig, clients: Vec<ClientSpec>) -> Result<SimReport, SimError> {
+    let sched = propshare::registry::build(
+        name,
+        propshare::SchedConfig { cpus: cfg.cpus, quantum: cfg.quantum, seed: cfg.seed },
+    )
+    .map_err(|e| SimError::Config(e.to_string()))?;
+    Engine::new(sched, cfg, clients)?.run(&mut |_| {})
+}
