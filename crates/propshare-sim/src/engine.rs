@@ -321,6 +321,8 @@ pub struct Engine<S: Scheduler> {
     clients: Vec<SimClient>,
     cpus: Vec<Option<Running>>,
     cpu_ready: Vec<bool>,
+    /// Service start of the latest run on each CPU.
+    running_start: Vec<Time>,
     last_on_cpu: Vec<Option<usize>>,
     generation: u64,
     queue: BinaryHeap<Reverse<(Time, u8, u64, Event)>>,
@@ -330,6 +332,13 @@ pub struct Engine<S: Scheduler> {
     rng: Pcg64Mcg,
     static_set: bool,
     work_done: Time,
+    /// Clients in state Waiting.
+    waiting: usize,
+    /// CPUs that have started (past their offset) and CPUs running a client.
+    ready_cpus: usize,
+    busy_cpus: usize,
+    /// Σ service start times of the running clients, for `work_now` in O(1).
+    start_sum: u128,
     report: SimReport,
 }
 
@@ -363,6 +372,7 @@ impl<S: Scheduler> Engine<S> {
             rng: Pcg64Mcg::seed_from_u64(cfg.seed),
             cpus: vec![None; cfg.cpus],
             cpu_ready: vec![false; cfg.cpus],
+            running_start: vec![0; cfg.cpus],
             last_on_cpu: vec![None; cfg.cpus],
             generation: 0,
             queue: BinaryHeap::new(),
@@ -370,6 +380,10 @@ impl<S: Scheduler> Engine<S> {
             now: 0,
             static_set,
             work_done: 0,
+            waiting: 0,
+            ready_cpus: 0,
+            busy_cpus: 0,
+            start_sum: 0,
             report,
             clients: clients
                 .into_iter()
@@ -465,7 +479,7 @@ impl<S: Scheduler> Engine<S> {
             if let Some(r) = self.cpus[cpu] {
                 self.cpus[cpu] = None;
                 self.credit(cpu, r, horizon, trace);
-                self.clients[r.client].state = State::Waiting;
+                self.set_state(r.client, State::Waiting);
             }
         }
         for i in 0..self.clients.len() {
@@ -485,13 +499,36 @@ impl<S: Scheduler> Engine<S> {
         Ok(report)
     }
 
+    /// Change client i's state, keeping the O(1) counters in step.
+    fn set_state(&mut self, i: usize, new: State) {
+        let old = std::mem::replace(&mut self.clients[i].state, new);
+        if old == State::Waiting {
+            self.waiting -= 1;
+        }
+        if new == State::Waiting {
+            self.waiting += 1;
+        }
+        if let State::Running(cpu) = old {
+            let start = self.clients_start(cpu);
+            self.busy_cpus -= 1;
+            self.start_sum -= start as u128;
+        }
+        if let State::Running(cpu) = new {
+            self.busy_cpus += 1;
+            self.start_sum += self.clients_start(cpu) as u128;
+        }
+    }
+
+    fn clients_start(&self, cpu: usize) -> Time {
+        self.running_start[cpu]
+    }
+
     fn account_idle(&mut self, until: Time) {
         if until <= self.now {
             return;
         }
-        let idle = (0..self.cpus.len()).filter(|&k| self.cpus[k].is_none() && self.cpu_ready[k]).count() as Time;
-        let waiting = self.clients.iter().filter(|c| c.state == State::Waiting).count() as Time;
-        self.report.idle_while_waiting += idle.min(waiting) * (until - self.now);
+        let idle = (self.ready_cpus - self.busy_cpus) as Time;
+        self.report.idle_while_waiting += idle.min(self.waiting as Time) * (until - self.now);
     }
 
     fn handle(&mut self, ev: Event, trace: &mut dyn FnMut(TraceEvent)) -> Result<(), SimError> {
@@ -501,7 +538,7 @@ impl<S: Scheduler> Engine<S> {
                 let w = self.clients[i].weight;
                 let kick = self.sched.join(now, Self::id(i), w).map_err(|e| self.refused(e))?;
                 self.fluid.join(now, Self::id(i), w);
-                self.clients[i].state = State::Waiting;
+                self.set_state(i, State::Waiting);
                 self.start_phase(i);
                 trace(TraceEvent::Join { t: now, client: &self.clients[i].spec.name, weight: w.get() });
                 self.kick(kick, trace)?;
@@ -535,9 +572,8 @@ impl<S: Scheduler> Engine<S> {
                 let kick = self.sched.wake(now, Self::id(i)).map_err(|e| self.refused(e))?;
                 self.fluid.wake(now, Self::id(i));
                 self.sample(i);
-                let c = &mut self.clients[i];
-                c.state = State::Waiting;
-                c.woke_at = Some(now);
+                self.set_state(i, State::Waiting);
+                self.clients[i].woke_at = Some(now);
                 self.start_phase(i);
                 trace(TraceEvent::Wake { t: now, client: &self.clients[i].spec.name });
                 self.kick(kick, trace)?;
@@ -555,6 +591,7 @@ impl<S: Scheduler> Engine<S> {
             }
             Event::CpuStart(cpu) => {
                 self.cpu_ready[cpu] = true;
+                self.ready_cpus += 1;
             }
         }
         Ok(())
@@ -578,9 +615,9 @@ impl<S: Scheduler> Engine<S> {
 
     fn depart(&mut self, i: usize, trace: &mut dyn FnMut(TraceEvent)) {
         let ideal = self.fluid.leave(self.now, Self::id(i));
+        self.set_state(i, State::Gone);
         let c = &mut self.clients[i];
         c.stats.ideal = ns_of_service(ideal);
-        c.state = State::Gone;
         trace(TraceEvent::Leave { t: self.now, client: &c.spec.name });
     }
 
@@ -626,7 +663,8 @@ impl<S: Scheduler> Engine<S> {
     }
 
     fn work_now(&self) -> Time {
-        self.work_done + self.cpus.iter().flatten().map(|r| self.now.saturating_sub(r.start)).sum::<Time>()
+        let running = (self.busy_cpus as u128 * self.now as u128).saturating_sub(self.start_sum);
+        self.work_done + running as Time
     }
 
     fn poll_idle(&mut self, trace: &mut dyn FnMut(TraceEvent)) -> Result<(), SimError> {
@@ -663,7 +701,6 @@ impl<S: Scheduler> Engine<S> {
         }
         c.stats.runs += 1;
         c.last_cpu = Some(cpu);
-        c.state = State::Running(cpu);
         if let Some(w) = c.woke_at.take() {
             c.stats.wake_latencies.push(now - w);
         }
@@ -677,6 +714,8 @@ impl<S: Scheduler> Engine<S> {
         self.generation += 1;
         let r = Running { client: i, start: now + cost, generation: self.generation };
         self.cpus[cpu] = Some(r);
+        self.running_start[cpu] = r.start;
+        self.set_state(i, State::Running(cpu));
         self.push(now + cost + run_for, Event::CpuStop { cpu, generation: r.generation });
         Ok(())
     }
@@ -706,9 +745,10 @@ impl<S: Scheduler> Engine<S> {
         let c = &mut self.clients[i];
         c.phase_left = c.phase_left.saturating_sub(ran);
         match reason {
-            StopReason::Expired | StopReason::Preempted => c.state = State::Waiting,
+            StopReason::Expired | StopReason::Preempted => self.set_state(i, State::Waiting),
             StopReason::Blocked => {
-                c.state = State::Blocked;
+                self.set_state(i, State::Blocked);
+                let c = &self.clients[i];
                 let Behavior::Phases { sleep, .. } = c.spec.behavior else { unreachable!("only phased clients block") };
                 let wake = now + sleep.sample(&mut self.rng).max(1);
                 self.fluid.block(now, Self::id(i));
