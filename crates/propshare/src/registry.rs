@@ -33,6 +33,26 @@ pub const SCHEDULERS: &[Entry] = &[
         summary: "WFQ over readjusted weights (SFS paper section 2.2)",
         build: |c| Box::new(algo::wfq::Wfq::with_readjustment(c)),
     },
+    Entry {
+        name: "gr3",
+        summary: "group ratio round robin, O(1) (Caprita et al. 2005 section 2); on P > 1 CPUs it is gr3mp",
+        build: |c| Box::new(algo::gr3mp::Gr3Mp::new(c, "gr3", algo::gr3::RescaleRule::Paper)),
+    },
+    Entry {
+        name: "gr3mp",
+        summary: "GR3 on P CPUs: central queue, frontlogs, readjustment through groups (Caprita et al. 2005 section 3)",
+        build: |c| Box::new(algo::gr3mp::Gr3Mp::new(c, "gr3mp", algo::gr3::RescaleRule::Paper)),
+    },
+    Entry {
+        name: "gr3+fairjoin",
+        summary: "GR3 with the join/leave work rescale tied to the heavier neighbour (fixes starvation after churn)",
+        build: |c| Box::new(algo::gr3mp::Gr3Mp::new(c, "gr3+fairjoin", algo::gr3::RescaleRule::Predecessor)),
+    },
+    Entry {
+        name: "gr3mp+fairjoin",
+        summary: "GR3MP with the join/leave work rescale tied to the heavier neighbour",
+        build: |c| Box::new(algo::gr3mp::Gr3Mp::new(c, "gr3mp+fairjoin", algo::gr3::RescaleRule::Predecessor)),
+    },
 ];
 
 /// A scheduler name that is not registered.

@@ -44,6 +44,10 @@ contract_tests! {
     contract_rr => "rr",
     contract_wfq => "wfq",
     contract_wfq_readjust => "wfq+readjust",
+    contract_gr3 => "gr3",
+    contract_gr3mp => "gr3mp",
+    contract_gr3_fairjoin => "gr3+fairjoin",
+    contract_gr3mp_fairjoin => "gr3mp+fairjoin",
 }
 
 /// Every registered scheduler must appear above.

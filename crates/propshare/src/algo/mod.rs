@@ -2,3 +2,5 @@
 
 pub mod rr;
 pub mod wfq;
+pub mod gr3;
+pub mod gr3mp;
