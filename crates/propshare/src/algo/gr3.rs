@@ -70,6 +70,13 @@
 //!   form whenever k > 1, the first only for k = 1.
 //! * Gap: with g = 1 there is no neighbour: the group's work is left as is
 //!   (a new group starts at W = 0).
+//! * Gap: while no group has done any work (every W = 0, as when all clients
+//!   join before the first pick) joins and removals do not rescale: all-zero
+//!   work is the initial state of §2.2 that Theorem 1 assumes, and it is
+//!   well-ordered because the list is sorted by weight. (The rescale formula
+//!   would instead give a middle group W = ⌊Φ_k/Φ_{k+1}⌋ - 1 and starve it:
+//!   weights 512, 1, 5 joined in that order leave the 5 unserved for 512
+//!   quanta.)
 //! * Gap: the OCR reads "D_C(0) = φ_C/φ_min", the prose says D = 0 at
 //!   insertion. A client inserted into an existing group gets D = 0; the
 //!   client that creates a group becomes its current client with its first
@@ -479,7 +486,9 @@ impl Gr3Queue {
             None => {
                 // A new group: c is its current client with its first turn started.
                 self.ring.single(c);
-                self.groups[o as usize] = Group { current: Some(c), ..Group::default() };
+                // (A lazily blocked client moved here by readjustment has its turn over.)
+                let turn_over = self.members[c].flagged;
+                self.groups[o as usize] = Group { current: Some(c), turn_over, ..Group::default() };
                 self.allotment(&self.members[c])
             }
             Some(cur) => {
@@ -545,8 +554,7 @@ impl Gr3Queue {
     /// group 1.
     fn settle(&mut self, mut touched: Vec<u32>) {
         if self.cpus > 1 && self.readjust(&mut touched) {
-            self.list = (0..ORDERS as u32).filter(|&o| self.groups[o as usize].len > 0).collect();
-            let mut list = std::mem::take(&mut self.list);
+            let mut list: Vec<u32> = (0..ORDERS as u32).filter(|&o| self.groups[o as usize].len > 0).collect();
             list.sort_by_key(|&o| self.key(o));
             self.list = list;
         } else {
@@ -554,17 +562,54 @@ impl Gr3Queue {
                 self.reposition(o);
             }
         }
-        let mut positions: Vec<usize> =
-            touched.iter().filter_map(|&o| self.list.iter().position(|&x| x == o)).collect();
-        positions.sort_unstable();
-        positions.dedup();
-        if self.rule == RescaleRule::Paper {
-            positions.reverse();
-        }
-        for k in positions {
-            self.rescale(k);
-        }
+        self.rescale_touched(&touched);
         self.cursor = 0;
+    }
+
+    /// Rescale the work of the touched groups (§2.3). Each is tied to a
+    /// neighbour whose work is already consistent: the one the rule prefers
+    /// if it is untouched or already rescaled, else the other one. (With one
+    /// touched group, the usual case, this is exactly the rule; several are
+    /// touched only by a readjustment.) If every group is touched, the last
+    /// (paper rule) or first (predecessor rule) keeps its work as the anchor.
+    fn rescale_touched(&mut self, touched: &[u32]) {
+        let g = self.list.len();
+        // Nothing has run yet (every W = 0): this is the initial state of
+        // §2.2, already well-ordered; keep it.
+        if g < 2 || self.list.iter().all(|&o| self.groups[o as usize].work == 0) {
+            return;
+        }
+        let mut settled: Vec<bool> = self.list.iter().map(|o| !touched.contains(o)).collect();
+        if !settled.contains(&true) {
+            settled[if self.rule == RescaleRule::Paper { g - 1 } else { 0 }] = true;
+        }
+        let order: Vec<usize> = match self.rule {
+            RescaleRule::Paper => (0..g).rev().collect(),
+            RescaleRule::Predecessor => (0..g).collect(),
+        };
+        let mut progress = true;
+        while progress {
+            progress = false;
+            for &k in &order {
+                if settled[k] {
+                    continue;
+                }
+                let next_ok = k + 1 < g && settled[k + 1];
+                let prev_ok = k > 0 && settled[k - 1];
+                let prefer_next = match self.rule {
+                    RescaleRule::Paper => k + 1 < g,
+                    RescaleRule::Predecessor => k == 0,
+                };
+                let use_next = match (prefer_next, next_ok, prev_ok) {
+                    (true, true, _) | (false, true, false) => true,
+                    (_, _, true) => false,
+                    _ => continue,
+                };
+                self.rescale(k, use_next);
+                settled[k] = true;
+                progress = true;
+            }
+        }
     }
 
     /// Move group `o` to its place in the list (or out of it if empty). O(g).
@@ -578,24 +623,16 @@ impl Gr3Queue {
         self.list.insert(at, o);
     }
 
-    /// The work rescale of §2.3 for the group at list position `k`.
-    fn rescale(&mut self, k: usize) {
-        let g = self.list.len();
-        if g < 2 {
-            return;
-        }
+    /// The work rescale of §2.3 for the group at list position `k`, tied to
+    /// the next group (`⌊(W_{k+1} + 1)·Φ_k/Φ_{k+1}⌋ - 1`) or to the previous
+    /// one (`⌈(W_{k-1} + 1)·Φ_k/Φ_{k-1}⌉ - 1`).
+    fn rescale(&mut self, k: usize, use_next: bool) {
         let o = self.list[k];
         let phi = self.group_weight(o);
-        let use_next = match self.rule {
-            RescaleRule::Paper => k + 1 < g,
-            RescaleRule::Predecessor => k == 0,
-        };
         let work = if use_next {
-            // ⌊(W_{k+1} + 1)·Φ_k / Φ_{k+1}⌋ - 1
             let n = self.list[k + 1];
             mul_div(self.groups[n as usize].work as u128 + 1, phi, self.group_weight(n), false)
         } else {
-            // ⌈(W_{k-1} + 1)·Φ_k / Φ_{k-1}⌉ - 1
             let p = self.list[k - 1];
             mul_div(self.groups[p as usize].work as u128 + 1, phi, self.group_weight(p), true)
         };
