@@ -763,7 +763,13 @@ impl Gr3Queue {
                 } else {
                     a += m.weight as u128;
                 }
-                let cap = if m.flagged { ONE } else if Some(c) == g.current { 2 * ONE - 1 } else { ONE - 1 };
+                let cap = if m.flagged {
+                    ONE
+                } else if Some(c) == g.current {
+                    2 * ONE - 1
+                } else {
+                    ONE - 1
+                };
                 if m.deficit > cap {
                     return Err(format!("{c} deficit {} out of range", m.deficit));
                 }
@@ -973,6 +979,95 @@ mod tests {
         q.insert(ClientId(2), w(5));
         let seq: Vec<u32> = (0..20).map(|_| q.pick().unwrap().0).collect();
         assert_eq!(seq, [0, 2, 1, 2, 0, 2, 0, 2, 1, 2].repeat(2));
+    }
+
+    fn queue(weights: &[u64]) -> Gr3Queue {
+        let mut q = Gr3Queue::new(1, RescaleRule::Paper);
+        for (c, &x) in weights.iter().enumerate() {
+            q.insert(ClientId(c as u32), w(x));
+        }
+        q
+    }
+
+    /// Notes test 11a: a client that blocks and wakes before the round
+    /// pointer reaches it changes nothing: same group list, same round
+    /// order, same schedule as if it had never blocked.
+    #[test]
+    fn wake_before_reached_changes_nothing() {
+        let weights = [9, 5, 6, 7, 2, 3, 1];
+        let (mut a, mut b) = (queue(&weights), queue(&weights));
+        for _ in 0..5 {
+            assert_eq!(a.pick(), b.pick());
+        }
+        // The next client of the order-2 group (weights 5, 6, 7), which is
+        // not its current client: block, then wake.
+        let order = b.round_order(2);
+        let victim = order[0];
+        assert_ne!(b.groups[2].current, Some(victim));
+        let list = b.group_list();
+        b.block(victim);
+        assert_eq!(b.group_list(), list, "lazy: no re-sort on block");
+        assert!(b.wake(victim));
+        assert_eq!((b.group_list(), b.round_order(2)), (list, order));
+        for _ in 0..200 {
+            assert_eq!(a.pick(), b.pick());
+        }
+    }
+
+    /// Notes test 11b: a client that stays blocked keeps its group's weight
+    /// until the pointer reaches it; then it is removed, its group re-sorted
+    /// and rescaled, and the decision restarts at group 1. It is never picked.
+    #[test]
+    fn blocked_client_is_removed_when_reached() {
+        let mut q = queue(&[9, 5, 6, 7, 2, 3, 1]);
+        for _ in 0..3 {
+            q.pick();
+        }
+        q.block(ClientId(2));
+        let before = q.group_list();
+        let weight_of = |q: &Gr3Queue, o: u32| q.group_list().iter().find(|g| g.0 == o).map(|g| g.1);
+        assert_eq!(weight_of(&q, 2), Some(18));
+        let mut removed_at = None;
+        for t in 0..100 {
+            assert_ne!(q.pick(), Some(ClientId(2)));
+            if removed_at.is_none() && !q.contains(ClientId(2)) {
+                removed_at = Some(t);
+                assert_eq!(weight_of(&q, 2), Some(12));
+            }
+            if removed_at.is_none() {
+                assert_eq!(
+                    q.group_list().iter().map(|g| g.1).collect::<Vec<_>>(),
+                    before.iter().map(|g| g.1).collect::<Vec<_>>()
+                );
+            }
+            q.check_invariants().unwrap();
+        }
+        // It was reached within one round of its group (3 members, each
+        // selected at most twice per round, the group at least every 4 picks).
+        assert!(removed_at.is_some_and(|t| t < 30), "{removed_at:?}");
+        // A wake after removal is refused here: the caller re-inserts.
+        assert!(!q.wake(ClientId(2)));
+    }
+
+    /// Notes P6: a client that blocks while current with a second quantum
+    /// owed has its deficit capped at 1 and its turn ended: its group's next
+    /// selection runs the next client, even after it wakes.
+    #[test]
+    fn blocking_ends_the_turn() {
+        // One group: 3 (normalised 1.5, created first, D = 1.5) and 2.
+        let mut q = queue(&[3, 2]);
+        assert_eq!(q.pick(), Some(ClientId(0))); // D = .5
+        assert_eq!(q.pick(), Some(ClientId(1)));
+        assert_eq!(q.pick(), Some(ClientId(0))); // D = .5 + 1.5 - 1 = 1: owed one more
+        assert_eq!(q.deficit(ClientId(0)), Some(ONE));
+        q.block(ClientId(0));
+        assert!(q.wake(ClientId(0)));
+        assert_eq!(q.deficit(ClientId(0)), Some(ONE));
+        assert_eq!(q.pick(), Some(ClientId(1)), "turn over: the pointer moves on");
+        // Its kept credit: next turn D = 1 + 1.5, two quanta.
+        assert_eq!(q.pick(), Some(ClientId(0)));
+        assert_eq!(q.pick(), Some(ClientId(0)));
+        assert_eq!(q.deficit(ClientId(0)), Some(ONE / 2));
     }
 
     /// Readjustment through the groups agrees with the shared module.

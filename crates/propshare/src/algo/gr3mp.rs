@@ -320,7 +320,8 @@ impl Scheduler for Gr3Mp {
         }
         // N ≤ P: rerun the client that just ran here if it is free (§3.1).
         if self.roster.runnable() <= self.cpus.len() {
-            if let Some(c) = last.filter(|&c| self.roster.status(c) == Ok(Status::Runnable) && self.busy_on(c).is_none())
+            if let Some(c) =
+                last.filter(|&c| self.roster.status(c) == Ok(Status::Runnable) && self.busy_on(c).is_none())
             {
                 return Ok(self.start(cpu, c));
             }
@@ -330,7 +331,8 @@ impl Scheduler for Gr3Mp {
             if self.waiting == 0 {
                 return Ok(Decision::Idle);
             }
-            let from = (0..self.cpus.len()).filter(|&k| !self.cpus[k].queue.is_empty()).max_by_key(|&k| self.cpus[k].frontlog);
+            let from =
+                (0..self.cpus.len()).filter(|&k| !self.cpus[k].queue.is_empty()).max_by_key(|&k| self.cpus[k].frontlog);
             let from = from.expect("a CPU with a waiting client");
             let (a, b) = if from < p { (from, p) } else { (p, from) };
             let (lo, hi) = self.cpus.split_at_mut(b);
