@@ -105,6 +105,12 @@
 //!   group whose weight changed other than by a common factor (the groups
 //!   holding or losing capped clients) is rescaled with the join rule, the
 //!   list re-sorted, and scheduling resumes at group 1.
+//! * Gap: when several groups change at once (only a readjustment does
+//!   that), each is tied to a neighbour that is already consistent: the one
+//!   the rule prefers if it is untouched or already rescaled, else the other;
+//!   if every group changed, the last (paper rule) or first (predecessor
+//!   rule) keeps its work. (Tying a group to a neighbour that is itself about
+//!   to be rescaled, e.g. a new group with W = 0, gave errors of 100+ quanta.)
 //! * Gap: as in [`crate::readjust`], P' = min(P, N) (the paper assumes
 //!   N ≥ P); with N ≤ P every client weighs the same.
 //! * Gap: group work W is a u64 (2^64 quanta is never reached); products are
