@@ -545,3 +545,28 @@ fn fairjoin_fixes_starvation_after_churn() {
         }
     }
 }
+
+/// Two heavy clients on two CPUs, the second arriving with a frontlog while
+/// light clients run: each heavy client gets about one CPU, and no decision
+/// needs many GR3 picks (a client waiting in another CPU's frontlog queue is
+/// taken over, not counted as busy there).
+#[test]
+fn heavy_arrival_with_frontlog() {
+    let mut h = Host::new(gr3(2, RescaleRule::Paper), 2);
+    for c in 0..3 {
+        h.join(c, 1);
+    }
+    h.join(3, 10_000_000);
+    for _ in 0..50 {
+        h.slot();
+    }
+    h.join(4, 10_000_000);
+    let before = h.served.clone();
+    for _ in 0..2000 {
+        h.slot();
+    }
+    let got: Vec<u64> = h.served.iter().zip(before.iter().chain([&0])).map(|(a, b)| a - b).collect();
+    println!("heavy arrival: {got:?}, stats {:?}", h.s.stats());
+    assert!(got[3] >= 1990 && got[4] >= 1990, "{got:?}");
+    assert!(h.s.stats().max_picks <= 64, "{:?}", h.s.stats());
+}

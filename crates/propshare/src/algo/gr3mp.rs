@@ -11,10 +11,10 @@
 //! * **MP-SCHEDULE(p).** A CPU that needs work first serves its frontlog
 //!   queue, round robin, one quantum per client (F_C -= 1), without
 //!   consulting the central queue. Otherwise it runs GR3 on the central
-//!   queue; while the chosen client C is running on another CPU q (or is
-//!   waiting in q's frontlog queue), F_C += 1 on q (the quantum is deferred to
-//!   q) and GR3 picks again. The first client not busy elsewhere runs on p.
-//!   The client that just ran on p is not "elsewhere".
+//!   queue; while the chosen client C is running on another CPU q,
+//!   F_C += 1 on q (the quantum is deferred to
+//!   q) and GR3 picks again. The first client not running elsewhere runs on
+//!   p. The client that just ran on p is not "elsewhere".
 //! * **N ≤ P** (§3.1): "an idle processor will either run the client it just
 //!   ran, or idles until more clients arrive": with at most P runnable
 //!   clients a CPU reruns its last client if it is still free.
@@ -29,8 +29,9 @@
 //! State split: one [`CpuPart`] per CPU (its frontlog queue, the sum of its
 //! frontlogs, the client it last ran) and a global part (the central
 //! [`Gr3Queue`], per-client frontlogs, counters). Cross-CPU steps:
-//! [`defer_quantum`] (a central pick of a client busy on another CPU) and
-//! [`hand_over`] (an idle CPU takes a waiting frontlog client from another).
+//! [`defer_quantum`] (a central pick of a client running on another CPU) and
+//! [`take_over`] (a central pick of a client waiting in another CPU's
+//! frontlog queue).
 //!
 //! # Cost
 //!
@@ -47,14 +48,16 @@
 //!
 //! * Gap: `gr3` on P > 1 CPUs is this same scheduler (GR3MP): the registry
 //!   cannot refuse a CPU count, and GR3MP on one CPU is exactly GR3.
-//! * Gap: a client waiting in CPU q's frontlog queue (not running) counts as
-//!   busy on q, like a running one (notes P11): a central pick of it adds to
-//!   its frontlog on q, so it never runs on two CPUs.
-//! * Gap: when no client is free (every runnable client runs or waits in a
-//!   frontlog queue), an idle CPU does not run GR3 (its loop could not end);
-//!   if some client waits in another CPU's frontlog queue it takes it over
-//!   with its frontlog ([`hand_over`], not in the paper; it keeps the
-//!   scheduler work-conserving), else it idles.
+//! * Gap: a client waiting in CPU q's frontlog queue is not running, so (as
+//!   MP-SCHEDULE's test `∃p: C = C(p)` reads) another CPU's central pick may
+//!   run it; its frontlog moves with it ([`take_over`]; a frontlog is queued
+//!   on the CPU that runs the client). Treating it as busy on q instead (the
+//!   notes' suggestion P11) let two heavy clients share q's queue while the
+//!   other CPU's GR3 loop spun through 10^5 picks per light client and kept
+//!   growing their frontlogs.
+//! * Gap: when every runnable client is running, an idle CPU idles without
+//!   running GR3 (MP-SCHEDULE's loop could not end; its line 3 idles only
+//!   for N < P).
 //! * Gap: the arrival frontlog is rounded down, uses readjusted weights
 //!   (after the arrival's own readjustment), is not charged to the group's
 //!   work (as written), and ties for the least frontlogged CPU go to the
@@ -102,8 +105,8 @@ pub struct Gr3MpStats {
     pub max_picks: u64,
     /// Quanta served from frontlog queues.
     pub frontlog_runs: u64,
-    /// Waiting frontlog clients handed over to an idle CPU.
-    pub hand_overs: u64,
+    /// Central picks of a client waiting in another CPU's frontlog queue.
+    pub take_overs: u64,
 }
 
 /// GR3 / GR3MP (see the module doc).
@@ -159,14 +162,6 @@ impl Gr3Mp {
         self.cpus.iter().map(|p| p.frontlog).collect()
     }
 
-    /// The CPU `c` is busy on: running there or waiting in its frontlog queue.
-    fn busy_on(&self, c: ClientId) -> Option<usize> {
-        match self.roster.status(c) {
-            Ok(Status::Running(k)) => Some(k.index()),
-            _ => self.frontlogs.get(c).and_then(|f| f.owner),
-        }
-    }
-
     /// Put `c` into the central queue and give it its arrival frontlog.
     fn arrive(&mut self, c: ClientId, w: Weight) {
         self.queue.insert(c, w);
@@ -215,20 +210,28 @@ impl Gr3Mp {
         Decision::Run { client: c, slice: self.quantum }
     }
 
-    /// MP-SCHEDULE lines 8-12: GR3 picks until a client free of other CPUs.
+    /// MP-SCHEDULE lines 8-12: GR3 picks until a client not running on
+    /// another CPU. A client waiting in another CPU's frontlog queue is not
+    /// running: it is taken over, with its frontlog.
     fn central(&mut self, cpu: usize) -> Option<ClientId> {
         self.stats.decisions += 1;
         let mut picks = 0;
         let chosen = loop {
             let c = self.queue.pick()?;
             picks += 1;
-            match self.busy_on(c) {
-                Some(q) if q != cpu => {
-                    let (parts, fl) = (&mut self.cpus, &mut self.frontlogs[c]);
-                    defer_quantum(&mut parts[q], q, fl);
-                }
-                _ => break c,
+            if let Ok(Status::Running(q)) = self.roster.status(c) {
+                let q = q.index();
+                debug_assert_ne!(q, cpu, "the picking CPU runs nothing");
+                defer_quantum(&mut self.cpus[q], q, &mut self.frontlogs[c]);
+                continue;
             }
+            if let Some(q) = self.frontlogs[c].owner.filter(|&q| q != cpu) {
+                let (from, to) = two_mut(&mut self.cpus, q, cpu);
+                take_over(from, to, cpu, c, &mut self.frontlogs[c]);
+                self.waiting -= 1;
+                self.stats.take_overs += 1;
+            }
+            break c;
         };
         self.stats.picks += picks;
         self.stats.max_picks = self.stats.max_picks.max(picks);
@@ -236,23 +239,36 @@ impl Gr3Mp {
     }
 }
 
-/// A central pick chose a client busy on CPU `q`: give it one more quantum
-/// of frontlog there (§3.1).
+/// A central pick chose a client running on CPU `k`: give it one more
+/// quantum of frontlog there (§3.1).
 fn defer_quantum(q: &mut CpuPart, k: usize, fl: &mut Frontlog) {
     fl.quanta += 1;
     fl.owner = Some(k);
     q.frontlog += 1;
 }
 
-/// CPU `to` has nothing to do and `from` has a client waiting in its
-/// frontlog queue: `to` takes the first one over, with its frontlog.
-fn hand_over(from: &mut CpuPart, to: &mut CpuPart, k_to: usize, frontlogs: &mut ClientTable<Frontlog>) -> ClientId {
-    let c = from.queue.pop_front().expect("a waiting client");
-    let f = &mut frontlogs[c];
-    from.frontlog -= f.quanta;
-    to.frontlog += f.quanta;
-    f.owner = Some(k_to);
-    c
+/// CPU `k_to`'s central pick chose `c`, which waits (not running) in `from`'s
+/// frontlog queue: `c` runs on `to` now, and its frontlog moves with it (a
+/// frontlog is queued on the CPU that runs the client, §3.1).
+fn take_over(from: &mut CpuPart, to: &mut CpuPart, k_to: usize, c: ClientId, fl: &mut Frontlog) {
+    if let Some(i) = from.queue.iter().position(|&x| x == c) {
+        from.queue.remove(i);
+    }
+    from.frontlog -= fl.quanta;
+    to.frontlog += fl.quanta;
+    fl.owner = Some(k_to);
+}
+
+/// Two distinct per-CPU parts, mutably.
+fn two_mut(cpus: &mut [CpuPart], a: usize, b: usize) -> (&mut CpuPart, &mut CpuPart) {
+    assert_ne!(a, b);
+    if a < b {
+        let (lo, hi) = cpus.split_at_mut(b);
+        (&mut lo[a], &mut hi[0])
+    } else {
+        let (lo, hi) = cpus.split_at_mut(a);
+        (&mut hi[0], &mut lo[b])
+    }
 }
 
 impl Scheduler for Gr3Mp {
@@ -320,33 +336,17 @@ impl Scheduler for Gr3Mp {
         }
         // N ≤ P: rerun the client that just ran here if it is free (§3.1).
         if self.roster.runnable() <= self.cpus.len() {
-            if let Some(c) =
-                last.filter(|&c| self.roster.status(c) == Ok(Status::Runnable) && self.busy_on(c).is_none())
-            {
+            let free = |c: &ClientId| {
+                self.roster.status(*c) == Ok(Status::Runnable)
+                    && self.frontlogs.get(*c).is_some_and(|f| f.owner.is_none())
+            };
+            if let Some(c) = last.filter(free) {
                 return Ok(self.start(cpu, c));
             }
         }
-        // A free client exists only if not every runnable client is busy.
-        if self.roster.runnable() == self.running + self.waiting {
-            if self.waiting == 0 {
-                return Ok(Decision::Idle);
-            }
-            let from =
-                (0..self.cpus.len()).filter(|&k| !self.cpus[k].queue.is_empty()).max_by_key(|&k| self.cpus[k].frontlog);
-            let from = from.expect("a CPU with a waiting client");
-            let (a, b) = if from < p { (from, p) } else { (p, from) };
-            let (lo, hi) = self.cpus.split_at_mut(b);
-            let (src, dst) = if from < p { (&mut lo[a], &mut hi[0]) } else { (&mut hi[0], &mut lo[a]) };
-            let c = hand_over(src, dst, p, &mut self.frontlogs);
-            self.stats.hand_overs += 1;
-            self.waiting -= 1;
-            let f = &mut self.frontlogs[c];
-            f.quanta -= 1;
-            self.cpus[p].frontlog -= 1;
-            if f.quanta == 0 {
-                f.owner = None;
-            }
-            return Ok(self.start(cpu, c));
+        // Every runnable client runs: idle (this also ends MP-SCHEDULE's loop).
+        if self.roster.runnable() == self.running {
+            return Ok(Decision::Idle);
         }
         Ok(match self.central(p) {
             Some(c) => self.start(cpu, c),
