@@ -10,3 +10,8 @@
 
 pub mod engine;
 pub mod fluid;
+pub mod output;
+pub mod plot;
+pub mod report;
+pub mod run;
+pub mod scenario;
