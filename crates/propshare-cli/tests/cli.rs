@@ -47,10 +47,24 @@ fn bad_scenarios_exit_2_with_file_line_and_field() {
         ("zerocpus", "cpus = 2", "cpus = 0"),
         ("unknownsched", "[\"wfq\"]", "[\"wfq\", \"nosuch\"]"),
         ("order", "name = \"a\"\nweight = 1", "name = \"a\"\nweight = 1\narrive = \"2s\"\ndepart = \"1s\""),
-        ("wcorder", "name = \"a\"\nweight = 1", "name = \"a\"\nweight = 1\nweight_changes = [{ at = \"2s\", weight = 2 }, { at = \"1s\", weight = 3 }]"),
+        (
+            "wcorder",
+            "name = \"a\"\nweight = 1",
+            "name = \"a\"\nweight = 1\nweight_changes = [{ at = \"2s\", weight = 2 }, { at = \"1s\", weight = 3 }]",
+        ),
         ("badunit", "horizon = \"1s\"", "horizon = \"1 parsec\""),
     ];
-    let expect_field = ["colour", "cpus", "client[0].weight", "client[0].weight", "machine.cpus", "schedulers", "client[0].depart", "weight_changes[1].at", "horizon"];
+    let expect_field = [
+        "colour",
+        "cpus",
+        "client[0].weight",
+        "client[0].weight",
+        "machine.cpus",
+        "schedulers",
+        "client[0].depart",
+        "weight_changes[1].at",
+        "horizon",
+    ];
     for ((name, from, to), field) in cases.iter().zip(expect_field) {
         assert!(GOOD.contains(from), "{name}: test text");
         let file = dir.join(format!("{name}.toml"));
@@ -79,7 +93,11 @@ fn files(dir: &Path) -> Vec<(String, Vec<u8>)> {
     let mut v: Vec<(String, Vec<u8>)> = std::fs::read_dir(dir)
         .unwrap()
         .map(|e| e.unwrap().path())
-        .filter(|p| p.to_string_lossy().ends_with(".json") || p.to_string_lossy().ends_with(".jsonl") || p.to_string_lossy().ends_with(".csv"))
+        .filter(|p| {
+            p.to_string_lossy().ends_with(".json")
+                || p.to_string_lossy().ends_with(".jsonl")
+                || p.to_string_lossy().ends_with(".csv")
+        })
         .map(|p| (p.file_name().unwrap().to_string_lossy().into_owned(), std::fs::read(&p).unwrap()))
         .collect();
     v.sort();
@@ -92,7 +110,8 @@ fn runs_are_byte_identical() {
     let dir = tmp("det");
     let (a, b) = (dir.join("a"), dir.join("b"));
     for out in [&a, &b] {
-        let o = propshare(&["simulate", "../../scenarios/examples/mixed.toml", "--quiet", "--out", out.to_str().unwrap()]);
+        let o =
+            propshare(&["simulate", "../../scenarios/examples/mixed.toml", "--quiet", "--out", out.to_str().unwrap()]);
         assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     }
     let (fa, fb) = (files(&a), files(&b));
@@ -103,14 +122,30 @@ fn runs_are_byte_identical() {
     }
     // A different seed changes the random workload.
     let c = dir.join("c");
-    let o = propshare(&["simulate", "../../scenarios/examples/mixed.toml", "--quiet", "--seed", "5", "--out", c.to_str().unwrap()]);
+    let o = propshare(&[
+        "simulate",
+        "../../scenarios/examples/mixed.toml",
+        "--quiet",
+        "--seed",
+        "5",
+        "--out",
+        c.to_str().unwrap(),
+    ]);
     assert!(o.status.success());
-    assert_ne!(files(&c).iter().find(|f| f.0.ends_with("metrics.csv")).unwrap().1, fa.iter().find(|f| f.0.ends_with("metrics.csv")).unwrap().1);
+    assert_ne!(
+        files(&c).iter().find(|f| f.0.ends_with("metrics.csv")).unwrap().1,
+        fa.iter().find(|f| f.0.ends_with("metrics.csv")).unwrap().1
+    );
 }
 
 fn chromium() -> Option<PathBuf> {
     ["chromium", "chromium-browser", "google-chrome"].iter().find_map(|c| {
-        Command::new("which").arg(c).output().ok().filter(|o| o.status.success()).map(|o| PathBuf::from(String::from_utf8_lossy(&o.stdout).trim()))
+        Command::new("which")
+            .arg(c)
+            .output()
+            .ok()
+            .filter(|o| o.status.success())
+            .map(|o| PathBuf::from(String::from_utf8_lossy(&o.stdout).trim()))
     })
 }
 
@@ -118,12 +153,21 @@ fn chromium() -> Option<PathBuf> {
 #[test]
 fn report_renders_in_headless_chromium() {
     let Some(browser) = chromium() else {
-        assert!(std::env::var_os("PROPSHARE_REQUIRE_BROWSER").is_none(), "PROPSHARE_REQUIRE_BROWSER is set but no Chromium found");
+        assert!(
+            std::env::var_os("PROPSHARE_REQUIRE_BROWSER").is_none(),
+            "PROPSHARE_REQUIRE_BROWSER is set but no Chromium found"
+        );
         eprintln!("skipped: no chromium on PATH (CI installs it and sets PROPSHARE_REQUIRE_BROWSER)");
         return;
     };
     let dir = tmp("html");
-    let o = propshare(&["compare", "../../scenarios/papers/sfs/readjust-4.2.toml", "--quiet", "--out", dir.to_str().unwrap()]);
+    let o = propshare(&[
+        "compare",
+        "../../scenarios/papers/sfs/readjust-4.2.toml",
+        "--quiet",
+        "--out",
+        dir.to_str().unwrap(),
+    ]);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let index = dir.join("index.html");
     let profile = dir.join("profile");
@@ -146,7 +190,11 @@ fn report_renders_in_headless_chromium() {
         .output()
         .expect("chromium runs");
     let dom = String::from_utf8_lossy(&out.stdout);
-    let marker = dom.split("data-plots=\"").nth(1).and_then(|s| s.split('"').next()).unwrap_or_else(|| panic!("no data-plots marker; stderr: {}", String::from_utf8_lossy(&out.stderr)));
+    let marker = dom
+        .split("data-plots=\"")
+        .nth(1)
+        .and_then(|s| s.split('"').next())
+        .unwrap_or_else(|| panic!("no data-plots marker; stderr: {}", String::from_utf8_lossy(&out.stderr)));
     let (loaded, total) = marker.split_once('/').unwrap();
     assert!(total.parse::<u32>().unwrap() >= 5, "{marker}");
     assert_eq!(loaded, total, "plots that failed to load: {marker}");
