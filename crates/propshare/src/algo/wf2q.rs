@@ -18,7 +18,7 @@
 //! * System virtual time (the WF2Q+ function):
 //!   `V(t + τ) = max(V(t) + τ·P'/Σφ, min_{i ∈ B(t+τ)} S_i)`: it advances
 //!   at the fluid rate between events and is pulled up to the smallest start
-//!   tag of the backlogged clients B whenever it falls below it.
+//!   tag of the backlogged clients B when it falls below it.
 //! * Selection: among the clients with `S ≤ V` (eligible), the smallest F;
 //!   ties by lower id.
 //!
@@ -39,10 +39,13 @@
 //! Gap: the papers have one server; we take `r_i = φ_i` and the fluid rate
 //! `P'/Σφ` (`(P'-m)/R` with readjustment) as the "elapsed work" term, so V
 //! is the GPS/GMS virtual time whenever it is not pulled up.
-//! Gap: B (the set whose minimum start tag pulls V up) is the set of
-//! *queued* clients; a client in service (running) is not in it. On one CPU
-//! a selection happens only when nothing runs, so this is the paper's rule
-//! there; on P CPUs it guarantees that some queued client is eligible at
+//! Gap: V is pulled up to `min S` at selections only, over the *queued*
+//! clients. On one CPU a selection happens only when nothing runs, so B is
+//! exactly the queued set there and this is the paper's rule; at other
+//! events (a stop, an arrival while a client runs) the client in service is
+//! not queued, and pulling V up to the others' start tags would wrongly skip
+//! it (a test caught exactly that: weights 17:1 ran the heavy client 0.94 Q
+//! ahead). On P CPUs it guarantees that some queued client is eligible at
 //! every pick, so the scheduler is work-conserving.
 //! Gap: a quantum that ends early is charged its real length (the paper's
 //! packets have known lengths); the next quantum is tagged as a full Q.
@@ -110,9 +113,13 @@ impl Wf2q {
         self.clock.value() + self.pulled
     }
 
-    /// Advance V to `now`: fluid rate, then `max` with the smallest queued start tag.
-    fn advance(&mut self, now: Time) -> VTime {
+    /// Advance the fluid part of V to `now`.
+    fn advance(&mut self, now: Time) {
         self.clock.advance(now);
+    }
+
+    /// At a selection: `V := max(V, min S over the queued clients)`.
+    fn pull_up(&mut self) {
         if self.eligible.is_empty() {
             if let Some(&(s, _)) = self.pending.first() {
                 let v = self.v();
@@ -121,7 +128,6 @@ impl Wf2q {
                 }
             }
         }
-        self.v()
     }
 
     /// Move every pending client whose start tag has been reached to the eligible set.
@@ -260,6 +266,7 @@ impl Scheduler for Wf2q {
     fn pick(&mut self, now: Time, cpu: CpuId) -> Result<Decision, SchedError> {
         self.roster.check_pick(cpu)?;
         self.advance(now);
+        self.pull_up();
         self.promote();
         Ok(match self.eligible.pop_first() {
             Some((_, client)) => {
