@@ -385,3 +385,57 @@ fn lottery_compensation_restores_short_runners_share() {
     let (a, b) = (time[0] as i128, time[1] as i128);
     assert!((a - b).abs() * 20 <= a + b, "{time:?}");
 }
+
+/// Lockstep driver for P CPUs: every CPU picks at t, runs a full quantum,
+/// and all stop at t + Q. Returns the quanta each client received.
+fn run_lockstep(s: &mut dyn propshare::Scheduler, cpus: usize, q: u64, from: u64, quanta: u64, recv: &mut [u64]) {
+    for step in 0..quanta {
+        let t = from + step * q;
+        let mut ran = Vec::new();
+        for k in 0..cpus {
+            if let Decision::Run { client, .. } = s.pick(t, CpuId(k as u32)).unwrap() {
+                ran.push((k, client));
+            }
+        }
+        for (k, c) in ran {
+            s.stopped(t + q, CpuId(k as u32), c, q, StopReason::Expired).unwrap();
+            recv[c.index()] += 1;
+        }
+    }
+}
+
+/// The SFS paper's Example 1 (section 1.3, its experiment E1): on 2 CPUs,
+/// T1 (weight 1) and T2 (weight 10) run alone, each on its own CPU, then T3
+/// (weight 1) arrives. Tag-based schedulers with the plain, infeasible
+/// weights let T1's tag run far ahead while it had a CPU to itself, so after
+/// T3 arrives T1 starves; over readjusted weights (`+readjust`) T1 and T3
+/// share the second CPU (fluid shares 1:2:1). WF2Q+ escapes here: its
+/// virtual time is pulled up to the smallest queued start tag.
+#[test]
+fn infeasible_weights_starve_plain_tags_and_readjustment_fixes_it() {
+    let q = 10 * MS;
+    for base in ["wfq", "wf2q", "sfq", "stride"] {
+        let mut got = Vec::new();
+        for name in [base.to_string(), format!("{base}+readjust")] {
+            let mut s = registry::build(&name, SchedConfig::new(2, q)).unwrap();
+            s.join(0, ClientId(0), Weight::new(1).unwrap()).unwrap();
+            s.join(0, ClientId(1), Weight::new(10).unwrap()).unwrap();
+            let mut recv = [0u64; 3];
+            run_lockstep(&mut *s, 2, q, 0, 100, &mut recv);
+            assert_eq!(recv, [100, 100, 0], "{name}: each alone on its CPU");
+            s.join(100 * q, ClientId(2), Weight::new(1).unwrap()).unwrap();
+            let mut after = [0u64; 3];
+            run_lockstep(&mut *s, 2, q, 100 * q, 80, &mut after);
+            got.push((name, after));
+        }
+        let (plain, fixed) = (&got[0].1, &got[1].1);
+        if base == "wf2q" {
+            // WF2Q+'s V is pulled up to T1's start tag whenever T1 is the only
+            // queued client (second CPU's pick), so T3 starts level with T1.
+            assert_eq!(*plain, [40, 80, 40], "wf2q");
+        } else {
+            assert!(plain[0] <= 4, "{}: T1 got {plain:?} of 80 quanta after T3 arrived", got[0].0);
+        }
+        assert!(fixed[0] >= 36 && fixed[2] >= 36 && fixed[1] == 80, "{}: {fixed:?}", got[1].0);
+    }
+}
