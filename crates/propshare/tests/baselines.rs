@@ -287,8 +287,10 @@ fn wfq_pg_bound_and_rr_violates_it() {
 /// heavy client of `skewed(n)`); WF2Q+'s does not.
 #[test]
 fn wrr_error_grows_with_weight() {
-    let errors: Vec<i128> =
-        [2u64, 8, 32, 128].iter().map(|&n| run("wrr", &skewed(n), MS, 6 * n as usize, 0).max_abs_lag_quanta()).collect();
+    let errors: Vec<i128> = [2u64, 8, 32, 128]
+        .iter()
+        .map(|&n| run("wrr", &skewed(n), MS, 6 * n as usize, 0).max_abs_lag_quanta())
+        .collect();
     assert_eq!(errors, [1, 4, 16, 64]);
     assert!(run_exact("wf2q", &skewed(128), 600).max_abs_lag_quanta() < 1);
 }
