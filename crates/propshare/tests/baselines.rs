@@ -441,3 +441,13 @@ fn infeasible_weights_starve_plain_tags_and_readjustment_fixes_it() {
         assert!(fixed[0] >= 36 && fixed[2] >= 36 && fixed[1] == 80, "{}: {fixed:?}", got[1].0);
     }
 }
+
+/// VTRR on shares 3, 2, 1, worked by hand from the rules in `algo/vtrr.rs`:
+/// A runs (head); B passes the VFT test (1/2 - 2/6 < 1/2); C passes it
+/// (1 - 3/6 < 1); the queue ends, back to A; B passes (1 - 5/6 < 1/2); C has
+/// no counter left, back to A. Then the next cycle repeats it.
+#[test]
+fn vtrr_worked_example() {
+    let seq = run("vtrr", &[3, 2, 1], MS, 12, 0).sequence();
+    assert_eq!(seq, [0, 1, 2, 0, 1, 0, 0, 1, 2, 0, 1, 0]);
+}

@@ -34,6 +34,11 @@
 //! change O(log N) (finding the place in the share order, as in the paper);
 //! leave, block, stop O(1).
 //!
+//! Gap: the paper's text was not available to us while writing this; the
+//! rules above are as we know them from its section 2.2 and the GR3 paper's
+//! description, cross-checked against a public implementation. Worked by
+//! hand from these rules, shares 3, 2, 1 give the cycle A B C A B A (a test
+//! checks it).
 //! Gap: the initial counter of a client that joins or wakes mid-cycle is not
 //! given in the paper. We use `min(share, counter of the client before it)`,
 //! raised to the counter of the client after it: the largest value that
