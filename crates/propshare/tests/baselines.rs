@@ -356,6 +356,26 @@ fn lottery_share_converges() {
     }
 }
 
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 32, ..ProptestConfig::default() })]
+
+    /// Lottery over random weight sets and seeds: after 10,000 draws every
+    /// client's wins are within 6 standard deviations of `n·w/W` (a spurious
+    /// failure has probability about 2·10^-9 per client).
+    #[test]
+    fn lottery_share_converges_on_random_sets(weights in proptest::collection::vec(1u64..=64, 2..=8), seed in any::<u64>()) {
+        let n = 10_000u64;
+        let tr = run("lottery", &weights, MS, n as usize, seed);
+        let total = tr.total();
+        let recv = &tr.points.last().unwrap().1;
+        for (i, &w) in weights.iter().enumerate() {
+            let dev = (recv[i] / MS) as i128 * total - n as i128 * w as i128;
+            let var = n as i128 * w as i128 * (total - w as i128);
+            prop_assert!(dev * dev <= 36 * var, "seed {seed}, {weights:?}: client {i} got {} of {n}", recv[i] / MS);
+        }
+    }
+}
+
 /// Lottery is a deterministic function of its seed, and its error is not
 /// bounded by a quantum the way WF2Q+'s is.
 #[test]
