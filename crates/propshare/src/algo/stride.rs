@@ -27,7 +27,7 @@
 //! quanta, with `a_i` the quanta received,
 //!
 //! ```text
-//!     -w_j ≤ a_i·w_j - a_j·w_i ≤ w_i     (so |a_i - a_j·w_i/w_j| ≤ 1 + w_i/w_j),
+//!     -w_j ≤ a_i·w_j - a_j·w_i ≤ w_i     (so `a_i - a_j·w_i/w_j` lies in `[-1, w_i/w_j]`),
 //! ```
 //!
 //! which implies the paper's `|a_i - (a_i + a_j)·w_i/(w_i + w_j)| < 1`. Its
