@@ -1,4 +1,12 @@
 //! One file per algorithm, each behind [`crate::Scheduler`].
 
+pub mod lottery;
+pub mod reweigh;
 pub mod rr;
+pub mod sfq;
+pub mod srr;
+pub mod stride;
+pub mod vtrr;
+pub mod wf2q;
 pub mod wfq;
+pub mod wrr;
