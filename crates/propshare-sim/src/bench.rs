@@ -64,7 +64,7 @@ impl BenchDriver {
         }
         self.step += 1;
         if let Some(c) = self.running[k].take() {
-            let block = self.step % 16 == 0;
+            let block = self.step.is_multiple_of(16);
             let reason = if block { StopReason::Blocked } else { StopReason::Expired };
             let _ = self.sched.stopped(self.now, CpuId(k as u32), c, self.quantum, reason);
             if block {
