@@ -33,6 +33,16 @@ pub const SCHEDULERS: &[Entry] = &[
         summary: "WFQ over readjusted weights (SFS paper section 2.2)",
         build: |c| Box::new(algo::wfq::Wfq::with_readjustment(c)),
     },
+    Entry {
+        name: "cfs",
+        summary: "Linux CFS (<= 6.5): per-CPU vruntime runqueues, load balancing of weighted load (kernel/sched/fair.c)",
+        build: |c| Box::new(algo::cfs::Cfs::new(c)),
+    },
+    Entry {
+        name: "eevdf",
+        summary: "Linux EEVDF (>= 6.6): per-CPU eligible earliest virtual deadline first with lag placement, load balancing (kernel/sched/fair.c)",
+        build: |c| Box::new(algo::eevdf::Eevdf::new(c)),
+    },
 ];
 
 /// A scheduler name that is not registered.

@@ -44,6 +44,8 @@ contract_tests! {
     contract_rr => "rr",
     contract_wfq => "wfq",
     contract_wfq_readjust => "wfq+readjust",
+    contract_cfs => "cfs",
+    contract_eevdf => "eevdf",
 }
 
 /// Every registered scheduler must appear above.

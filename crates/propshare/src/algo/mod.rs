@@ -2,3 +2,6 @@
 
 pub mod rr;
 pub mod wfq;
+pub mod linux;
+pub mod cfs;
+pub mod eevdf;
