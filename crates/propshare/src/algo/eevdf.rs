@@ -264,8 +264,8 @@ mod tree {
     }
 }
 
-pub use tree::Item;
 use tree::DeadlineTree;
+pub use tree::Item;
 
 #[derive(Clone, Copy, Debug)]
 struct Curr {
@@ -538,7 +538,8 @@ mod tests {
         let mut t = DeadlineTree::new();
         let mut model = Vec::new();
         for i in 0..200u32 {
-            let it = Item { deadline: (i as u64 * 7919) % 101, client: ClientId(i), vruntime: (i as u64 * 104729) % 997 };
+            let it =
+                Item { deadline: (i as u64 * 7919) % 101, client: ClientId(i), vruntime: (i as u64 * 104729) % 997 };
             t.insert(it);
             model.push(it);
         }

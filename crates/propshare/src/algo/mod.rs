@@ -1,7 +1,7 @@
 //! One file per algorithm, each behind [`crate::Scheduler`].
 
-pub mod rr;
-pub mod wfq;
-pub mod linux;
 pub mod cfs;
 pub mod eevdf;
+pub mod linux;
+pub mod rr;
+pub mod wfq;
