@@ -96,6 +96,12 @@
 //! (everything multiplied by P) and saturate at zero, so a busiest CPU below
 //! the average yields no move.
 //!
+//! Gap: the propshare weight is used directly as the kernel load weight
+//! (1024 = nice 0). Virtual runtime goes through the kernel's 32-bit inverse
+//! weight, whose relative error is about `w / 2^32`: negligible for nice
+//! weights (2·10^-5 at nice −20), coarse for weights near 2^32, as it would
+//! be in the kernel.
+//!
 //! Gap: balancing runs when an event arrives at or after a CPU's
 //! `next_balance` (the kernel runs it from the tick), for every CPU that is
 //! due, in CPU order.
