@@ -46,6 +46,8 @@ contract_tests! {
     contract_wfq_readjust => "wfq+readjust",
     contract_cfs => "cfs",
     contract_eevdf => "eevdf",
+    contract_cfs_lbfail => "cfs+lbfail",
+    contract_eevdf_lbfail => "eevdf+lbfail",
 }
 
 /// Every registered scheduler must appear above.

@@ -122,6 +122,44 @@ fn ten_equal_clients_on_eight_cpus_stay_skewed() {
     }
 }
 
+/// With the kernel's failed-balance relaxation (`+lbfail`) a task too heavy
+/// for the imbalance moves after a failed pass or two: the strict balancer
+/// never migrates once settled, the relaxed one keeps migrating the waiting
+/// clients back and forth (the running one is never a candidate, so a client
+/// can still keep its CPU; figures in docs/ALGORITHMS.md).
+fn migrations_after_settling<R: FairRq>(s: LinuxSched<R>, n: usize, p: usize) -> (u64, Vec<Time>) {
+    let mut d = Driver::new(s, p);
+    for _ in 0..n {
+        d.join(1024);
+    }
+    d.run_until(SECOND);
+    let before = d.s.migrations();
+    let w = d.windows(1, 10 * SECOND).pop().unwrap();
+    (d.s.migrations() - before, w)
+}
+
+#[test]
+fn failed_balance_relaxation_keeps_migrating() {
+    for (n, p) in [(3usize, 2usize), (10, 8)] {
+        let cfg = SchedConfig::new(p, MS);
+        let runs = [
+            (false, migrations_after_settling(Cfs::new(cfg), n, p)),
+            (false, migrations_after_settling(Eevdf::new(cfg), n, p)),
+            (true, migrations_after_settling(Cfs::with_balance_failed_relax(cfg), n, p)),
+            (true, migrations_after_settling(Eevdf::with_balance_failed_relax(cfg), n, p)),
+        ];
+        for (relax, (moved, w)) in runs {
+            // Work-conserving either way: the P CPUs were busy all the time.
+            assert_eq!(w.iter().sum::<Time>(), p as u64 * 10 * SECOND);
+            if relax {
+                assert!(moved >= 200, "{n} on {p}: only {moved} migrations in 10 s");
+            } else {
+                assert_eq!(moved, 0, "{n} on {p}: the strict balancer settled");
+            }
+        }
+    }
+}
+
 /// The fair reference for contrast: WFQ over one global queue gives each of
 /// three equal clients 2/3 of a CPU.
 #[test]
@@ -322,12 +360,21 @@ proptest! {
 #[ignore]
 fn report_figures() {
     let sets: [&[u64]; 4] = [&[1024, 1024, 1024], &[1, 2, 3, 4, 5], &[1, 8192], &[15, 1024, 88761, 335, 3121, 1024, 7]];
-    for name in ["cfs", "eevdf"] {
+    for name in ["cfs", "eevdf", "cfs+lbfail", "eevdf+lbfail"] {
         for set in sets {
             let (lo, hi) = one_cpu_lag(name, set, MS, 4000);
-            println!("{name} one CPU, q = 1 ms, weights {set:?}: lag in [{:.3}, {:.3}] ms", lo as f64 / 1e6, hi as f64 / 1e6);
+            println!(
+                "{name} one CPU, q = 1 ms, weights {set:?}: lag in [{:.3}, {:.3}] ms",
+                lo as f64 / 1e6,
+                hi as f64 / 1e6
+            );
         }
-        for (n, p, ws) in [(3usize, 2usize, vec![1024u64; 3]), (10, 8, vec![1024; 10]), (3, 2, vec![10, 1, 1]), (4, 3, vec![10, 1, 1, 1])] {
+        for (n, p, ws) in [
+            (3usize, 2usize, vec![1024u64; 3]),
+            (10, 8, vec![1024; 10]),
+            (3, 2, vec![10, 1, 1]),
+            (4, 3, vec![10, 1, 1, 1]),
+        ] {
             let mut d = driver(name, p, MS);
             for &w in &ws {
                 d.join(w);

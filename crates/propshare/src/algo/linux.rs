@@ -66,6 +66,14 @@
 //!   scheduler work-conserving: no CPU is idle while a task waits after the
 //!   host has polled its idle CPUs ([`Scheduler::work_conserving`] is true).
 //!
+//! * **Failed-balance relaxation** (option, `cfs+lbfail` / `eevdf+lbfail`,
+//!   [`Tunables::balance_failed_relax`]): as `sd->nr_balance_failed` does
+//!   since the 5.5 rework, a periodic pass that finds an imbalance but moves
+//!   nothing counts a failure, and a task of weight w then fits if
+//!   `w >> failures ≤ imbalance`; a move or a balanced verdict resets the
+//!   count. Tasks that are too heavy for the imbalance therefore move after
+//!   a few passes, and the odd task of N on P rotates between CPUs.
+//!
 //! Because the balancer equalises *load*, not service, a move happens only
 //! when a whole task's weight fits in the imbalance. Three equal clients on
 //! two CPUs (loads 2w and w, average 1.5w, imbalance w/2 < w) or ten on eight
@@ -83,8 +91,8 @@
 //! Not modelled: PELT (load is the instantaneous runnable weight, as for
 //! always-runnable tasks; util-based `migrate_util` amounts), cgroups and
 //! group scheduling, the SMT/LLC/NUMA domain hierarchy (one flat domain),
-//! CPU capacities and asymmetric packing, `nr_balance_failed` with its
-//! relaxation of the imbalance cap and active balancing of running tasks,
+//! CPU capacities and asymmetric packing, active balancing of running tasks
+//! (and, by default, the `nr_balance_failed` relaxation),
 //! cache hotness (`task_hot`, `migration_cost`), `busy_factor` and the
 //! doubling of `balance_interval`, NOHZ idle balancing, wake-affine
 //! heuristics between waker and wakee, buddies (`next`/`last`/`skip`),
@@ -304,6 +312,9 @@ pub struct Tunables {
     /// EEVDF `RUN_TO_PARITY`: an eligible running task is not preempted by a
     /// wakee before its slice ends.
     pub run_to_parity: bool,
+    /// Relax the imbalance cap after failed balance passes
+    /// (`nr_balance_failed`); off by default (the classic balancer).
+    pub balance_failed_relax: bool,
 }
 
 impl Tunables {
@@ -327,6 +338,7 @@ impl Tunables {
             place_lag: true,
             place_deadline_initial: true,
             run_to_parity: true,
+            balance_failed_relax: false,
         }
     }
 
@@ -436,12 +448,14 @@ pub struct CpuPart<R> {
     pub rq: R,
     lru: BTreeSet<(u64, ClientId)>,
     next_balance: Time,
+    nr_balance_failed: u32,
 }
 
 /// A Linux-like scheduler: per-CPU runqueues of policy `R` plus the shared
 /// placement and load balancing.
 #[derive(Clone, Debug)]
 pub struct LinuxSched<R: FairRq> {
+    name: String,
     roster: Roster,
     tun: Tunables,
     ents: ClientTable<Entity>,
@@ -468,14 +482,24 @@ impl<R: FairRq> LinuxSched<R> {
         Self::with_tunables(cfg, Tunables::for_quantum(cfg.quantum))
     }
 
+    /// With the failed-balance relaxation (`+lbfail`).
+    pub fn with_balance_failed_relax(cfg: SchedConfig) -> Self {
+        let tun = Tunables { balance_failed_relax: true, ..Tunables::for_quantum(cfg.quantum) };
+        Self::with_tunables(cfg, tun)
+    }
+
     /// With explicit tunables.
     pub fn with_tunables(cfg: SchedConfig, tun: Tunables) -> Self {
         let cpus = cfg.cpus.max(1);
+        let suffix = if tun.balance_failed_relax { "+lbfail" } else { "" };
         LinuxSched {
+            name: format!("{}{suffix}", R::NAME),
             roster: Roster::new(cfg.cpus),
             tun,
             ents: ClientTable::new(),
-            cpus: (0..cpus).map(|_| CpuPart { rq: R::new(&tun), lru: BTreeSet::new(), next_balance: 0 }).collect(),
+            cpus: (0..cpus)
+                .map(|_| CpuPart { rq: R::new(&tun), lru: BTreeSet::new(), next_balance: 0, nr_balance_failed: 0 })
+                .collect(),
             stamp: 0,
             migrations: 0,
         }
@@ -591,7 +615,10 @@ impl<R: FairRq> LinuxSched<R> {
 
     /// One periodic balance pass of CPU `this`; returns the number of tasks moved.
     pub fn load_balance(&mut self, this: usize) -> usize {
-        let Some(busiest) = self.find_busiest(this) else { return 0 };
+        let Some(busiest) = self.find_busiest(this) else {
+            self.cpus[this].nr_balance_failed = 0;
+            return 0;
+        };
         if self.is_idle(this) {
             return self.newidle_balance(this) as usize;
         }
@@ -599,29 +626,35 @@ impl<R: FairRq> LinuxSched<R> {
         let total: u128 = self.cpus.iter().map(|k| k.rq.load() as u128).sum();
         let local = self.cpus[this].rq.load() as u128;
         let busy = self.cpus[busiest].rq.load() as u128;
-        // Balanced: this is at least as loaded as the busiest, or as the average.
-        if local >= busy || p * local >= total {
-            return 0;
-        }
-        // Both overloaded: the busiest must exceed this by imbalance_pct.
-        if self.cpus[this].rq.nr_running() >= 2 && 100 * busy <= self.tun.imbalance_pct as u128 * local {
+        // Balanced: this is at least as loaded as the busiest, or as the average;
+        // or both are overloaded and the busiest is within imbalance_pct.
+        let overloaded = self.cpus[this].rq.nr_running() >= 2;
+        if local >= busy || p * local >= total || (overloaded && 100 * busy <= self.tun.imbalance_pct as u128 * local) {
+            self.cpus[this].nr_balance_failed = 0;
             return 0;
         }
         // In units of 1/P of a weight: min(busiest − avg, avg − this).
         let mut imbalance = (p * busy).saturating_sub(total).min(total - p * local);
+        if imbalance == 0 {
+            self.cpus[this].nr_balance_failed = 0;
+            return 0;
+        }
+        let failed = if self.tun.balance_failed_relax { self.cpus[this].nr_balance_failed.min(63) } else { 0 };
         let mut moved = 0;
         for c in self.candidates(busiest) {
             if imbalance == 0 {
                 break;
             }
             let w = p * self.ents[c].weight as u128;
-            if w > imbalance {
+            if w >> failed > imbalance {
                 continue;
             }
             self.migrate(busiest, this, c);
-            imbalance -= w;
+            imbalance = imbalance.saturating_sub(w);
             moved += 1;
         }
+        let part = &mut self.cpus[this];
+        part.nr_balance_failed = if moved == 0 { part.nr_balance_failed.saturating_add(1) } else { 0 };
         moved
     }
 
@@ -638,7 +671,7 @@ impl<R: FairRq> LinuxSched<R> {
 
 impl<R: FairRq> Scheduler for LinuxSched<R> {
     fn name(&self) -> &str {
-        R::NAME
+        &self.name
     }
 
     fn work_conserving(&self) -> bool {
