@@ -386,3 +386,26 @@ fn report_figures() {
         }
     }
 }
+
+/// Decision cost (pick + the stop that follows it), printed, not asserted:
+/// `cargo test -p propshare --test linux -- --ignored --nocapture decision_cost` (the test profile is optimised)
+#[test]
+#[ignore]
+fn decision_cost() {
+    for name in ["cfs", "eevdf"] {
+        for (n, p) in [(1000usize, 8usize), (1_000_000, 8)] {
+            let mut d = driver(name, p, MS);
+            for i in 0..n {
+                d.join(1 + (i as u64 * 7919) % 4096);
+            }
+            d.run_until(100 * MS);
+            let decisions = 200_000;
+            let start = std::time::Instant::now();
+            for _ in 0..decisions {
+                d.step(|_, _| {});
+            }
+            let ns = start.elapsed().as_nanos() / decisions as u128;
+            println!("{name}: N = {n}, P = {p}: {ns} ns per decision (pick + stop, driver included)");
+        }
+    }
+}

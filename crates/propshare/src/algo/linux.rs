@@ -816,6 +816,33 @@ mod tests {
     }
 
     #[test]
+    fn nices_for_weights_keep_every_ratio_within_one_step() {
+        // Each weight is rounded by at most half a step (about ×1.12), so any
+        // ratio of two mapped weights is within one step (×1.25) of the
+        // original, as long as the set fits the table's 5917:1 range.
+        let mut x = 12345u64;
+        for _ in 0..2000 {
+            let n = 2 + (x % 6) as usize;
+            let ws: Vec<u64> = (0..n)
+                .map(|_| {
+                    x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+                    1 + (x >> 33) % 3000
+                })
+                .collect();
+            let nices = nices_for_weights(&ws);
+            for i in 0..n {
+                for j in 0..n {
+                    let (a, b) = (
+                        ws[i] as f64 / ws[j] as f64,
+                        nice_to_weight(nices[i]) as f64 / nice_to_weight(nices[j]) as f64,
+                    );
+                    assert!(a / b <= 1.26 && b / a <= 1.26, "{ws:?} -> {nices:?}");
+                }
+            }
+        }
+    }
+
+    #[test]
     fn calc_delta_matches_exact_division() {
         for &w in &[1u64, 2, 3, 15, 100, 1024, 1277, 88761, 1 << 20, (1 << 32) - 1] {
             for &d in &[0u64, 1, 999, 1_000_000, 10_000_000_000] {
