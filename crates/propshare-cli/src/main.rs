@@ -3,6 +3,8 @@
 //! Exit codes: 0 success; 2 bad input (a scenario file, a scheduler name, an
 //! option); 1 anything else (a scheduler that broke its contract, I/O).
 
+mod bench_cmd;
+
 use std::path::{Path, PathBuf};
 
 use clap::{Args, Parser, Subcommand};
@@ -13,6 +15,9 @@ use propshare_sim::output::RunMetrics;
 use propshare_sim::report::write_report;
 use propshare_sim::run::{run_scenario, RunOptions, ScenarioResult};
 use propshare_sim::scenario::Scenario;
+
+#[global_allocator]
+static ALLOC: bench_cmd::CountingAlloc = bench_cmd::CountingAlloc;
 
 #[derive(Parser)]
 #[command(
@@ -51,6 +56,48 @@ enum Command {
         /// Number of CPUs.
         #[arg(long, default_value_t = 2)]
         cpus: usize,
+    },
+    /// Measure ns per decision and memory per client for every scheduler across N and P.
+    Bench {
+        /// Schedulers (default: all registered).
+        #[arg(long, value_delimiter = ',')]
+        scheduler: Option<Vec<String>>,
+        /// Small sizes and few iterations (CI: keeps the code working, asserts nothing).
+        #[arg(long)]
+        quick: bool,
+        /// Every (N, P) combination instead of an N sweep at P = 8 and a P sweep.
+        #[arg(long)]
+        grid: bool,
+        /// Output directory for bench.csv, plots and bench.html.
+        #[arg(long, default_value = "report")]
+        out: PathBuf,
+        /// Less chatter.
+        #[arg(long)]
+        quiet: bool,
+    },
+    /// Simulator throughput (quanta per second) and memory per client at scale.
+    BenchSim {
+        /// The scheduler to simulate.
+        #[arg(long, default_value = "rr")]
+        scheduler: String,
+        /// Smaller sizes.
+        #[arg(long)]
+        quick: bool,
+    },
+    /// Set up a steady workload and run exactly D decisions (for instruction counting under callgrind).
+    BenchInsns {
+        /// Scheduler.
+        #[arg(long)]
+        scheduler: String,
+        /// N.
+        #[arg(long)]
+        clients: usize,
+        /// P.
+        #[arg(long, default_value_t = 1)]
+        cpus: usize,
+        /// D.
+        #[arg(long)]
+        decisions: u64,
     },
     /// List the registered schedulers.
     List,
@@ -104,6 +151,30 @@ fn main() {
         Some(Command::Simulate(a)) => simulate(a, false),
         Some(Command::Compare(a)) => simulate(a, true),
         Some(Command::Demo { scheduler, cpus }) => demo(&scheduler, cpus),
+        Some(Command::Bench { scheduler, quick, grid, out, quiet }) => (|| {
+            let list = match scheduler {
+                Some(l) => {
+                    for s in &l {
+                        registry::find(s).map_err(bad_input)?;
+                    }
+                    l
+                }
+                None => registry::names().map(String::from).collect(),
+            };
+            bench_cmd::bench(&list, quick, grid, &out, quiet).map_err(Failure::from)
+        })(),
+        Some(Command::BenchSim { scheduler, quick }) => registry::find(&scheduler)
+            .map_err(bad_input)
+            .and_then(|_| bench_cmd::bench_sim(&scheduler, quick).map_err(Failure::from)),
+        Some(Command::BenchInsns { scheduler, clients, cpus, decisions }) => {
+            if clients < 2 * cpus || cpus == 0 {
+                Err(bad_input(anyhow::anyhow!("need --cpus >= 1 and --clients >= 2 x --cpus")))
+            } else {
+                registry::find(&scheduler)
+                    .map_err(bad_input)
+                    .and_then(|_| bench_cmd::bench_insns(&scheduler, clients, cpus, decisions).map_err(Failure::from))
+            }
+        }
         Some(Command::List) => {
             for e in registry::SCHEDULERS {
                 println!("{:<20} {}", e.name, e.summary);

@@ -388,8 +388,22 @@ struct SimClient {
     woke_at: Option<Time>,
     stats: ClientStats,
     lag_samples: u64,
-    lag_abs_sum: f64,
+    acc: LagAcc,
+    static_share: Option<u128>,
     in_series: bool,
+}
+
+/// Running lag extremes, in fixed point (ns · 2^FRAC).
+#[derive(Clone, Copy, Debug, Default)]
+struct LagAcc {
+    max_lag: i128,
+    min_lag: i128,
+    abs_lag_ns_sum: f64,
+    service_error: Option<(i128, i128)>,
+}
+
+fn ns_of_fixed(v: i128) -> f64 {
+    v as f64 / (1u128 << FRAC) as f64
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -539,7 +553,8 @@ impl<S: Scheduler> Engine<S> {
                     last_cpu: None,
                     woke_at: None,
                     lag_samples: 0,
-                    lag_abs_sum: 0.0,
+                    acc: LagAcc::default(),
+                    static_share: None,
                     in_series: false,
                 })
                 .collect(),
@@ -623,7 +638,10 @@ impl<S: Scheduler> Engine<S> {
                 c.stats.ideal = ns_of_service(ideal);
             }
             c.stats.received = c.received;
-            c.stats.mean_abs_lag = if c.lag_samples > 0 { c.lag_abs_sum / c.lag_samples as f64 } else { 0.0 };
+            c.stats.mean_abs_lag = if c.lag_samples > 0 { c.acc.abs_lag_ns_sum / c.lag_samples as f64 } else { 0.0 };
+            c.stats.max_lag = ns_of_fixed(c.acc.max_lag);
+            c.stats.min_lag = ns_of_fixed(c.acc.min_lag);
+            c.stats.service_error = c.acc.service_error.map(|(a, b)| (ns_of_fixed(a), ns_of_fixed(b)));
         }
         let mut report = self.report;
         report.decision_cost = self.cost;
@@ -761,34 +779,39 @@ impl<S: Scheduler> Engine<S> {
         trace(TraceEvent::Leave { t: self.now, client: &c.spec.name });
     }
 
-    /// Lag and service-error sample for client i at `now`.
+    /// Lag and service-error sample for client i at `now`. Integer
+    /// arithmetic only (fixed point, [`FRAC`] bits): this runs twice per quantum.
     fn sample(&mut self, i: usize) {
         if matches!(self.clients[i].state, State::Absent | State::Gone) {
             return;
         }
         let ideal: Service = self.fluid.ideal(self.now, Self::id(i));
         let received = self.received_now(i);
-        let lag = ns_of_service(ideal) - received as f64;
-        let static_share = self.static_set.then(|| self.fluid.rate(Self::id(i)));
+        let lag = ideal as i128 - ((received as i128) << FRAC);
         let work = self.work_now();
-        let p = self.cfg.cpus.min(self.clients.len()) as u128;
+        if self.static_set && self.clients[i].static_share.is_none() {
+            // φ_C/Φ_T = rate / P', fixed for a static set.
+            let (num, den) = self.fluid.rate(Self::id(i));
+            let p = self.cfg.cpus.min(self.clients.len()) as u128;
+            self.clients[i].static_share = Some(((num as u128) << FRAC) / (den as u128 * p).max(1));
+        }
         let c = &mut self.clients[i];
+        let acc = &mut c.acc;
         if c.lag_samples == 0 {
-            c.stats.max_lag = lag;
-            c.stats.min_lag = lag;
+            acc.max_lag = lag;
+            acc.min_lag = lag;
         }
-        c.stats.max_lag = c.stats.max_lag.max(lag);
-        c.stats.min_lag = c.stats.min_lag.min(lag);
+        acc.max_lag = acc.max_lag.max(lag);
+        acc.min_lag = acc.min_lag.min(lag);
         c.lag_samples += 1;
-        c.lag_abs_sum += lag.abs();
+        acc.abs_lag_ns_sum += ((lag >> FRAC) as i64).unsigned_abs() as f64;
         if c.in_series {
-            c.stats.lag_series.push((self.now, lag));
+            c.stats.lag_series.push((self.now, lag as f64 / (1u128 << FRAC) as f64));
         }
-        if let Some((num, den)) = static_share {
-            // e = w_C − W_T φ_C/Φ_T, with φ_C/Φ_T = rate / P'.
-            let expected = ((work as u128) << FRAC) * num as u128 / (den as u128 * p).max(1);
-            let e = received as f64 - ns_of_service(expected);
-            let r = c.stats.service_error.get_or_insert((e, e));
+        if let (true, Some(share)) = (self.static_set, c.static_share) {
+            // e = w_C − W_T φ_C/Φ_T.
+            let e = ((received as i128) << FRAC) - (work as u128 * share) as i128;
+            let r = acc.service_error.get_or_insert((e, e));
             r.0 = r.0.min(e);
             r.1 = r.1.max(e);
         }

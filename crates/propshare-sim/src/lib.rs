@@ -8,6 +8,7 @@
 
 #![warn(missing_docs)]
 
+pub mod bench;
 pub mod engine;
 pub mod fluid;
 pub mod output;

@@ -525,7 +525,14 @@ impl Scenario {
         let cx = Ctx { file, text };
         let raw: RawScenario = toml::from_str(text).map_err(|e| {
             let span = e.span().unwrap_or(0..0);
-            cx.err(span, "", e.message().to_string())
+            // Name the key written on the offending line, when there is one.
+            let start = text[..span.start.min(text.len())].rfind('\n').map_or(0, |i| i + 1);
+            let line = text[start..].lines().next().unwrap_or("");
+            let key = line
+                .split_once('=')
+                .map(|(k, _)| k.trim())
+                .filter(|k| !k.is_empty() && k.chars().all(|c| c.is_ascii_alphanumeric() || "_-.\"".contains(c)));
+            cx.err(span, key.unwrap_or(""), e.message().trim().to_string())
         })?;
         let m = raw.machine.get_ref();
         let cpus = *m.cpus.get_ref();

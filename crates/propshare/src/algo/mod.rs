@@ -3,5 +3,13 @@
 pub mod cfs;
 pub mod eevdf;
 pub mod linux;
+pub mod lottery;
+pub mod reweigh;
 pub mod rr;
+pub mod sfq;
+pub mod srr;
+pub mod stride;
+pub mod vtrr;
+pub mod wf2q;
 pub mod wfq;
+pub mod wrr;
