@@ -83,6 +83,26 @@ pub const SCHEDULERS: &[Entry] = &[
         summary: "virtual-time round robin (Nieh, Vaill, Zhong 2001)",
         build: |c| Box::new(algo::vtrr::Vtrr::new(c)),
     },
+    Entry {
+        name: "cfs",
+        summary: "Linux CFS (<= 6.5): per-CPU vruntime runqueues, load balancing of weighted load (kernel/sched/fair.c)",
+        build: |c| Box::new(algo::cfs::Cfs::new(c)),
+    },
+    Entry {
+        name: "eevdf",
+        summary: "Linux EEVDF (>= 6.6): per-CPU eligible earliest virtual deadline first with lag placement, load balancing (kernel/sched/fair.c)",
+        build: |c| Box::new(algo::eevdf::Eevdf::new(c)),
+    },
+    Entry {
+        name: "cfs+lbfail",
+        summary: "CFS with the kernel's nr_balance_failed relaxation: too-heavy tasks move after failed balance passes",
+        build: |c| Box::new(algo::cfs::Cfs::with_balance_failed_relax(c)),
+    },
+    Entry {
+        name: "eevdf+lbfail",
+        summary: "EEVDF with the kernel's nr_balance_failed relaxation: too-heavy tasks move after failed balance passes",
+        build: |c| Box::new(algo::eevdf::Eevdf::with_balance_failed_relax(c)),
+    },
 ];
 
 /// A scheduler name that is not registered.

@@ -54,6 +54,10 @@ contract_tests! {
     contract_wrr => "wrr",
     contract_srr => "srr",
     contract_vtrr => "vtrr",
+    contract_cfs => "cfs",
+    contract_eevdf => "eevdf",
+    contract_cfs_lbfail => "cfs+lbfail",
+    contract_eevdf_lbfail => "eevdf+lbfail",
 }
 
 /// Every registered scheduler must appear above.

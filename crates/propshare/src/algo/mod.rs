@@ -1,5 +1,8 @@
 //! One file per algorithm, each behind [`crate::Scheduler`].
 
+pub mod cfs;
+pub mod eevdf;
+pub mod linux;
 pub mod lottery;
 pub mod reweigh;
 pub mod rr;
