@@ -221,6 +221,9 @@ fn simulate(a: SimArgs, html: bool) -> Result<(), Failure> {
     for run in &result.runs {
         print_metrics(run);
     }
+    for (name, median, p99) in &result.costs {
+        println!("{name}: {median} ns per decision (median), {p99} ns (p99), wall clock");
+    }
     print_verdicts(&result);
     if html {
         write_report(&out, &format!("propshare: {}", scn.name), &scn.description, "", std::slice::from_ref(&result))?;
