@@ -1096,3 +1096,231 @@ fn mul_wide(a: u128, b: u128) -> (u128, u128) {
     let hi = p11 + (p01 >> 64) + (p10 >> 64) + (mid >> 64);
     (hi, lo)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const Q: Time = 1000;
+
+    /// The mix of App. A.2.1: C1..C10 (ids 1..=10) with weights 2,2,3,4,4,4,4,6,6,9.
+    fn appendix_mix(params: GdqParams) -> Gdq {
+        let mut s = Gdq::with_params(SchedConfig::new(4, Q), params);
+        for (i, w) in [2, 2, 3, 4, 4, 4, 4, 6, 6, 9].into_iter().enumerate() {
+            s.join(0, ClientId(i as u32 + 1), Weight::new(w).unwrap()).unwrap();
+        }
+        s
+    }
+
+    fn frac(num: u128, den: u128, one: u128) -> u128 {
+        num * one / den
+    }
+
+    #[test]
+    fn mul_div_is_exact_beyond_u128() {
+        assert_eq!(mul_div(7, 3, 2, false), 10);
+        assert_eq!(mul_div(7, 3, 2, true), 11);
+        let big = 1u128 << 100;
+        assert_eq!(mul_div(big, big, big, false), big);
+        assert_eq!(mul_div(big, (1 << 90) + 3, 1 << 90, false), big + 3 * (1 << 10));
+        assert_eq!(mul_div(big + 1, big, big, true), big + 1);
+        assert_eq!(mul_div(u128::MAX, u128::MAX, 1, false), u128::MAX); // saturates
+        assert_eq!(mul_div(u128::MAX, u128::MAX, u128::MAX, false), u128::MAX);
+        assert_eq!(mul_div(u128::MAX, 3, 6, false), u128::MAX / 2);
+    }
+
+    /// A.2.1 grouping and A.2.2's allocation: P̲ = (0,2,0), P̄ = (1,3,1),
+    /// ψ = P'·Φ_k mod Φ_T scaled: φ̂ = (7, 6, 9).
+    #[test]
+    fn appendix_grouping_and_shares() {
+        let s = appendix_mix(GdqParams::default());
+        let g = s.groups();
+        let summary: Vec<_> = g.iter().map(|g| (g.order, g.members, g.floor, g.ceil)).collect();
+        assert_eq!(summary, vec![(1, 3, 0, 1), (2, 6, 2, 3), (3, 1, 0, 1)]);
+        // φ̂_k = ψ_k / (P'·D), here D = P' = 4: 16 φ̂ = (112, 96, 144).
+        let psi: Vec<u128> = [1, 2, 3].iter().map(|&k| s.groups[k].psi).collect();
+        assert_eq!(psi, vec![112, 96, 144]);
+        assert_eq!(s.vft_scale, 16);
+        // Initial F = 1/φ̂.
+        assert_eq!(s.vft(1), frac(1, 7, VFT_ONE));
+        assert_eq!(s.vft(2), frac(1, 6, VFT_ONE));
+        assert_eq!(s.vft(3), frac(1, 9, VFT_ONE));
+    }
+
+    /// App. A.2.2, step by step. The paper's ℘1, ℘3, ℘2, ℘4 decide at
+    /// t, t+5, t+10, t+15: here CPUs 0, 1, 2, 3 (CPUs 0 and 2 dedicated to G²).
+    #[test]
+    fn appendix_inter_group_example() {
+        let mut s = appendix_mix(GdqParams { delta: 4, interval: 20 });
+        let t = 20;
+        s.enter_group(0, 2, true);
+        s.enter_group(2, 2, true);
+        s.enter_group(1, 2, false);
+        s.enter_group(3, 3, false);
+        for j in 0..4 {
+            s.cpus[j].next_mfq = (t + 5 * j as u64) * Q;
+        }
+        // F = (2/7, 1/6, 2/9) at t: G¹ and G³ completed one interval each.
+        s.groups[1].vft_work = 20 * Q as u128;
+        s.groups[3].vft_work = 20 * Q as u128;
+        // ℘3 has served G² for 10 quanta of its current interval at t-5, ℘4 has just decided.
+        s.cpus[1].float_work = 10 * Q;
+        assert_eq!(s.vft(1), frac(2, 7, VFT_ONE));
+        assert_eq!(s.vft(2), frac(1, 6, VFT_ONE));
+        assert_eq!(s.vft(3), frac(2, 9, VFT_ONE));
+        s.check_invariants().unwrap();
+
+        let mut log = Vec::new();
+        for tau in 15..50u64 {
+            let before: Vec<_> = (0..4).map(|j| s.cpus[j].group).collect();
+            for j in 0..4 {
+                let d = s.pick(tau * Q, CpuId(j)).unwrap();
+                let Decision::Run { client, .. } = d else { panic!("cpu {j} idle at {tau}") };
+                assert_eq!(Some(s.procs[client].order), s.cpus[j as usize].group);
+            }
+            for j in 0..4 {
+                let c = s.roster.on_cpu(CpuId(j)).unwrap();
+                s.stopped((tau + 1) * Q, CpuId(j), c, Q, StopReason::Expired).unwrap();
+            }
+            for j in 0..4 {
+                if s.cpus[j].group != before[j] {
+                    log.push((tau as i64 - t as i64, j, s.cpus[j].group.unwrap()));
+                }
+            }
+            match tau as i64 - t as i64 {
+                5 => assert_eq!(s.vft(2), frac(2, 6, VFT_ONE)),
+                15 => {
+                    assert_eq!(s.vft(3), frac(3, 9, VFT_ONE));
+                    assert_eq!(s.vft(2), s.vft(3), "the tie of the paper");
+                }
+                25 => assert_eq!(s.vft(1), frac(3, 7, VFT_ONE)),
+                _ => {}
+            }
+            s.check_invariants().unwrap();
+        }
+        // t+5: ℘3 → G¹; t+15: ℘4 → G² (tie to the lower order); t+25: ℘3 → G³.
+        assert_eq!(log[..3], [(5, 1, 1), (15, 3, 2), (25, 1, 3)]);
+        // Dedicated CPUs never moved.
+        assert_eq!(s.cpu_assignment(CpuId(0)), Some((2, true)));
+        assert_eq!(s.cpu_assignment(CpuId(2)), Some((2, true)));
+    }
+
+    /// Replace G^k's queues: CPU `cpu` (or none: stalled) serves `clients` with nv_Q = `nv`.
+    fn install_queue(s: &mut Gdq, cpu: Option<usize>, k: u32, clients: &[u32], nv: u64) -> usize {
+        let q = s.new_queue(k, cpu.map(|j| CpuId(j as u32)), nv);
+        for &c in clients {
+            let c = ClientId(c);
+            s.unlink(c);
+            s.procs[c].nv = 0;
+            s.link(c, q, false);
+        }
+        if let Some(j) = cpu {
+            s.cpus[j].group = Some(k);
+            s.cpus[j].queue = Some(q);
+            s.groups[k as usize].assigned += 1;
+        }
+        q
+    }
+
+    fn nv_is(s: &Gdq, c: u32, num: u128, den: u128) -> bool {
+        let exact = frac(num, den, NV_ONE);
+        let got = s.procs[ClientId(c)].nv;
+        got >= exact && got - exact < 16
+    }
+
+    /// One quantum of INTRAGROUP on each listed CPU; returns who ran.
+    fn step(s: &mut Gdq, cpus: &[usize]) -> Vec<u32> {
+        let mut ran = Vec::new();
+        for &j in cpus {
+            let c = s.intragroup(j).expect("work");
+            let p = &s.procs[c];
+            let inc = s.nv_charge(Q, p.order, p.phi);
+            s.procs[c].nv += inc;
+            ran.push(c.0);
+        }
+        ran
+    }
+
+    fn contents(s: &Gdq, q: usize) -> Vec<u32> {
+        let mut v: Vec<u32> = s.queue_view(q).clients.iter().map(|c| c.0).collect();
+        v.sort();
+        v
+    }
+
+    /// App. A.2.3 with δ = 1: G² with Q1 = {C4, C5} on ℘1, Q2 = {C7} on ℘2,
+    /// Q3 = {C8, C9, C6} on ℘3; ℘3 leaves at t+5, ℘4 arrives at t+15.
+    #[test]
+    fn appendix_intra_group_example() {
+        let mut s = appendix_mix(GdqParams { delta: 1, interval: 20 });
+        let q1 = install_queue(&mut s, Some(0), 2, &[4, 5], 1);
+        let q2 = install_queue(&mut s, Some(1), 2, &[7], 1);
+        let q3 = install_queue(&mut s, Some(2), 2, &[8, 9, 6], 1);
+        assert!(s.groups[2].queues.len() == 3, "the join-time stalled queue was freed");
+        let cpus = [0, 1, 2];
+        // t: ℘1 runs C4 (→1), ℘2 C7 (→1), ℘3 C8 (→2/3).
+        assert_eq!(step(&mut s, &cpus), [4, 7, 8]);
+        assert!(nv_is(&s, 4, 1, 1) && nv_is(&s, 7, 1, 1) && nv_is(&s, 8, 2, 3));
+        // t+1: C5 (→1); Q2 ends its round: nv_Q2 = 2, C7 (→2); C8 again (→4/3).
+        assert_eq!(step(&mut s, &cpus), [5, 7, 8]);
+        assert_eq!(s.queues[q2].nv, 2);
+        assert!(nv_is(&s, 5, 1, 1) && nv_is(&s, 7, 2, 1) && nv_is(&s, 8, 4, 3));
+        // t+2: nv_Q1 = 2, C4 (→2); nv_Q2 = 3, C7 (→3); C9 (→2/3).
+        assert_eq!(step(&mut s, &cpus), [4, 7, 9]);
+        assert_eq!((s.queues[q1].nv, s.queues[q2].nv), (2, 3));
+        assert!(nv_is(&s, 4, 2, 1) && nv_is(&s, 7, 3, 1) && nv_is(&s, 9, 2, 3));
+        // t+3: C5 (→2); nv_Q2 = 3 > nv_Q3 + δ = 2: ℘2 steals C6 (→1); C9 (→4/3).
+        assert_eq!(step(&mut s, &cpus), [5, 6, 9]);
+        assert!(nv_is(&s, 5, 2, 1) && nv_is(&s, 6, 1, 1) && nv_is(&s, 9, 4, 3));
+        assert_eq!(contents(&s, q2), [6, 7]);
+        // t+4: nv_Q1 = 3, C4 (→3); C6 (→2) still below nv_Q2 = 3; nv_Q3 = 2, C8 (→2).
+        assert_eq!(step(&mut s, &cpus), [4, 6, 8]);
+        assert_eq!((s.queues[q1].nv, s.queues[q2].nv, s.queues[q3].nv), (3, 3, 2));
+        assert!(nv_is(&s, 4, 3, 1) && nv_is(&s, 6, 2, 1) && nv_is(&s, 8, 2, 1));
+        // t+5: ℘3 goes to G¹; Q3 = {C8, C9} is stalled.
+        s.leave_group(2);
+        assert_eq!(s.queues[q3].cpu, None);
+        let cpus = [0, 1];
+        // t+5..t+7: round robin on C5, C4 and C6, C7.
+        assert_eq!(step(&mut s, &cpus), [5, 6]);
+        assert_eq!(step(&mut s, &cpus), [4, 7]);
+        assert_eq!(step(&mut s, &cpus), [5, 6]);
+        assert_eq!((s.queues[q1].nv, s.queues[q2].nv), (4, 4));
+        // t+8: both queues end their round at 4 > 2 + δ and empty the stalled Q3.
+        // Erratum E8: the pseudo-code steals next(C(Q3)) = C9 first, then C8.
+        assert_eq!(step(&mut s, &cpus), [9, 8]);
+        assert_eq!((contents(&s, q1), contents(&s, q2)), (vec![4, 5, 9], vec![6, 7, 8]));
+        assert!(!s.queues[q3].live, "the emptied stalled queue is freed");
+        for _ in 9..15 {
+            step(&mut s, &cpus);
+        }
+        // t+15: ℘4 arrives, takes a new queue and pulls one process from the
+        // slowest queue with ≥ 2 processes, inheriting its nv_Q.
+        s.enter_group(3, 2, false);
+        let q4 = s.cpus[3].queue.unwrap();
+        assert_eq!(s.queues[q4].len, 1);
+        // As in the narrative, the process comes from Q1 (the paper's C5; C4 here after E8).
+        assert_eq!(contents(&s, q1), [5, 9]);
+        assert_eq!(contents(&s, q4), [4]);
+        let cpus = [0, 1, 3];
+        for _tau in 15..40 {
+            let _ran = step(&mut s, &cpus);
+            if std::env::var("GDQ_TRACE").is_ok() {
+                eprintln!(
+                    "t+{_tau}: ran {_ran:?} q1 {} {:?} q2 {} {:?} q4 {} {:?}",
+                    s.queues[q1].nv,
+                    s.queue_view(q1).clients,
+                    s.queues[q2].nv,
+                    s.queue_view(q2).clients,
+                    s.queues[q4].nv,
+                    s.queue_view(q4).clients
+                );
+            }
+            s.check_invariants().unwrap();
+        }
+        // The queues end weight-balanced, 10 / 10 / 8 (the paper's
+        // {C4,C8}, {C6,C9}, {C5,C7} up to equal-weight swaps).
+        let mut weights: Vec<u128> = [q1, q2, q4].iter().map(|&q| s.queues[q].weight / VFT_ONE).collect();
+        weights.sort();
+        assert_eq!(weights, vec![8, 10, 10]);
+    }
+}
