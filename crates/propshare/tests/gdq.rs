@@ -65,6 +65,8 @@ impl Host {
 struct Errors {
     phi_scaled: Vec<i128>,
     total: i128,
+    /// The group (order of the readjusted weight) of each client.
+    order: Vec<u32>,
 }
 
 impl Errors {
@@ -73,7 +75,20 @@ impl Errors {
         let d = phis.iter().map(|f| f.den as i128).max().unwrap_or(1);
         let phi_scaled: Vec<i128> = phis.iter().map(|f| f.num as i128 * (d / f.den as i128)).collect();
         let total = phi_scaled.iter().sum();
-        Errors { phi_scaled, total }
+        let order = phis.iter().map(|f| 63 - (f.num / f.den).max(1).leading_zeros()).collect();
+        Errors { phi_scaled, total, order }
+    }
+
+    /// E_k · Φ_T = (W_k − W_T Φ_k / Φ_T) Φ_T for every group k (the MFQ client error).
+    fn groups_scaled(&self, work: &[u64]) -> Vec<i128> {
+        let wt: i128 = work.iter().map(|&w| w as i128).sum();
+        let mut wk = [0i128; 64];
+        let mut phik = [0i128; 64];
+        for i in 0..self.phi_scaled.len() {
+            wk[self.order[i] as usize] += work[i] as i128;
+            phik[self.order[i] as usize] += self.phi_scaled[i];
+        }
+        (0..64).filter(|&k| phik[k] > 0).map(|k| wk[k] * self.total - wt * phik[k]).collect()
     }
 
     /// e_C · Φ_T for every client (work indexed like the weights).
@@ -120,6 +135,20 @@ fn static_mix(weights: &[u64], p: usize, params: GdqParams, quanta: u64) -> Resu
         for e in err.scaled(&h.work) {
             min = min.min(e);
             max = max.max(e);
+        }
+        // Theorem 3.5 for the groups as MFQ clients: −T ≤ E_k ≤ g·T (the
+        // paper assumes T > P quanta, so that decisions need no rounding).
+        if weights.len() >= p && params.interval > p as u64 {
+            let t_len = params.interval as i128;
+            for e in err.groups_scaled(&h.work) {
+                if e < -t_len * err.total || e > g as i128 * t_len * err.total {
+                    return Err(format!(
+                        "t={t}: group error {:.2} outside [-{t_len}, {}]",
+                        e as f64 / err.total as f64,
+                        g as i128 * t_len
+                    ));
+                }
+            }
         }
         if min < lo * err.total || max > hi * err.total {
             return Err(format!(
@@ -262,8 +291,8 @@ fn join_into_running_group_neither_starves_nor_monopolises() {
     for _ in 0..900 {
         h.quantum();
     }
-    for i in 0..9 {
-        let got = h.work[i] - before[i];
+    for (i, b) in before.iter().enumerate().take(9) {
+        let got = h.work[i] - b;
         assert!(got.abs_diff(200) <= 12, "client {i} got {got} of 200");
     }
 }
@@ -497,7 +526,7 @@ fn nvt_exact_hits() {
         h.quantum();
     }
     let nv = h.s.nvt(ClientId(0)).unwrap();
-    assert!(nv >= 2 * NV_ONE && nv < 2 * NV_ONE + 8);
+    assert!((2 * NV_ONE..2 * NV_ONE + 8).contains(&nv));
 }
 
 /// Figures for the report (not run by default):

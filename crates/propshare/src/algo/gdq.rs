@@ -67,16 +67,16 @@
 //!
 //! # State layout
 //!
-//! Per CPU ([`Cpu`]): its group, its queue, dedicated or floating, its next
+//! Per CPU (`Cpu`): its group, its queue, dedicated or floating, its next
 //! MFQ time and the work it delivered since its last decision. Queues live
-//! in an arena ([`RunQueue`]); an active queue belongs to exactly one CPU, a
-//! stalled one to its group. The global part ([`Group`] table) is the
+//! in an arena (`RunQueue`); an active queue belongs to exactly one CPU, a
+//! stalled one to its group. The global part (the `Group` table) is the
 //! group-to-processor assignment, the group weights and the VFTs. Cross-CPU
-//! steps are named: [`Gdq::steal`] (MOVE-PROCESS between two queues),
-//! [`Gdq::pull`] (fill an empty queue), [`Gdq::reassign`] ([`Gdq::leave_group`]
-//! + [`Gdq::enter_group`]). A concurrent host would lock a CPU with its
-//! queue, take a second queue's lock (in a fixed order) to steal, and the
-//! group table's lock only for MFQ decisions and joins/leaves.
+//! steps are named: `steal` (MOVE-PROCESS between two queues), `pull` (fill
+//! an empty queue), `reassign` (= `leave_group` then `enter_group`). A
+//! concurrent host would lock a CPU with its queue, take a second queue's
+//! lock (in a fixed order) to steal, and the group table's lock only for MFQ
+//! decisions and joins/leaves.
 //!
 //! # Cost
 //!
@@ -101,9 +101,14 @@
 //! weight φ̂_k (the paper's prose; the printed 1/Φ_k is erratum E2).
 //! Gap: MFQ line 6 tests the candidate's own count, P^i < P̄^i (E3); the
 //! deciding CPU's group is counted without it.
-//! Gap: decision times are epoch + mT + j·T/P (m ≥ 1, CPU j from 0), epoch =
-//! the first event's time; a CPU decides at its first pick at or after its
-//! time; several CPUs may decide in one quantum when T < P quanta.
+//! Gap: decision times are epoch + mT + j·T/P for m ≥ 0 (CPU j from 0),
+//! epoch = the first event's time; a CPU decides at its first pick at or
+//! after its time; several CPUs may decide in one quantum when T < P quanta.
+//! The paper prints m ≥ 1 from an unstated origin; counted from the initial
+//! assignment, that makes CPU j's first interval T + jT/P long and lets a
+//! group fall just below Theorem 3.5's −T (test `decision_schedule_origin`),
+//! so the schedule starts at m = 0, as in the proof's model where point 0 is
+//! a decision.
 //! Gap: a CPU with no group (at start, or after leaving an empty group)
 //! decides at once, off schedule; its schedule is unchanged.
 //! Gap: dedicated counts follow P̲^k lazily: a dedicated CPU whose group has
@@ -438,7 +443,7 @@ impl Gdq {
             let t = self.interval_ns as u128;
             for (j, cpu) in self.cpus.iter_mut().enumerate() {
                 let offset = (t * j as u128 / p) as Time;
-                cpu.next_mfq = now.saturating_add(self.interval_ns).saturating_add(offset);
+                cpu.next_mfq = now.saturating_add(offset);
             }
         }
     }
@@ -674,7 +679,7 @@ impl Gdq {
         // Pass 1: fold the ending periods, note the smallest competing base.
         let mut new = [(0u64, 0u128); ORDERS];
         let mut vmin: Option<u128> = None;
-        for k in 0..ORDERS {
+        for (k, slot) in new.iter_mut().enumerate() {
             let g = &self.groups[k];
             let (floor, psi) = if g.members == 0 || total == 0 {
                 (0, 0)
@@ -682,7 +687,7 @@ impl Gdq {
                 let a = g.uncapped_weight as u128 * d + g.capped as u128 * big_r;
                 ((p * a / total) as u64, p * a % total)
             };
-            new[k] = (floor, psi);
+            *slot = (floor, psi);
             if g.psi > 0 {
                 if g.psi != psi || self.vft_scale != scale {
                     let fold = self.vft_part(g.vft_work, g.psi, false);
@@ -1182,8 +1187,8 @@ mod tests {
                 let c = s.roster.on_cpu(CpuId(j)).unwrap();
                 s.stopped((tau + 1) * Q, CpuId(j), c, Q, StopReason::Expired).unwrap();
             }
-            for j in 0..4 {
-                if s.cpus[j].group != before[j] {
+            for (j, b) in before.iter().enumerate() {
+                if s.cpus[j].group != *b {
                     log.push((tau as i64 - t as i64, j, s.cpus[j].group.unwrap()));
                 }
             }
@@ -1322,5 +1327,66 @@ mod tests {
         let mut weights: Vec<u128> = [q1, q2, q4].iter().map(|&q| s.queues[q].weight / VFT_ONE).collect();
         weights.sort();
         assert_eq!(weights, vec![8, 10, 10]);
+    }
+
+    /// Lowest MFQ group error (Theorem 3.5: E_k ≥ −T quanta) over a static
+    /// run; `late` starts the decision schedule at m = 1 (first decision of
+    /// CPU j at T + jT/P, the printed formula read from the initial
+    /// assignment) instead of m = 0.
+    fn min_group_error(late: bool) -> (i128, i128) {
+        let w: [i128; 40] = [
+            362, 393, 393, 393, 393, 20, 62, 2, 7, 195, 393, 23, 22, 34, 1, 14, 234, 54, 7, 24, 3, 1, 73, 393, 256, 53,
+            393, 3, 7, 1, 19, 6, 108, 100, 2, 18, 3, 2, 201, 48,
+        ];
+        let p = 12;
+        let t = 20;
+        let mut s = Gdq::with_params(SchedConfig::new(p, Q), GdqParams { delta: 4, interval: t });
+        for (i, &x) in w.iter().enumerate() {
+            s.join(0, ClientId(i as u32), Weight::new(x as u64).unwrap()).unwrap();
+        }
+        if late {
+            for j in 0..p {
+                s.cpus[j].next_mfq = t * Q + (j as u64 * t * Q) / p as u64;
+            }
+        }
+        let total: i128 = w.iter().sum();
+        let mut work = vec![0i128; w.len()];
+        let mut min = (0i128, total);
+        for tau in 0..200 {
+            let run: Vec<ClientId> = (0..p)
+                .map(|j| match s.pick(tau * Q, CpuId(j as u32)).unwrap() {
+                    Decision::Run { client, .. } => client,
+                    Decision::Idle => panic!("idle"),
+                })
+                .collect();
+            for (j, &c) in run.iter().enumerate() {
+                s.stopped((tau + 1) * Q, CpuId(j as u32), c, Q, StopReason::Expired).unwrap();
+                work[c.index()] += 1;
+            }
+            let wt: i128 = work.iter().sum();
+            for k in 0..ORDERS as u32 {
+                let members = (0..w.len()).filter(|&i| s.procs[ClientId(i as u32)].order == k);
+                let (wk, phik) = members.fold((0, 0), |(a, b), i| (a + work[i], b + w[i]));
+                if phik > 0 {
+                    let e = wk * total - wt * phik; // E_k · Φ_T
+                    if e * min.1 < min.0 * total {
+                        min = (e, total);
+                    }
+                }
+            }
+        }
+        min
+    }
+
+    /// Gap (decision schedule): starting the schedule at m = 0 keeps every
+    /// group within Theorem 3.5's −T; starting it at m = 1 after an initial
+    /// assignment at time 0 lets a group fall just below (−20.04 quanta).
+    #[test]
+    fn decision_schedule_origin() {
+        let t = 20i128;
+        let (e, d) = min_group_error(false);
+        assert!(e >= -t * d, "m = 0: {:.3}", e as f64 / d as f64);
+        let (e, d) = min_group_error(true);
+        assert!(e < -t * d, "m = 1: {:.3}", e as f64 / d as f64);
     }
 }
