@@ -571,3 +571,54 @@ fn error_table() {
         println!("| {n} | {p} | {t} | 4 | {mixes} x {quanta} | {min:.2} | {max:.2} | [{lo}, {hi}] |");
     }
 }
+
+/// App. notes test 13, "almost infeasible": G² = {7, 4} with e = 1.5 CPUs on
+/// P = 3 (Φ_T/P = 22/3 ≥ 7): the errors stay inside Theorem 3.6.
+#[test]
+fn almost_infeasible_pair_stays_in_bound() {
+    let w = [7, 4, 2, 2, 3, 1, 1, 1, 1];
+    for interval in [3, 20, 40] {
+        let params = GdqParams { delta: 4, interval };
+        let (min, max) = static_mix(&w, 3, params, 3000).unwrap();
+        assert!(min < 0.0 && max > 0.0);
+    }
+}
+
+/// Leave: when the last process of an active queue leaves, its CPU pulls
+/// work from its group at its next pick; when a whole group leaves, its CPUs
+/// move to the other groups at once.
+#[test]
+fn leaving_processes_free_their_cpus_for_other_work() {
+    let mut h = Host::new(2, GdqParams::default());
+    for i in 0..3 {
+        h.join(i, 4);
+    }
+    h.join(3, 1000); // its own group, capped at one CPU
+    h.join(4, 1000);
+    for _ in 0..40 {
+        h.quantum();
+    }
+    for c in [3, 4] {
+        h.s.leave(h.now, ClientId(c)).unwrap();
+    }
+    h.s.check_invariants().unwrap();
+    let before = h.work.clone();
+    for _ in 0..30 {
+        let r = h.quantum();
+        assert!(r.iter().all(Option::is_some), "both CPUs serve the remaining group");
+    }
+    let got: Vec<u64> = (0..3).map(|i| h.work[i] - before[i]).collect();
+    assert_eq!(got.iter().sum::<u64>(), 60);
+    // Now one process of the 3 leaves: 2 CPUs, 2 processes, one each.
+    let r = h.poll();
+    h.finish(&r);
+    let waiting = (0..3u32).find(|c| !r.contains(&Some(ClientId(*c)))).unwrap();
+    let leaver = r[0].unwrap();
+    h.s.leave(h.now, ClientId(waiting)).unwrap();
+    for _ in 0..20 {
+        let r = h.quantum();
+        assert!(r.iter().all(Option::is_some), "the queue that lost its process pulls one");
+        assert!(r.contains(&Some(leaver)));
+    }
+    h.s.check_invariants().unwrap();
+}
