@@ -361,10 +361,10 @@ impl Gdq {
         k.group.map(|g| (g, k.dedicated))
     }
 
-    /// Check the structural invariants (for tests): list links, counts,
-    /// group sums, one queue per assigned CPU, ≤ 1 non-dedicated CPU
-    /// beyond the dedicated ones once allocations have settled is *not*
-    /// checked here (see the smoothness tests).
+    /// Check the structural invariants (for tests): every CPU's queue is its
+    /// own, group CPU counts and weight sums match the queues, list links are
+    /// consistent, no empty stalled queue is kept, every runnable client is
+    /// queued exactly once. Smoothness is checked by the tests themselves.
     pub fn check_invariants(&self) -> Result<(), String> {
         let mut assigned = vec![0usize; ORDERS];
         let mut dedicated = vec![0usize; ORDERS];
