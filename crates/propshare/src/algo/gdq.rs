@@ -297,7 +297,8 @@ pub struct Gdq {
 }
 
 impl Gdq {
-    /// GDQ with the default δ = 4, T = 20 quanta.
+    /// GDQ with the default δ = 4, T = 20 quanta (registry `gdq`; `gdq+t40`,
+    /// `gdq+t160`, `gdq+t640` set T as in the paper's Fig. 2).
     pub fn new(cfg: SchedConfig) -> Gdq {
         Gdq::with_params(cfg, GdqParams::default())
     }
@@ -946,7 +947,13 @@ impl Gdq {
 
 impl Scheduler for Gdq {
     fn name(&self) -> &str {
-        "gdq"
+        match (self.params.delta, self.params.interval) {
+            (4, 20) => "gdq",
+            (4, 40) => "gdq+t40",
+            (4, 160) => "gdq+t160",
+            (4, 640) => "gdq+t640",
+            _ => "gdq (custom delta, T)",
+        }
     }
 
     /// Yes, once the host has polled every idle CPU: see "Work conservation"
