@@ -108,21 +108,6 @@ pub const SCHEDULERS: &[Entry] = &[
         summary: "grouped distributed queues, delta = 4, T = 20 quanta (Caprita, Nieh, Stein 2006)",
         build: |c| Box::new(algo::gdq::Gdq::new(c)),
     },
-    Entry {
-        name: "gdq+t40",
-        summary: "GDQ with T = 40 quanta (the paper's Fig. 2 settings: 40, 160, 640)",
-        build: |c| Box::new(algo::gdq::Gdq::with_params(c, algo::gdq::GdqParams { delta: 4, interval: 40 })),
-    },
-    Entry {
-        name: "gdq+t160",
-        summary: "GDQ with T = 160 quanta",
-        build: |c| Box::new(algo::gdq::Gdq::with_params(c, algo::gdq::GdqParams { delta: 4, interval: 160 })),
-    },
-    Entry {
-        name: "gdq+t640",
-        summary: "GDQ with T = 640 quanta",
-        build: |c| Box::new(algo::gdq::Gdq::with_params(c, algo::gdq::GdqParams { delta: 4, interval: 640 })),
-    },
 ];
 
 /// A scheduler name that is not registered.

@@ -59,9 +59,6 @@ contract_tests! {
     contract_cfs_lbfail => "cfs+lbfail",
     contract_eevdf_lbfail => "eevdf+lbfail",
     contract_gdq => "gdq",
-    contract_gdq_t40 => "gdq+t40",
-    contract_gdq_t160 => "gdq+t160",
-    contract_gdq_t640 => "gdq+t640",
 }
 
 /// Every registered scheduler must appear above.

@@ -297,8 +297,7 @@ pub struct Gdq {
 }
 
 impl Gdq {
-    /// GDQ with the default δ = 4, T = 20 quanta (registry `gdq`; `gdq+t40`,
-    /// `gdq+t160`, `gdq+t640` set T as in the paper's Fig. 2).
+    /// GDQ with the default δ = 4, T = 20 quanta (registry `gdq`).
     pub fn new(cfg: SchedConfig) -> Gdq {
         Gdq::with_params(cfg, GdqParams::default())
     }
@@ -947,13 +946,7 @@ impl Gdq {
 
 impl Scheduler for Gdq {
     fn name(&self) -> &str {
-        match (self.params.delta, self.params.interval) {
-            (4, 20) => "gdq",
-            (4, 40) => "gdq+t40",
-            (4, 160) => "gdq+t160",
-            (4, 640) => "gdq+t640",
-            _ => "gdq (custom delta, T)",
-        }
+        "gdq"
     }
 
     /// Yes, once the host has polled every idle CPU: see "Work conservation"
