@@ -108,6 +108,21 @@ pub const SCHEDULERS: &[Entry] = &[
         summary: "grouped distributed queues, delta = 4, T = 20 quanta (Caprita, Nieh, Stein 2006)",
         build: |c| Box::new(algo::gdq::Gdq::new(c)),
     },
+    Entry {
+        name: "sfs",
+        summary: "surplus fair scheduling, exact least-surplus pick over readjusted weights (Chandra et al. 2000)",
+        build: |c| Box::new(algo::sfs::Sfs::new(c)),
+    },
+    Entry {
+        name: "sfs+heuristic",
+        summary: "SFS examining only the first 20 clients of each queue (SFS paper section 3.2)",
+        build: |c| Box::new(algo::sfs::Sfs::with_heuristic(c)),
+    },
+    Entry {
+        name: "sfs+affinity",
+        summary: "SFS preferring the client that last ran on the CPU among the 4 least surpluses (section 2.4)",
+        build: |c| Box::new(algo::sfs::Sfs::with_affinity(c)),
+    },
 ];
 
 /// A scheduler name that is not registered.

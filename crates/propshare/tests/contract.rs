@@ -59,6 +59,9 @@ contract_tests! {
     contract_cfs_lbfail => "cfs+lbfail",
     contract_eevdf_lbfail => "eevdf+lbfail",
     contract_gdq => "gdq",
+    contract_sfs => "sfs",
+    contract_sfs_heuristic => "sfs+heuristic",
+    contract_sfs_affinity => "sfs+affinity",
 }
 
 /// Every registered scheduler must appear above.

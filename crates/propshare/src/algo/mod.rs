@@ -8,6 +8,7 @@ pub mod lottery;
 pub mod reweigh;
 pub mod rr;
 pub mod sfq;
+pub mod sfs;
 pub mod srr;
 pub mod stride;
 pub mod vtrr;
