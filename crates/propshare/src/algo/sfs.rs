@@ -41,25 +41,31 @@
 //!   weight queue read from its light end), compute their current α and run
 //!   the least; re-sort every `resort_every` (default 50) picks.
 //! * `sfs+affinity` (section 2.4): among the `B` (default 4) waiting clients
-//!   with the least α, run one that last ran on this CPU, else the least.
+//!   with the least α, run one that last ran on this CPU, else the least;
+//!   bounded: the affine client must be within one quantum of service of the
+//!   least surplus. The paper's literal rule (no bound) starves clients
+//!   whenever at most B clients wait: on one CPU with two clients, the one
+//!   that ran last is always among the B least and always preferred, forever.
+//!   It is kept as an unregistered option (`affinity_slack: None`) and a test
+//!   shows the starvation.
 //!
 //! # Data structures (section 3.1) and how the surplus order stays exact
 //!
 //! * `Qw`: runnable clients by weight, heaviest first ([`FeasibleSet`]); it
 //!   drives readjustment in O(P) and, read backwards, the heuristic.
 //! * `QS`: runnable clients (running included) by start tag; its head is v.
-//! * `Qα`: waiting clients sorted by surplus *at a reference virtual time
+//! * `Qα`: waiting clients ordered by surplus *at a reference virtual time
 //!   `v_sorted`*. The key `φ_i (S_i − v)` is not a fixed key: two clients
-//!   with different φ can swap order as v grows (α_i − α_j falls by
-//!   `(φ_i − φ_j)·Δv`). The queue is therefore kept sorted for `v_sorted`,
-//!   every insertion and removal compares at `v_sorted` (so positions stay
-//!   consistent), a client whose S or φ changes (quantum end, readjustment,
-//!   weight change) is removed before the change and re-inserted after, and
-//!   when v has moved the queue is re-keyed and re-sorted before the pick
-//!   (the paper's rule). Exact mode re-sorts whenever `v_sorted ≠ v`, so
-//!   every pick is the exact least (α, S, id): no separate O(N) scan is
-//!   needed; [`Sfs::min_surplus_scan`] is that scan, kept as the reference
-//!   for tests.
+//!   with different φ swap order as v grows (α_i − α_j falls by
+//!   `(φ_i − φ_j)·Δv`). So each entry is keyed by the exact pair
+//!   (φ, S − v_sorted), an ordinary ordered set until v moves; a client whose
+//!   S or φ changes (quantum end, readjustment, weight change) is removed
+//!   under its old key and re-inserted under its new one; and when v has
+//!   moved the whole queue is re-keyed and rebuilt before the pick (the
+//!   paper's "update the surplus values and re-sort"). Exact mode rebuilds
+//!   whenever `v_sorted ≠ v`, so every pick is the exact least (α, S, id):
+//!   no separate O(t) scan is needed. [`Sfs::min_surplus_scan`] is that
+//!   scan, kept as the reference the tests compare every pick with.
 //!
 //! All comparisons are exact integers: S and v are `u128` fixed point
 //! ([`crate::vtime`]), φ is a rational `num/den` with 64-bit parts, and
@@ -70,16 +76,15 @@
 //!
 //! | operation | cost |
 //! |---|---|
-//! | join, wake | O(log t) in `Qw`, `QS`; O(log t) search + O(t) shift in `Qα`; readjustment O(P) plus a re-insertion in `Qα` for each of the ≤ 2(P−1) clients whose φ changed |
-//! | leave, block | the same removals, readjustment O(P) (+ re-insertions) |
-//! | stopped | O(log t) `QS`, one `Qα` insertion; readjustment if it blocked or left |
-//! | pick, exact, v unchanged | O(B) + one `Qα` removal |
-//! | pick, exact, v changed | re-sort: O(t) when nearly sorted, O(t log t) worst (the paper: O(t log t); v changes about once every P picks) |
-//! | pick, heuristic | O(k log t) to gather 3k candidates; re-sort every `resort_every` picks |
+//! | join, wake | O(log t) in each queue; readjustment O(P) plus an O(log t) re-insertion for each of the ≤ 2(P−1) clients whose φ changed |
+//! | leave, block | O(log t) removals; readjustment as above |
+//! | stopped | O(log t) in `QS` and `Qα`; readjustment if it blocked or left |
+//! | pick, exact, v unchanged | O(B + log t) |
+//! | pick, exact, v changed | re-key O(t), re-sort O(t) when nearly sorted (O(t log t) worst), bulk rebuild O(t): the paper's O(t log t); v changes about once every P picks (section 3.2) |
+//! | pick, heuristic | O(k log t) for the 3k candidates; the O(t) rebuild only every `resort_every` picks |
 //!
-//! The paper's doubly linked lists give O(1) removal but O(t) insertion; a
-//! sorted vector gives O(log t) search with an O(t) memmove (fast in
-//! practice) and cache-friendly re-sorting.
+//! The paper's doubly linked lists give O(1) removal but O(t) insertion;
+//! balanced trees give O(log t) for both.
 //!
 //! # Gaps (decisions where the paper is silent)
 //!
@@ -93,7 +98,8 @@
 //!   wrong.
 //! * Gap: the re-sort happens lazily at the next pick (the only reader of the
 //!   order), with an adaptive stable sort (linear on nearly sorted input,
-//!   O(t log t) worst) instead of insertion sort (quadratic worst case).
+//!   O(t log t) worst) instead of insertion sort (quadratic worst case), into
+//!   a B-tree rather than a linked list.
 //! * Gap: `Qα` holds waiting clients only (a client leaves it when picked and
 //!   re-enters at its quantum end); `QS` and `Qw` hold every runnable client,
 //!   running ones included, as v and readjustment need them. The paper's
@@ -113,6 +119,9 @@
 //!   are ranked by their exact current α.
 //! * Gap: the affinity bias B is not given in the paper; `sfs+affinity` uses
 //!   B = 4. With the heuristic, the B lowest candidates are used.
+//! * Gap: the literal affinity rule can starve (above); `sfs+affinity` prefers
+//!   an affine client only if its surplus is at most the least surplus plus
+//!   one quantum (an exact comparison), which keeps every client live.
 //! * Gap: tags use the crate's 2^-32 ns fixed point in u128 instead of the
 //!   paper's 10^4 scale in machine words; the horizon (over 10^5 years at
 //!   φ ≥ 1/P, P ≤ 2^20) makes the paper's wraparound rebasing unnecessary.
@@ -296,35 +305,58 @@ impl Queued {
     }
 }
 
-/// `Qα`: waiting clients sorted by [`Queued::order`] at `v_sorted`.
+/// A client's position in `Qα`: (α at `v_sorted`, S, id). The surplus is
+/// stored as (φ, S − v_sorted), an exact value with a context-free order,
+/// so the queue is an ordinary ordered set until `v_sorted` moves.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+struct SurplusKey {
+    alpha: Surplus,
+    start: VTime,
+    client: ClientId,
+}
+
+impl SurplusKey {
+    fn queued(&self) -> Queued {
+        Queued { client: self.client, phi: self.alpha.phi, start: self.start }
+    }
+}
+
+/// `Qα`: waiting clients by [`Queued::order`] at `v_sorted`.
 #[derive(Clone, Debug, Default)]
 struct SurplusQueue {
-    entries: Vec<Queued>,
+    set: BTreeSet<SurplusKey>,
     v_sorted: VTime,
 }
 
 impl SurplusQueue {
+    fn key(&self, q: Queued) -> SurplusKey {
+        SurplusKey { alpha: q.surplus(self.v_sorted), start: q.start, client: q.client }
+    }
+
     fn insert(&mut self, q: Queued) {
-        let v = self.v_sorted;
-        let at = self.entries.binary_search_by(|e| e.order(&q, v)).unwrap_or_else(|at| at);
-        self.entries.insert(at, q);
+        self.set.insert(self.key(q));
     }
 
     fn remove(&mut self, q: Queued) -> bool {
-        let v = self.v_sorted;
-        match self.entries.binary_search_by(|e| e.order(&q, v)) {
-            Ok(at) => {
-                self.entries.remove(at);
-                true
-            }
-            Err(_) => false,
-        }
+        self.set.remove(&self.key(q))
     }
 
-    /// Re-key for the virtual time `v` and re-sort (adaptive: linear when nearly sorted).
+    fn len(&self) -> usize {
+        self.set.len()
+    }
+
+    /// The first `n` entries, least surplus first.
+    fn head(&self, n: usize) -> impl Iterator<Item = Queued> + '_ {
+        self.set.iter().take(n).map(SurplusKey::queued)
+    }
+
+    /// Re-key every entry for the virtual time `v` and rebuild: the keys
+    /// are collected, sorted (adaptive: linear when the order barely
+    /// changed) and bulk-loaded.
     fn resort(&mut self, v: VTime) {
         self.v_sorted = v;
-        self.entries.sort_by(|a, b| a.order(b, v));
+        let set = std::mem::take(&mut self.set);
+        self.set = set.into_iter().map(|k| self.key(k.queued())).collect();
     }
 }
 
@@ -532,7 +564,7 @@ impl Sfs {
             if self.by_surplus.v_sorted != self.v {
                 self.by_surplus.resort(self.v);
             }
-            return self.by_surplus.entries.iter().take(want).map(|q| q.client).collect();
+            return self.by_surplus.head(want).map(|q| q.client).collect();
         };
         self.picks_since_sort += 1;
         if self.picks_since_sort >= h.resort_every {
@@ -541,7 +573,7 @@ impl Sfs {
         }
         let k = h.per_queue;
         let waiting = |c: &ClientId| self.roster.status(*c) == Ok(Status::Runnable);
-        let mut cands: Vec<Queued> = self.by_surplus.entries.iter().take(k).copied().collect();
+        let mut cands: Vec<Queued> = self.by_surplus.head(k).collect();
         let by_s = self.by_start.iter().map(|&(_, c)| c).filter(waiting).take(k);
         let by_w = self.by_weight.iter().rev().map(|(c, _)| c).filter(waiting).take(k);
         cands.extend(by_s.chain(by_w).filter_map(|c| self.queued(c)));
@@ -573,7 +605,7 @@ impl Sfs {
             if status == Status::Runnable {
                 waiting += 1;
                 let q = self.queued(c).expect("exists");
-                if !self.by_surplus.entries.contains(&q) {
+                if !self.by_surplus.set.contains(&self.by_surplus.key(q)) {
                     return Err(format!("waiting {c} is not in Qα under its current φ and S"));
                 }
             }
@@ -589,15 +621,15 @@ impl Sfs {
                 runnable.len()
             ));
         }
-        if self.by_surplus.entries.len() != waiting {
-            return Err(format!("Qα has {} entries for {waiting} waiting clients", self.by_surplus.entries.len()));
+        if self.by_surplus.len() != waiting {
+            return Err(format!("Qα has {} entries for {waiting} waiting clients", self.by_surplus.len()));
         }
         let vs = self.by_surplus.v_sorted;
         if vs > self.v {
             return Err("Qα sorted for a future virtual time".into());
         }
-        if self.by_surplus.entries.windows(2).any(|p| p[0].order(&p[1], vs) != Ordering::Less) {
-            return Err("Qα out of order".into());
+        if self.by_surplus.set.iter().any(|k| k.start.checked_sub(vs) != Some(k.alpha.lag)) {
+            return Err("Qα keyed for another virtual time".into());
         }
         match self.by_start.first() {
             Some(&(s, c)) if s != self.v => return Err(format!("v ≠ S of {c}, the least start tag")),
@@ -692,7 +724,7 @@ impl Scheduler for Sfs {
 
     fn pick(&mut self, _now: Time, cpu: CpuId) -> Result<Decision, SchedError> {
         self.roster.check_pick(cpu)?;
-        if self.by_surplus.entries.is_empty() {
+        if self.by_surplus.len() == 0 {
             return Ok(Decision::Idle);
         }
         // Section 2.4: among the B least surpluses prefer one that last ran here.
@@ -705,7 +737,10 @@ impl Scheduler for Sfs {
             .copied()
             .find(|&c| {
                 self.clients[c].last_cpu == Some(cpu)
-                    && slack.map_or(true, |ns| self.surplus(c).expect("waiting").within(&least, ns))
+                    && match slack {
+                        None => true,
+                        Some(ns) => self.surplus(c).expect("waiting").within(&least, ns),
+                    }
             })
             .unwrap_or(first);
         self.by_surplus.remove(self.queued(client).expect("exists"));
