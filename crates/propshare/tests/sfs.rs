@@ -678,6 +678,7 @@ fn section_4_2_sfs_step_by_step() {
 fn section_4_2_without_readjustment_starves() {
     let mut s = Sfs::with_options(SchedConfig::new(2, 200 * MS), SfsOptions { readjust: false, ..SfsOptions::EXACT });
     let e = run_e1(&mut s);
+    eprintln!("no readjustment: T1 waited {} quanta; quanta per interval {:?}", e.longest_wait_t1, e.quanta);
     assert!((66..=69).contains(&e.longest_wait_t1), "T1 waited {} quanta", e.longest_wait_t1);
     assert!(e.quanta[1][0] <= 10, "T1 ran {:?}", e.quanta[1]);
 }
@@ -788,6 +789,27 @@ fn heuristic_exactness_rate() {
     assert!(bad * 100 >= picks, "k=1 should miss more than 1% ({bad} of {picks})");
     // The exact mode is exact on the same workload.
     assert_eq!(heuristic_exactness(4, 1000, SfsOptions::EXACT, 5_000).1, 0);
+}
+
+/// The measurement behind H1 as a table (k × N on 4 CPUs, re-sort every 50
+/// picks). Slow-ish; run with
+/// `cargo test -p propshare --test sfs heuristic_exactness_table -- --ignored --nocapture`.
+#[test]
+#[ignore]
+fn heuristic_exactness_table() {
+    eprintln!("exact picks (%) of sfs+heuristic, P = 4, weights uniform 1..=100, 20000 picks after 2N warm-up");
+    eprintln!("{:>6} {:>8} {:>8} {:>8}", "k", "N=100", "N=1000", "N=5000");
+    for k in [1, 2, 5, 10, 20] {
+        let opts = SfsOptions { heuristic: Some(Heuristic { per_queue: k, resort_every: 50 }), ..SfsOptions::EXACT };
+        let rates: Vec<String> = [100, 1000, 5000]
+            .iter()
+            .map(|&n| {
+                let (picks, bad) = heuristic_exactness(4, n, opts, 20_000);
+                format!("{:>8.2}", 100.0 * (picks - bad) as f64 / picks as f64)
+            })
+            .collect();
+        eprintln!("{k:>6} {}", rates.join(" "));
+    }
 }
 
 /// H2: B = 1 is pure SFS (identical trace); with B = 4 the bounded rule
