@@ -120,7 +120,7 @@ pub const SCHEDULERS: &[Entry] = &[
     },
     Entry {
         name: "sfs+affinity",
-        summary: "SFS preferring the client that last ran on the CPU among the 4 least surpluses (section 2.4)",
+        summary: "SFS preferring the client that last ran on the CPU among the 4 least surpluses, within one quantum of surplus (section 2.4)",
         build: |c| Box::new(algo::sfs::Sfs::with_affinity(c)),
     },
 ];
