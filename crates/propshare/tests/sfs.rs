@@ -5,7 +5,7 @@
 
 use std::collections::BTreeMap;
 
-use propshare::algo::sfs::{Heuristic, Sfs, SfsOptions, Surplus};
+use propshare::algo::sfs::{Heuristic, Sfs, SfsOptions, Surplus, Tie};
 use propshare::readjust::Phi;
 use propshare::vtime::{VTime, VT_SCALE};
 use propshare::{registry, ClientId, CpuId, Decision, SchedConfig, Scheduler, StopReason, Time, Weight, MS};
@@ -288,12 +288,13 @@ proptest! {
     /// The same structural invariants hold for the heuristic (stale Qα between
     /// re-sorts), the affinity variant and SFS without readjustment.
     #[test]
-    fn variant_invariants_under_churn(cpus in 1usize..=6, which in 0u8..4, ops in proptest::collection::vec(op(), 1..300)) {
+    fn variant_invariants_under_churn(cpus in 1usize..=6, which in 0u8..5, ops in proptest::collection::vec(op(), 1..300)) {
         let opts = match which {
             0 => SfsOptions { heuristic: Some(Heuristic { per_queue: 2, resort_every: 7 }), ..SfsOptions::EXACT },
             1 => SfsOptions { affinity_bias: 3, affinity_slack: Some(10 * MS), ..SfsOptions::EXACT },
             2 => SfsOptions { readjust: false, ..SfsOptions::EXACT },
-            _ => SfsOptions { heuristic: Some(Heuristic::default()), affinity_bias: 4, affinity_slack: None, readjust: true },
+            3 => SfsOptions { tie: Tie::ClientId, preempt: true, ..SfsOptions::EXACT },
+            _ => SfsOptions { heuristic: Some(Heuristic::default()), affinity_bias: 4, affinity_slack: None, ..SfsOptions::EXACT },
         };
         let mut h = Host::new(cpus, 10 * MS, opts);
         // Affinity may prefer a client other than the least start tag on one
@@ -945,4 +946,35 @@ fn surplus_type() {
     assert_eq!(a.ns_floor(), 15 * MS as u128);
     let b = Surplus { phi: Phi::whole(1), lag: tag(5 * MS) };
     assert!(b < a && a.within(&b, 10 * MS) && !a.within(&b, 10 * MS - 1));
+}
+
+/// The sweep-only preemption option: an arrival kicks the CPU whose running
+/// client has the greatest surplus, and only if the newcomer's is smaller;
+/// exact SFS never kicks.
+#[test]
+fn preempt_option_kicks_the_largest_surplus() {
+    for preempt in [false, true] {
+        let mut s = Sfs::with_options(SchedConfig::new(2, 10 * MS), SfsOptions { preempt, ..SfsOptions::EXACT });
+        for i in 0..3 {
+            s.join(0, ClientId(i), w(1)).unwrap();
+        }
+        // Run 0 and 1, then 2 for a while so that v moves: stop 0 and 1 after
+        // 10 ms and 4 ms, run 0 again on CPU 0 and 2 on CPU 1.
+        let _ = s.pick(0, CpuId(0)).unwrap();
+        let _ = s.pick(0, CpuId(1)).unwrap();
+        s.stopped(4 * MS, CpuId(1), ClientId(1), 4 * MS, StopReason::Expired).unwrap();
+        let _ = s.pick(4 * MS, CpuId(1)).unwrap(); // client 2 (S = 0)
+        s.stopped(10 * MS, CpuId(0), ClientId(0), 10 * MS, StopReason::Expired).unwrap();
+        let _ = s.pick(10 * MS, CpuId(0)).unwrap(); // client 1 (S = 4 ms)
+                                                    // Running: CPU 0 client 1 (S = 4 ms), CPU 1 client 2 (S = 0 = v).
+                                                    // A newcomer enters at v with α = 0 < α(client 1) = 4 ms: kick CPU 0.
+        let kick = s.join(10 * MS, ClientId(3), w(1)).unwrap();
+        assert_eq!(kick, if preempt { Some(CpuId(0)) } else { None });
+        s.check_invariants().unwrap();
+    }
+    // Nobody to preempt for if every running client is at v.
+    let mut s = Sfs::with_options(SchedConfig::new(1, 10 * MS), SfsOptions { preempt: true, ..SfsOptions::EXACT });
+    s.join(0, ClientId(0), w(1)).unwrap();
+    let _ = s.pick(0, CpuId(0)).unwrap();
+    assert_eq!(s.join(1, ClientId(1), w(1)).unwrap(), None);
 }

@@ -108,6 +108,9 @@
 //!   the smaller client id; on one CPU this is SFQ's (start tag, id) order.
 //! * Gap: no preemption on arrival or wake-up (`Kick` is `None`): the paper
 //!   invokes the scheduler only when a quantum expires or a client blocks.
+//!   For sweeps, [`SfsOptions::preempt`] (unregistered) kicks the CPU whose
+//!   running client has the greatest surplus when a newcomer's is smaller,
+//!   and [`SfsOptions::tie`] can break ties by id alone.
 //! * Gap: the slice is the configured quantum (the paper: Linux's 200 ms);
 //!   `F` is charged with the time actually run, as the host reports it in ns
 //!   (so a client that blocks early is charged exactly, never zero ticks).
@@ -177,12 +180,34 @@ pub struct SfsOptions {
     /// surplus exceeds the least by at most this many ns of service. `None`
     /// is the paper's literal rule, which can starve (see the module doc).
     pub affinity_slack: Option<Time>,
+    /// How ties in surplus are broken.
+    pub tie: Tie,
+    /// Ask the host to preempt on arrival and wake-up (a [`Kick`]) when the
+    /// newcomer's surplus is below that of some running client. Not in the
+    /// paper (its scheduler runs only at quantum ends and blocks); for sweeps.
+    pub preempt: bool,
+}
+
+/// How ties in surplus are broken (Gap: "arbitrarily" in the paper).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum Tie {
+    /// The smaller start tag, then the smaller client id (the default; SFQ's order on one CPU).
+    #[default]
+    StartTag,
+    /// The smaller client id only.
+    ClientId,
 }
 
 impl SfsOptions {
     /// Exact SFS as in section 2.3.
-    pub const EXACT: SfsOptions =
-        SfsOptions { readjust: true, heuristic: None, affinity_bias: 1, affinity_slack: None };
+    pub const EXACT: SfsOptions = SfsOptions {
+        readjust: true,
+        heuristic: None,
+        affinity_bias: 1,
+        affinity_slack: None,
+        tie: Tie::StartTag,
+        preempt: false,
+    };
 }
 
 impl Default for SfsOptions {
@@ -299,20 +324,31 @@ impl Queued {
         Surplus { phi: self.phi, lag: self.start.saturating_sub(v) }
     }
 
-    /// The pick order at virtual time v: least α, then least S, then least id.
-    fn order(&self, other: &Queued, v: VTime) -> Ordering {
-        self.surplus(v).cmp(&other.surplus(v)).then(self.start.cmp(&other.start)).then(self.client.cmp(&other.client))
+    /// The pick order at virtual time v: least α, then (by default) least S, then least id.
+    fn order(&self, other: &Queued, v: VTime, tie: Tie) -> Ordering {
+        self.surplus(v)
+            .cmp(&other.surplus(v))
+            .then(self.tie_key(tie).cmp(&other.tie_key(tie)))
+            .then(self.client.cmp(&other.client))
+    }
+
+    fn tie_key(&self, tie: Tie) -> VTime {
+        match tie {
+            Tie::StartTag => self.start,
+            Tie::ClientId => 0,
+        }
     }
 }
 
-/// A client's position in `Qα`: (α at `v_sorted`, S, id). The surplus is
+/// A client's position in `Qα`: (α at `v_sorted`, tie key (S by default), id). The surplus is
 /// stored as (φ, S − v_sorted), an exact value with a context-free order,
 /// so the queue is an ordinary ordered set until `v_sorted` moves.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 struct SurplusKey {
     alpha: Surplus,
-    start: VTime,
+    tie: VTime,
     client: ClientId,
+    start: VTime,
 }
 
 impl SurplusKey {
@@ -322,15 +358,16 @@ impl SurplusKey {
 }
 
 /// `Qα`: waiting clients by [`Queued::order`] at `v_sorted`.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug)]
 struct SurplusQueue {
     set: BTreeSet<SurplusKey>,
     v_sorted: VTime,
+    tie: Tie,
 }
 
 impl SurplusQueue {
     fn key(&self, q: Queued) -> SurplusKey {
-        SurplusKey { alpha: q.surplus(self.v_sorted), start: q.start, client: q.client }
+        SurplusKey { alpha: q.surplus(self.v_sorted), tie: q.tie_key(self.tie), client: q.client, start: q.start }
     }
 
     fn insert(&mut self, q: Queued) {
@@ -409,14 +446,16 @@ impl Sfs {
             ..opts
         };
         let name = format!(
-            "sfs{}{}{}",
+            "sfs{}{}{}{}{}",
             if opts.readjust { "" } else { "-readjust" },
             if opts.heuristic.is_some() { "+heuristic" } else { "" },
             match (opts.affinity_bias > 1, opts.affinity_slack) {
                 (false, _) => "",
                 (true, Some(_)) => "+affinity",
                 (true, None) => "+affinity-literal",
-            }
+            },
+            if opts.tie == Tie::ClientId { "+tie-id" } else { "" },
+            if opts.preempt { "+preempt" } else { "" },
         );
         Sfs {
             name,
@@ -426,7 +465,7 @@ impl Sfs {
             clients: ClientTable::new(),
             by_weight: FeasibleSet::new(),
             by_start: BTreeSet::new(),
-            by_surplus: SurplusQueue::default(),
+            by_surplus: SurplusQueue { set: BTreeSet::new(), v_sorted: 0, tie: opts.tie },
             v: 0,
             last_finish: 0,
             capped: Vec::new(),
@@ -474,7 +513,7 @@ impl Sfs {
             .iter()
             .filter(|&&(_, c)| self.roster.status(c) == Ok(Status::Runnable))
             .filter_map(|&(_, c)| self.queued(c))
-            .min_by(|a, b| a.order(b, self.v))
+            .min_by(|a, b| a.order(b, self.v, self.opts.tie))
             .map(|q| (q.client, q.surplus(self.v)))
     }
 
@@ -578,9 +617,26 @@ impl Sfs {
         let by_w = self.by_weight.iter().rev().map(|(c, _)| c).filter(waiting).take(k);
         cands.extend(by_s.chain(by_w).filter_map(|c| self.queued(c)));
         let v = self.v;
-        cands.sort_by(|a, b| a.order(b, v));
+        let tie = self.opts.tie;
+        cands.sort_by(|a, b| a.order(b, v, tie));
         cands.dedup_by_key(|q| q.client);
         cands.into_iter().take(want).map(|q| q.client).collect()
+    }
+
+    /// With [`SfsOptions::preempt`]: the CPU whose running client has the
+    /// greatest surplus, if the newcomer `c`'s surplus is smaller. O(P).
+    fn kick_for(&self, c: ClientId) -> Kick {
+        if !self.opts.preempt {
+            return None;
+        }
+        let mine = self.surplus(c)?;
+        let (cpu, theirs) = (0..self.roster.cpus())
+            .filter_map(|k| {
+                let cpu = CpuId(k as u32);
+                Some((cpu, self.surplus(self.roster.on_cpu(cpu)?)?))
+            })
+            .max_by(|a, b| a.1.cmp(&b.1))?;
+        (mine < theirs).then_some(cpu)
     }
 
     /// Check every internal invariant against the roster; `Err` names the
@@ -667,7 +723,7 @@ impl Scheduler for Sfs {
         self.enter(c, w);
         self.update_v();
         self.readjust();
-        Ok(None)
+        Ok(self.kick_for(c))
     }
 
     fn leave(&mut self, _now: Time, c: ClientId) -> Result<(), SchedError> {
@@ -704,7 +760,7 @@ impl Scheduler for Sfs {
         self.enter(c, w);
         self.update_v();
         self.readjust();
-        Ok(None)
+        Ok(self.kick_for(c))
     }
 
     fn set_weight(&mut self, _now: Time, c: ClientId, w: Weight) -> Result<(), SchedError> {
