@@ -978,3 +978,60 @@ fn preempt_option_kicks_the_largest_surplus() {
     let _ = s.pick(0, CpuId(0)).unwrap();
     assert_eq!(s.join(1, ClientId(1), w(1)).unwrap(), None);
 }
+
+/// Cost of a decision (the `stopped` that ends a quantum plus the `pick`
+/// that follows), in ns, against N and P, exact and heuristic; CPU-bound
+/// clients of weights uniform in 1..=100, quanta cut short at random so that
+/// CPUs drift apart. A measurement, not a check (no timed assertions); run
+/// `cargo test -p propshare --test sfs decision_cost_table -- --ignored --nocapture`
+/// (on a shared, loaded machine the figures are only indicative).
+#[test]
+#[ignore]
+fn decision_cost_table() {
+    use std::time::Instant;
+    const DECISIONS: u64 = 20_000;
+    eprintln!("ns per decision (stopped + pick), mean over {DECISIONS} decisions after N warm-up");
+    eprintln!("{:<15} {:>4} {:>8} {:>8} {:>8} {:>8}", "scheduler", "P", "N=10", "N=100", "N=1000", "N=10000");
+    for name in ["sfs", "sfs+heuristic", "sfs+affinity"] {
+        for p in [2usize, 4, 16] {
+            let mut row = format!("{name:<15} {p:>4}");
+            for n in [10u32, 100, 1000, 10_000] {
+                let q = 10 * MS;
+                let mut s = registry::build(name, SchedConfig::new(p, q)).unwrap();
+                let mut rng = 0x853c_49e6_748f_ea9bu64 ^ n as u64;
+                let mut next = move || {
+                    rng ^= rng << 13;
+                    rng ^= rng >> 7;
+                    rng ^= rng << 17;
+                    rng
+                };
+                for i in 0..n {
+                    s.join(0, ClientId(i), w(1 + next() % 100)).unwrap();
+                }
+                let mut running: Vec<(ClientId, Time)> = Vec::new();
+                for k in 0..p {
+                    if let Decision::Run { client, .. } = s.pick(0, CpuId(k as u32)).unwrap() {
+                        running.push((client, 0));
+                    }
+                }
+                let total = n as u64 + DECISIONS;
+                let mut now = 0;
+                let mut elapsed = std::time::Duration::ZERO;
+                for d in 0..total {
+                    let k = (d % running.len() as u64) as usize;
+                    let ran = q / 2 + next() % (q / 2);
+                    now += ran / p as u64;
+                    let t = Instant::now();
+                    s.stopped(now, CpuId(k as u32), running[k].0, ran, StopReason::Expired).unwrap();
+                    let Decision::Run { client, .. } = s.pick(now, CpuId(k as u32)).unwrap() else { panic!() };
+                    if d >= n as u64 {
+                        elapsed += t.elapsed();
+                    }
+                    running[k] = (client, now);
+                }
+                row += &format!(" {:>8}", elapsed.as_nanos() / DECISIONS as u128);
+            }
+            eprintln!("{row}");
+        }
+    }
+}
