@@ -5,7 +5,7 @@
 
 use std::collections::BTreeMap;
 
-use propshare::algo::sfs::{Heuristic, Sfs, SfsOptions, Surplus, Tie};
+use propshare::algo::sfs::{Heuristic, Sfs, SfsOptions, Surplus, SurplusOrder, Tie};
 use propshare::readjust::Phi;
 use propshare::vtime::{VTime, VT_SCALE};
 use propshare::{registry, ClientId, CpuId, Decision, SchedConfig, Scheduler, StopReason, Time, Weight, MS};
@@ -288,12 +288,13 @@ proptest! {
     /// The same structural invariants hold for the heuristic (stale Qα between
     /// re-sorts), the affinity variant and SFS without readjustment.
     #[test]
-    fn variant_invariants_under_churn(cpus in 1usize..=6, which in 0u8..5, ops in proptest::collection::vec(op(), 1..300)) {
+    fn variant_invariants_under_churn(cpus in 1usize..=6, which in 0u8..6, ops in proptest::collection::vec(op(), 1..300)) {
         let opts = match which {
             0 => SfsOptions { heuristic: Some(Heuristic { per_queue: 2, resort_every: 7 }), ..SfsOptions::EXACT },
             1 => SfsOptions { affinity_bias: 3, affinity_slack: Some(10 * MS), ..SfsOptions::EXACT },
             2 => SfsOptions { readjust: false, ..SfsOptions::EXACT },
             3 => SfsOptions { tie: Tie::ClientId, preempt: true, ..SfsOptions::EXACT },
+            4 => SfsOptions { surplus_order: SurplusOrder::ResortOnVirtualTime, ..SfsOptions::EXACT },
             _ => SfsOptions { heuristic: Some(Heuristic::default()), affinity_bias: 4, affinity_slack: None, ..SfsOptions::EXACT },
         };
         let mut h = Host::new(cpus, 10 * MS, opts);
@@ -301,6 +302,10 @@ proptest! {
         // CPU; the heuristic may not (its start-tag queue holds the α = 0 client).
         h.sfq_check = opts.affinity_bias == 1;
         h.run(&ops).map_err(TestCaseError::fail)?;
+        // The paper's re-sorted surplus queue is exact too.
+        if which == 4 {
+            prop_assert_eq!(h.inexact, 0);
+        }
     }
 }
 

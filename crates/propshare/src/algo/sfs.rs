@@ -186,6 +186,23 @@ pub struct SfsOptions {
     /// newcomer's surplus is below that of some running client. Not in the
     /// paper (its scheduler runs only at quantum ends and blocks); for sweeps.
     pub preempt: bool,
+    /// How the exact pick finds the least surplus (ignored by the heuristic,
+    /// which reads the paper's sorted surplus queue stale by design).
+    pub surplus_order: SurplusOrder,
+}
+
+/// The structure behind the exact least-surplus pick.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum SurplusOrder {
+    /// One start-tag queue per distinct φ; the pick compares the heads.
+    /// Within a class the surplus order is the start-tag order whatever v
+    /// is, so nothing is ever re-sorted: O(G + log t) per pick for G
+    /// distinct φ values.
+    #[default]
+    WeightClasses,
+    /// The paper's single surplus queue (section 3.1), re-keyed and re-sorted
+    /// whenever v has moved: O(t) to O(t log t) per pick after a v change.
+    ResortOnVirtualTime,
 }
 
 /// How ties in surplus are broken (Gap: "arbitrarily" in the paper).
@@ -207,6 +224,7 @@ impl SfsOptions {
         affinity_slack: None,
         tie: Tie::StartTag,
         preempt: false,
+        surplus_order: SurplusOrder::WeightClasses,
     };
 }
 
@@ -397,6 +415,53 @@ impl SurplusQueue {
     }
 }
 
+/// Exact `Qα` as weight classes: waiting clients grouped by φ (by value),
+/// each class ordered by (S, id), which within a class is the surplus order
+/// at every v.
+#[derive(Clone, Debug, Default)]
+struct WeightClasses {
+    classes: std::collections::BTreeMap<Phi, BTreeSet<(VTime, ClientId)>>,
+    len: usize,
+}
+
+impl WeightClasses {
+    fn insert(&mut self, q: Queued) {
+        if self.classes.entry(q.phi).or_default().insert((q.start, q.client)) {
+            self.len += 1;
+        }
+    }
+
+    fn remove(&mut self, q: Queued) -> bool {
+        let Some(class) = self.classes.get_mut(&q.phi) else { return false };
+        let removed = class.remove(&(q.start, q.client));
+        if class.is_empty() {
+            self.classes.remove(&q.phi);
+        }
+        self.len -= removed as usize;
+        removed
+    }
+
+    fn contains(&self, q: Queued) -> bool {
+        self.classes.get(&q.phi).is_some_and(|c| c.contains(&(q.start, q.client)))
+    }
+
+    /// The `n` least (α, tie, id) at v: the first n of each class, merged.
+    fn least(&self, n: usize, v: VTime, tie: Tie) -> Vec<Queued> {
+        let mut out: Vec<Queued> = self
+            .classes
+            .iter()
+            .flat_map(|(&phi, class)| class.iter().take(n).map(move |&(start, client)| Queued { client, phi, start }))
+            .collect();
+        if n == 1 {
+            // The common case: a linear minimum, no sort.
+            return out.into_iter().min_by(|a, b| a.order(b, v, tie)).into_iter().collect();
+        }
+        out.sort_by(|a, b| a.order(b, v, tie));
+        out.truncate(n);
+        out
+    }
+}
+
 /// Surplus fair scheduling on one global run queue.
 #[derive(Clone, Debug)]
 pub struct Sfs {
@@ -410,7 +475,10 @@ pub struct Sfs {
     /// `QS`: runnable clients by start tag.
     by_start: BTreeSet<(VTime, ClientId)>,
     /// `Qα`: waiting clients by surplus.
+    /// `Qα` for the heuristic and [`SurplusOrder::ResortOnVirtualTime`].
     by_surplus: SurplusQueue,
+    /// `Qα` for exact [`SurplusOrder::WeightClasses`].
+    by_class: WeightClasses,
     v: VTime,
     last_finish: VTime,
     capped: Vec<ClientId>,
@@ -466,6 +534,7 @@ impl Sfs {
             by_weight: FeasibleSet::new(),
             by_start: BTreeSet::new(),
             by_surplus: SurplusQueue { set: BTreeSet::new(), v_sorted: 0, tie: opts.tie },
+            by_class: WeightClasses::default(),
             v: 0,
             last_finish: 0,
             capped: Vec::new(),
@@ -526,7 +595,7 @@ impl Sfs {
         let q = self.queued(c).expect("client exists");
         self.by_weight.insert(c, w);
         self.by_start.insert((q.start, c));
-        self.by_surplus.insert(q);
+        self.queue_insert(q);
     }
 
     /// Take a client that stopped being runnable out of `QS` and `Qw` (it is
@@ -534,7 +603,7 @@ impl Sfs {
     fn exit(&mut self, c: ClientId, w: Weight, was_waiting: bool) {
         let q = self.queued(c).expect("client exists");
         if was_waiting {
-            self.by_surplus.remove(q);
+            self.queue_remove(q);
         }
         self.by_start.remove(&(q.start, c));
         self.by_weight.remove(c, w);
@@ -588,17 +657,48 @@ impl Sfs {
         }
         let waiting = self.roster.status(c) == Ok(Status::Runnable);
         if waiting {
-            self.by_surplus.remove(self.queued(c).expect("exists"));
+            self.queue_remove(self.queued(c).expect("exists"));
         }
         self.clients[c].phi = phi;
         if waiting {
-            self.by_surplus.insert(self.queued(c).expect("exists"));
+            self.queue_insert(self.queued(c).expect("exists"));
+        }
+    }
+
+    fn classes(&self) -> bool {
+        self.opts.heuristic.is_none() && self.opts.surplus_order == SurplusOrder::WeightClasses
+    }
+
+    fn queue_insert(&mut self, q: Queued) {
+        if self.classes() {
+            self.by_class.insert(q);
+        } else {
+            self.by_surplus.insert(q);
+        }
+    }
+
+    fn queue_remove(&mut self, q: Queued) {
+        if self.classes() {
+            self.by_class.remove(q);
+        } else {
+            self.by_surplus.remove(q);
+        }
+    }
+
+    fn queue_len(&self) -> usize {
+        if self.classes() {
+            self.by_class.len
+        } else {
+            self.by_surplus.len()
         }
     }
 
     /// The waiting clients this pick considers, best first: the head of the
     /// exact `Qα`, or the heuristic's candidates ranked by current α.
     fn candidates(&mut self, want: usize) -> Vec<ClientId> {
+        if self.classes() {
+            return self.by_class.least(want, self.v, self.opts.tie).into_iter().map(|q| q.client).collect();
+        }
         let Some(h) = self.opts.heuristic else {
             if self.by_surplus.v_sorted != self.v {
                 self.by_surplus.resort(self.v);
@@ -661,7 +761,12 @@ impl Sfs {
             if status == Status::Runnable {
                 waiting += 1;
                 let q = self.queued(c).expect("exists");
-                if !self.by_surplus.set.contains(&self.by_surplus.key(q)) {
+                let queued = if self.classes() {
+                    self.by_class.contains(q)
+                } else {
+                    self.by_surplus.set.contains(&self.by_surplus.key(q))
+                };
+                if !queued {
                     return Err(format!("waiting {c} is not in Qα under its current φ and S"));
                 }
             }
@@ -677,8 +782,12 @@ impl Sfs {
                 runnable.len()
             ));
         }
-        if self.by_surplus.len() != waiting {
-            return Err(format!("Qα has {} entries for {waiting} waiting clients", self.by_surplus.len()));
+        if self.queue_len() != waiting {
+            return Err(format!("Qα has {} entries for {waiting} waiting clients", self.queue_len()));
+        }
+        let unused = if self.classes() { self.by_surplus.len() } else { self.by_class.len };
+        if unused != 0 {
+            return Err("the unused surplus structure is not empty".into());
         }
         let vs = self.by_surplus.v_sorted;
         if vs > self.v {
@@ -780,7 +889,7 @@ impl Scheduler for Sfs {
 
     fn pick(&mut self, _now: Time, cpu: CpuId) -> Result<Decision, SchedError> {
         self.roster.check_pick(cpu)?;
-        if self.by_surplus.len() == 0 {
+        if self.queue_len() == 0 {
             return Ok(Decision::Idle);
         }
         // Section 2.4: among the B least surpluses prefer one that last ran here.
@@ -799,7 +908,7 @@ impl Scheduler for Sfs {
                     }
             })
             .unwrap_or(first);
-        self.by_surplus.remove(self.queued(client).expect("exists"));
+        self.queue_remove(self.queued(client).expect("exists"));
         self.roster.start(cpu, client);
         Ok(Decision::Run { client, slice: self.quantum })
     }
@@ -819,7 +928,7 @@ impl Scheduler for Sfs {
                 // Eq. 6, continuously runnable: S = F.
                 self.clients[c].start = finish;
                 self.by_start.insert((finish, c));
-                self.by_surplus.insert(self.queued(c).expect("exists"));
+                self.queue_insert(self.queued(c).expect("exists"));
                 self.update_v();
             }
             StopReason::Blocked | StopReason::Left => {
