@@ -54,18 +54,27 @@
 //! * `Qw`: runnable clients by weight, heaviest first ([`FeasibleSet`]); it
 //!   drives readjustment in O(P) and, read backwards, the heuristic.
 //! * `QS`: runnable clients (running included) by start tag; its head is v.
-//! * `Qα`: waiting clients ordered by surplus *at a reference virtual time
-//!   `v_sorted`*. The key `φ_i (S_i − v)` is not a fixed key: two clients
-//!   with different φ swap order as v grows (α_i − α_j falls by
-//!   `(φ_i − φ_j)·Δv`). So each entry is keyed by the exact pair
-//!   (φ, S − v_sorted), an ordinary ordered set until v moves; a client whose
-//!   S or φ changes (quantum end, readjustment, weight change) is removed
-//!   under its old key and re-inserted under its new one; and when v has
-//!   moved the whole queue is re-keyed and rebuilt before the pick (the
-//!   paper's "update the surplus values and re-sort"). Exact mode rebuilds
-//!   whenever `v_sorted ≠ v`, so every pick is the exact least (α, S, id):
-//!   no separate O(t) scan is needed. [`Sfs::min_surplus_scan`] is that
-//!   scan, kept as the reference the tests compare every pick with.
+//! * `Qα`: waiting clients by surplus. The key `φ_i (S_i − v)` is not a
+//!   fixed key: two clients with different φ swap order as v grows
+//!   (α_i − α_j falls by `(φ_i − φ_j)·Δv`), which is why the paper
+//!   recomputes every surplus and re-sorts whenever v changes. Two exact
+//!   forms are implemented ([`SurplusOrder`]):
+//!   - default, *weight classes*: one queue per distinct φ value, ordered by
+//!     (S, id). Within a class the surplus order is the start-tag order at
+//!     every v, so nothing is ever re-sorted; the least surplus is the least
+//!     (α, S, id) among the class heads, found by comparing G heads (G =
+//!     number of distinct φ, at most the number of distinct weights + 1);
+//!   - the paper's single sorted queue (`ResortOnVirtualTime`): entries keyed
+//!     by the exact pair (φ, S − v_sorted) for a reference `v_sorted`, so it
+//!     is an ordinary ordered set until v moves; when it has, the queue is
+//!     re-keyed and rebuilt before the pick. The heuristic uses this queue,
+//!     read stale between rebuilds, as the paper describes.
+//!
+//!   In both, a client whose S or φ changes (quantum end, readjustment,
+//!   weight change) is removed under its old key and re-inserted under its
+//!   new one. Every exact pick is the least (α, S, id); the property tests
+//!   compare every pick with [`Sfs::min_surplus_scan`], an O(t) scan kept as
+//!   the reference.
 //!
 //! All comparisons are exact integers: S and v are `u128` fixed point
 //! ([`crate::vtime`]), φ is a rational `num/den` with 64-bit parts, and
@@ -79,8 +88,9 @@
 //! | join, wake | O(log t) in each queue; readjustment O(P) plus an O(log t) re-insertion for each of the ≤ 2(P−1) clients whose φ changed |
 //! | leave, block | O(log t) removals; readjustment as above |
 //! | stopped | O(log t) in `QS` and `Qα`; readjustment if it blocked or left |
-//! | pick, exact, v unchanged | O(B + log t) |
-//! | pick, exact, v changed | re-key O(t), re-sort O(t) when nearly sorted (O(t log t) worst), bulk rebuild O(t): the paper's O(t log t); v changes about once every P picks (section 3.2) |
+//! | pick, exact (weight classes) | O(G + log t), whether or not v moved; O(G·B) with affinity |
+//! | pick, exact (re-sorted queue), v unchanged | O(B + log t) |
+//! | pick, exact (re-sorted queue), v changed | re-key O(t), re-sort O(t) when nearly sorted (O(t log t) worst), bulk rebuild O(t): the paper's O(t log t); v changes about once every P picks (section 3.2) |
 //! | pick, heuristic | O(k log t) for the 3k candidates; the O(t) rebuild only every `resort_every` picks |
 //!
 //! The paper's doubly linked lists give O(1) removal but O(t) insertion;
@@ -96,10 +106,13 @@
 //!   readjustment or weight change also changes φ and hence α, so we
 //!   re-insert every client whose φ changed; without this the exact pick is
 //!   wrong.
-//! * Gap: the re-sort happens lazily at the next pick (the only reader of the
-//!   order), with an adaptive stable sort (linear on nearly sorted input,
-//!   O(t log t) worst) instead of insertion sort (quadratic worst case), into
-//!   a B-tree rather than a linked list.
+//! * Gap: the default exact pick uses weight classes instead of the paper's
+//!   single surplus list (same decisions, no re-sort, O(G + log t) per
+//!   pick); the paper's list is kept as `SurplusOrder::ResortOnVirtualTime`
+//!   and is what the heuristic reads. Its re-sort happens lazily at the next
+//!   pick (the only reader of the order), with an adaptive stable sort
+//!   (linear on nearly sorted input, O(t log t) worst) instead of insertion
+//!   sort (quadratic worst case), into a B-tree rather than a linked list.
 //! * Gap: `Qα` holds waiting clients only (a client leaves it when picked and
 //!   re-enters at its quantum end); `QS` and `Qw` hold every runnable client,
 //!   running ones included, as v and readjustment need them. The paper's
