@@ -469,8 +469,11 @@ impl WeightClasses {
             // The common case: a linear minimum, no sort.
             return out.into_iter().min_by(|a, b| a.order(b, v, tie)).into_iter().collect();
         }
+        if out.len() > n {
+            out.select_nth_unstable_by(n - 1, |a, b| a.order(b, v, tie));
+            out.truncate(n);
+        }
         out.sort_by(|a, b| a.order(b, v, tie));
-        out.truncate(n);
         out
     }
 }
