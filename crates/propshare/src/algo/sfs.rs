@@ -101,7 +101,10 @@
 //! * Gap: while nothing is runnable, v = max(v, F of the client that stopped
 //!   last). The paper says "set to the finish tag of the thread that ran last";
 //!   that F can be below v if that client blocked before others left, and v
-//!   must never decrease (arrivals enter at v).
+//!   must never decrease (arrivals enter at v). SFQ's own rule (the largest
+//!   finish tag served, end of a busy period) differs, so on one CPU SFS and
+//!   `sfq` make the same decisions except after the CPU has had nothing
+//!   runnable (a test shows one such case).
 //! * Gap: the paper re-sorts the surplus queue only when v changes. A
 //!   readjustment or weight change also changes φ and hence α, so we
 //!   re-insert every client whose φ changed; without this the exact pick is
