@@ -735,11 +735,16 @@ impl Sfs {
         let by_s = self.by_start.iter().map(|&(_, c)| c).filter(waiting).take(k);
         let by_w = self.by_weight.iter().rev().map(|(c, _)| c).filter(waiting).take(k);
         cands.extend(by_s.chain(by_w).filter_map(|c| self.queued(c)));
-        let v = self.v;
-        let tie = self.opts.tie;
-        cands.sort_by(|a, b| a.order(b, v, tie));
+        // Drop duplicates by id (cheap), then rank by exact current α.
+        cands.sort_unstable_by_key(|q| q.client);
         cands.dedup_by_key(|q| q.client);
-        cands.into_iter().take(want).map(|q| q.client).collect()
+        let (v, tie) = (self.v, self.opts.tie);
+        if want < cands.len() {
+            cands.select_nth_unstable_by(want - 1, |a, b| a.order(b, v, tie));
+            cands.truncate(want);
+        }
+        cands.sort_by(|a, b| a.order(b, v, tie));
+        cands.into_iter().map(|q| q.client).collect()
     }
 
     /// With [`SfsOptions::preempt`]: the CPU whose running client has the
