@@ -58,9 +58,13 @@ impl Victim {
     }
     /// Not stopped, and every thread back on its original CPUs.
     fn assert_released(&self, orig: &sys::CpuMask, what: &str) {
-        // A SIGCONT takes effect at once, but give the kernel a moment.
+        // Release (ours or the guardian's) may still be under way: allow 2 s.
+        let released = || {
+            self.state() != 'T'
+                && sys::threads(self.pid()).unwrap_or_default().iter().all(|&t| sys::get_affinity(t).ok().as_ref() == Some(orig))
+        };
         let t = Instant::now();
-        while self.state() == 'T' && t.elapsed() < Duration::from_secs(2) {
+        while !released() && t.elapsed() < Duration::from_secs(2) {
             std::thread::sleep(Duration::from_millis(5));
         }
         assert_ne!(self.state(), 'T', "{what}: PID {} left stopped", self.pid());
@@ -266,9 +270,11 @@ fn sleepers_block_and_wake() {
     let count = |ev: &str| text.lines().filter(|l| l.contains(&format!("\"ev\":\"{ev}\"")) && l.contains("\"client\":\"io\"")).count();
     assert!(count("block") >= 3, "io blocked {} times", count("block"));
     assert!(count("wake") >= 2, "io woke {} times", count("wake"));
-    // The spinner is not held to half the CPU while the other sleeps.
-    let spin = received(&r, "spin") / r.wall_ns as f64;
-    assert!(spin > 0.6, "spinner got {spin:.3} of the CPU");
+    // The spinner gets the CPU while the other sleeps. (Absolute shares are
+    // not asserted: other load on the machine takes its part of CPU 0.)
+    assert!(received(&r, "spin") > 3.0 * received(&r, "io"), "{}", r.to_table());
+    let io = r.clients.iter().find(|c| c.name == "io").unwrap();
+    assert!(io.metrics.ideal_share < 0.5, "blocking should lower the sleeper's ideal");
 }
 
 /// The trace has the fixed schema: a meta line first, then joins and runs
