@@ -5,6 +5,8 @@ use clap::{Parser, Subcommand};
 use propshare::{Weight, MS};
 use propshare_sim::engine::{simulate, ClientSpec, SimConfig, SimReport};
 
+mod run_cmd;
+
 #[derive(Parser)]
 #[command(name = "propshare", version, about = "Proportional-share CPU scheduling on multiprocessors")]
 struct Cli {
@@ -25,6 +27,8 @@ enum Command {
     },
     /// List the registered schedulers.
     List,
+    /// Schedule real Linux processes by weight (needs root).
+    Run(run_cmd::RunArgs),
 }
 
 fn main() {
@@ -32,6 +36,7 @@ fn main() {
     let result = match cli.command {
         None => demo(&["rr".into(), "wfq".into(), "wfq+readjust".into()], 2),
         Some(Command::Demo { scheduler, cpus }) => demo(&scheduler, cpus),
+        Some(Command::Run(args)) => run_cmd::main(args),
         Some(Command::List) => {
             for e in propshare::registry::SCHEDULERS {
                 println!("{:<16} {}", e.name, e.summary);

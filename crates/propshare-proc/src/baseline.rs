@@ -52,7 +52,13 @@ pub fn shares_for_weights(weights: &[u64]) -> Vec<u64> {
     let wmax = weights.iter().copied().max().unwrap_or(1).max(1);
     weights
         .iter()
-        .map(|&w| if wmax.saturating_mul(1024) <= 262_144 { w * 1024 } else { ((w as u128 * 262_144) / wmax as u128).max(2) as u64 })
+        .map(|&w| {
+            if wmax.saturating_mul(1024) <= 262_144 {
+                w * 1024
+            } else {
+                ((w as u128 * 262_144) / wmax as u128).max(2) as u64
+            }
+        })
         .collect()
 }
 
@@ -80,7 +86,9 @@ impl Cgroups {
     /// Create the parent groups, with the cpuset restricted to `cpus`.
     pub fn create(cpus: &CpuMask) -> Result<Cgroups, ProcError> {
         if !cgroups_available() {
-            return Err(ProcError::usage("--baseline shares needs cgroup v1 cpu and cpuset controllers under /sys/fs/cgroup"));
+            return Err(ProcError::usage(
+                "--baseline shares needs cgroup v1 cpu and cpuset controllers under /sys/fs/cgroup",
+            ));
         }
         let tag = format!("propshare.{}", sys::getpid());
         let cpu_dir = Path::new(CPU_ROOT).join(&tag);

@@ -13,8 +13,8 @@
 //! quit                                             -> ok   (ends the run cleanly)
 //! ```
 //!
-//! From a shell: `echo 'weight web 5' | socat - UNIX-CONNECT:SOCKET`, or
-//! `propshare run-ctl SOCKET weight web 5`.
+//! From a shell: `echo 'weight web 5' | socat - UNIX-CONNECT:SOCKET` (or `nc -U`),
+//! or from Rust with [`request`].
 
 use crate::error::ProcError;
 use crate::spec::split_words;
@@ -49,7 +49,8 @@ impl ControlServer {
             }
             let _ = std::fs::remove_file(path);
         }
-        let listener = UnixListener::bind(path).map_err(|e| ProcError::usage(format!("cannot listen on {}: {e}", path.display())))?;
+        let listener = UnixListener::bind(path)
+            .map_err(|e| ProcError::usage(format!("cannot listen on {}: {e}", path.display())))?;
         listener.set_nonblocking(true).map_err(|e| ProcError::io("control socket", e))?;
         Ok(ControlServer { listener, path: path.to_path_buf() })
     }

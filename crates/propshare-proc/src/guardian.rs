@@ -153,7 +153,16 @@ impl Drop for Guardian {
 /// The guardian process. Async-signal-safe: raw system calls only.
 unsafe fn guardian_main(rx: i32, tx: i32, table: *mut Entry) -> ! {
     libc::close(tx);
-    for sig in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP, libc::SIGQUIT, libc::SIGTSTP, libc::SIGTTIN, libc::SIGTTOU, libc::SIGPIPE] {
+    for sig in [
+        libc::SIGINT,
+        libc::SIGTERM,
+        libc::SIGHUP,
+        libc::SIGQUIT,
+        libc::SIGTSTP,
+        libc::SIGTTIN,
+        libc::SIGTTOU,
+        libc::SIGPIPE,
+    ] {
         libc::signal(sig, libc::SIG_IGN);
     }
     // Unblock everything we might have inherited blocked (nothing needs it here).
@@ -224,7 +233,8 @@ unsafe fn guardian_main(rx: i32, tx: i32, table: *mut Entry) -> ! {
         for i in 0..len {
             let e = &*table.add(i);
             restore_threads(e.pid, &e.mask);
-            let sent = e.pidfd >= 0 && libc::syscall(libc::SYS_pidfd_send_signal, e.pidfd, libc::SIGCONT, 0usize, 0u32) == 0;
+            let sent =
+                e.pidfd >= 0 && libc::syscall(libc::SYS_pidfd_send_signal, e.pidfd, libc::SIGCONT, 0usize, 0u32) == 0;
             if !sent && e.pidfd < 0 {
                 libc::kill(e.pid, libc::SIGCONT);
             }

@@ -112,10 +112,21 @@ impl Record {
             serde_json::to_writer(&mut *w, v)?;
             w.write_all(b"\n")
         };
-        line(w, &TraceLine::Meta { scheduler: &meta.scheduler, cpus: meta.cpus, quantum_ns: meta.quantum_ns, seed: meta.seed, scenario: &meta.scenario })?;
+        line(
+            w,
+            &TraceLine::Meta {
+                scheduler: &meta.scheduler,
+                cpus: meta.cpus,
+                quantum_ns: meta.quantum_ns,
+                seed: meta.seed,
+                scenario: &meta.scenario,
+            },
+        )?;
         for e in &self.entries {
             let v = match *e {
-                Entry::Run { cpu, client, start, end } => TraceLine::Run { cpu, client: &self.names[client], start, end },
+                Entry::Run { cpu, client, start, end } => {
+                    TraceLine::Run { cpu, client: &self.names[client], start, end }
+                }
                 Entry::Change { t, client, change } => {
                     let client = &self.names[client];
                     match change {
@@ -251,7 +262,8 @@ pub fn measure(rec: &Record, cpus: usize, end: Time) -> Vec<ClientMetrics> {
                 let ids: Vec<usize> = (0..n).filter(|&i| runnable[i]).collect();
                 let ws: Vec<u64> = ids.iter().map(|&i| weight[i]).collect();
                 let phis = readjust_weights(&ws, cpus);
-                let total: BigRational = phis.iter().map(|p| BigRational::new(BigInt::from(p.num), BigInt::from(p.den))).sum();
+                let total: BigRational =
+                    phis.iter().map(|p| BigRational::new(BigInt::from(p.num), BigInt::from(p.den))).sum();
                 let p_eff = big(cpus.min(ids.len()) as u64);
                 for r in rate.iter_mut() {
                     *r = BigRational::zero();
@@ -300,7 +312,9 @@ mod tests {
     /// 10:1:1 on 2 CPUs is not: 1/2, 1/4, 1/4.
     #[test]
     fn static_sets() {
-        for (ws, want) in [(vec![1u64, 2, 3], vec![1.0f64 / 6.0, 2.0 / 6.0, 0.5]), (vec![10, 1, 1], vec![0.5, 0.25, 0.25])] {
+        for (ws, want) in
+            [(vec![1u64, 2, 3], vec![1.0f64 / 6.0, 2.0 / 6.0, 0.5]), (vec![10, 1, 1], vec![0.5, 0.25, 0.25])]
+        {
             let mut r = Record::default();
             for (i, &w) in ws.iter().enumerate() {
                 r.add_client(&format!("c{i}"));

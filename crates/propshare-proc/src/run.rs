@@ -301,7 +301,11 @@ pub fn resolve_program(prog: &str) -> Result<PathBuf, ProcError> {
     }
     if prog.contains('/') {
         let p = PathBuf::from(prog);
-        return if runnable(&p) { Ok(p) } else { Err(ProcError::usage(format!("command {prog:?} does not exist or is not executable"))) };
+        return if runnable(&p) {
+            Ok(p)
+        } else {
+            Err(ProcError::usage(format!("command {prog:?} does not exist or is not executable")))
+        };
     }
     let path = std::env::var_os("PATH").unwrap_or_else(|| "/usr/local/bin:/usr/bin:/bin".into());
     for dir in std::env::split_paths(&path) {
@@ -372,7 +376,10 @@ fn spawn_stopped(prog: &Path, argv: &[String], nice: Option<i32>, guardian: &mut
     let r = unsafe { libc::waitpid(pid, &mut status, libc::WUNTRACED) };
     if r != pid || !libc::WIFSTOPPED(status) {
         let _ = guardian.remove(pid);
-        return Err(ProcError::io(format!("starting {:?}", argv[0]), std::io::Error::other("the child did not stop before exec")));
+        return Err(ProcError::io(
+            format!("starting {:?}", argv[0]),
+            std::io::Error::other("the child did not stop before exec"),
+        ));
     }
     Ok(pid)
 }
@@ -401,7 +408,9 @@ fn check_attachable(pid: Pid, guardian_pid: Pid, managed: &[Pid]) -> Result<sys:
     let mut hops = 0;
     while p > 1 && hops < 4096 {
         if p == pid {
-            return Err(ProcError::usage(format!("PID {pid} is an ancestor of the scheduler (stopping it could hang your terminal)")));
+            return Err(ProcError::usage(format!(
+                "PID {pid} is an ancestor of the scheduler (stopping it could hang your terminal)"
+            )));
         }
         p = sys::proc_stat(p).map(|s| s.ppid).unwrap_or(0);
         hops += 1;
@@ -479,7 +488,9 @@ impl Controller {
                     self.accounting = Accounting::Perf;
                     return Ok(Clock::Perf(fds));
                 }
-                Some(e) if self.accounting == Accounting::Perf => return Err(ProcError::io(format!("perf_event_open(task-clock) on PID {pid}"), e)),
+                Some(e) if self.accounting == Accounting::Perf => {
+                    return Err(ProcError::io(format!("perf_event_open(task-clock) on PID {pid}"), e))
+                }
                 e => {
                     self.note(format!(
                         "perf task-clock unavailable ({}); CPU time from /proc/<pid>/task/*/schedstat, refreshed only at ticks and context switches",
@@ -509,11 +520,13 @@ impl Controller {
                 let gpid = guardian.pid();
                 let managed = self.managed_pids();
                 check_attachable(pid, gpid, &managed)?;
-                let mask = sys::get_affinity(pid).map_err(|e| ProcError::usage(format!("PID {pid}: cannot read its affinity: {e}")))?;
+                let mask = sys::get_affinity(pid)
+                    .map_err(|e| ProcError::usage(format!("PID {pid}: cannot read its affinity: {e}")))?;
                 let guardian = self.guardian.as_mut().ok_or_else(|| ProcError::usage("run already ended"))?;
                 guardian.add(pid, None, mask).map_err(|e| ProcError::io("telling the guardian", e))?;
                 if self.mode == Mode::Propshare {
-                    sys::kill(pid, libc::SIGSTOP).map_err(|e| ProcError::usage(format!("PID {pid}: cannot stop it: {e}")))?;
+                    sys::kill(pid, libc::SIGSTOP)
+                        .map_err(|e| ProcError::usage(format!("PID {pid}: cannot stop it: {e}")))?;
                     // Wait (briefly) until it is stopped, so its thread list is final.
                     for _ in 0..200 {
                         if sys::state(pid).is_none_or(|s| s == 'T') {
@@ -589,7 +602,8 @@ impl Controller {
                 j.cgroup = Some(cg.add(j.pid, shares)?);
             }
         } else {
-            sys::set_process_affinity(j.pid, &mask).map_err(|e| ProcError::io(format!("setting the affinity of {}", j.name), e))?;
+            sys::set_process_affinity(j.pid, &mask)
+                .map_err(|e| ProcError::io(format!("setting the affinity of {}", j.name), e))?;
         }
         let now = sys::monotonic_ns().saturating_sub(self.t0);
         j.last_sample = (now, j.clock.read());
@@ -634,7 +648,11 @@ impl Controller {
 
     fn set_weight(&mut self, name: &str, w: u64) -> Result<(), ProcError> {
         let weight = Weight::new(w).map_err(|e| ProcError::usage(e.to_string()))?;
-        let idx = self.jobs.iter().position(|j| j.name == name && j.st != St::Gone).ok_or_else(|| ProcError::usage(format!("no job named {name:?}")))?;
+        let idx = self
+            .jobs
+            .iter()
+            .position(|j| j.name == name && j.st != St::Gone)
+            .ok_or_else(|| ProcError::usage(format!("no job named {name:?}")))?;
         let now = self.now();
         self.jobs[idx].weight = w;
         self.rec.change(now, idx, Change::Weight(w));
@@ -700,7 +718,16 @@ impl Controller {
 
     /// Close the run of job `i` on CPU `cpu`: charge it and report the stop.
     #[allow(clippy::too_many_arguments)]
-    fn finish_run(&mut self, i: usize, cpu: usize, start: Time, start_cpu: u64, cpu_now: u64, now: Time, why: StopReason) -> Result<(), ProcError> {
+    fn finish_run(
+        &mut self,
+        i: usize,
+        cpu: usize,
+        start: Time,
+        start_cpu: u64,
+        cpu_now: u64,
+        now: Time,
+        why: StopReason,
+    ) -> Result<(), ProcError> {
         let j = &mut self.jobs[i];
         let ran = cpu_now.saturating_sub(j.charged);
         j.charged = j.charged.max(cpu_now);
@@ -738,12 +765,14 @@ impl Controller {
             let c = self.jobs[i].clock.read();
             let wall = now.saturating_sub(start);
             if now + 50_000 >= deadline {
-                let idle = c.saturating_sub(start_cpu).saturating_mul(4) < wall && !sys::any_thread_runnable(self.jobs[i].pid);
+                let idle =
+                    c.saturating_sub(start_cpu).saturating_mul(4) < wall && !sys::any_thread_runnable(self.jobs[i].pid);
                 let why = if idle { StopReason::Blocked } else { StopReason::Expired };
                 self.finish_run(i, cpu, start, start_cpu, c, now, why)?;
             } else if now.saturating_sub(check_t) >= BLOCK_WINDOW_NS {
                 let window = now - check_t;
-                if c.saturating_sub(check_cpu).saturating_mul(8) < window && !sys::any_thread_runnable(self.jobs[i].pid) {
+                if c.saturating_sub(check_cpu).saturating_mul(8) < window && !sys::any_thread_runnable(self.jobs[i].pid)
+                {
                     self.finish_run(i, cpu, start, start_cpu, c, now, StopReason::Blocked)?;
                 } else if let St::Running { check_t, check_cpu, .. } = &mut self.jobs[i].st {
                     *check_t = now;
@@ -775,7 +804,14 @@ impl Controller {
                 let i = client.index();
                 let j = self.jobs.get_mut(i).ok_or(ProcError::Sched(propshare::SchedError::UnknownClient(client)))?;
                 let c = j.clock.read();
-                j.st = St::Running { cpu, start: now, deadline: now + slice.max(1), start_cpu: c, check_t: now, check_cpu: c };
+                j.st = St::Running {
+                    cpu,
+                    start: now,
+                    deadline: now + slice.max(1),
+                    start_cpu: c,
+                    check_t: now,
+                    check_cpu: c,
+                };
                 self.running[cpu] = Some(i);
                 self.rec.sample(now, i, c);
             }
@@ -889,7 +925,8 @@ impl Controller {
             cg.destroy();
         }
         // Our own children: ask them to end, then make sure.
-        let children: Vec<usize> = (0..self.jobs.len()).filter(|&i| self.jobs[i].spawned && self.jobs[i].st != St::Gone).collect();
+        let children: Vec<usize> =
+            (0..self.jobs.len()).filter(|&i| self.jobs[i].spawned && self.jobs[i].st != St::Gone).collect();
         for &i in &children {
             self.jobs[i].signal(term);
         }
@@ -964,10 +1001,16 @@ fn validate_cpus(req: &Option<Vec<usize>>) -> Result<Vec<usize>, ProcError> {
             let mut seen = Vec::new();
             for &c in list {
                 if c >= CpuMask::CAPACITY || !online.has(c) {
-                    return Err(ProcError::usage(format!("CPU {c} does not exist (online CPUs: {})", sys::format_cpu_list(&online))));
+                    return Err(ProcError::usage(format!(
+                        "CPU {c} does not exist (online CPUs: {})",
+                        sys::format_cpu_list(&online)
+                    )));
                 }
                 if !allowed.has(c) {
-                    return Err(ProcError::usage(format!("CPU {c} is not in our affinity mask ({})", sys::format_cpu_list(&allowed))));
+                    return Err(ProcError::usage(format!(
+                        "CPU {c} is not in our affinity mask ({})",
+                        sys::format_cpu_list(&allowed)
+                    )));
                 }
                 if seen.contains(&c) {
                     return Err(ProcError::usage(format!("CPU {c} is listed twice")));
@@ -987,17 +1030,24 @@ pub fn validate(opts: &RunOptions) -> Result<(Vec<usize>, Vec<JobSpec>), ProcErr
         return Err(ProcError::usage("the quantum must be positive"));
     }
     if opts.mode == Mode::Propshare {
-        registry::build(&opts.scheduler, SchedConfig { cpus: cpus.len(), quantum: opts.quantum, seed: opts.seed }).map_err(|e| ProcError::usage(e.to_string()))?;
+        registry::build(&opts.scheduler, SchedConfig { cpus: cpus.len(), quantum: opts.quantum, seed: opts.seed })
+            .map_err(|e| ProcError::usage(e.to_string()))?;
     }
     if opts.mode == Mode::BaselineShares && !baseline::cgroups_available() {
-        return Err(ProcError::usage("--baseline shares needs cgroup v1 cpu and cpuset controllers under /sys/fs/cgroup"));
+        return Err(ProcError::usage(
+            "--baseline shares needs cgroup v1 cpu and cpuset controllers under /sys/fs/cgroup",
+        ));
     }
     let mut jobs = opts.jobs.clone();
     if jobs.is_empty() && opts.control.is_none() {
-        return Err(ProcError::usage("no jobs: give `-w W -- COMMAND` or `-w W -p PID` (or --jobs FILE, or --control SOCKET)"));
+        return Err(ProcError::usage(
+            "no jobs: give `-w W -- COMMAND` or `-w W -p PID` (or --jobs FILE, or --control SOCKET)",
+        ));
     }
     for j in &jobs {
-        Weight::new(j.weight).map_err(|e| ProcError::usage(format!("job {}: {e}", j.name.clone().unwrap_or_else(|| j.default_name()))))?;
+        Weight::new(j.weight).map_err(|e| {
+            ProcError::usage(format!("job {}: {e}", j.name.clone().unwrap_or_else(|| j.default_name())))
+        })?;
         match &j.target {
             Target::Command(argv) if argv.is_empty() => return Err(ProcError::usage("empty command")),
             Target::Command(argv) => {
@@ -1008,7 +1058,8 @@ pub fn validate(opts: &RunOptions) -> Result<(Vec<usize>, Vec<JobSpec>), ProcErr
             }
         }
     }
-    let mut pids: Vec<Pid> = jobs.iter().filter_map(|j| if let Target::Pid(p) = j.target { Some(p) } else { None }).collect();
+    let mut pids: Vec<Pid> =
+        jobs.iter().filter_map(|j| if let Target::Pid(p) = j.target { Some(p) } else { None }).collect();
     pids.sort_unstable();
     if pids.windows(2).any(|w| w[0] == w[1]) {
         return Err(ProcError::usage("the same PID is given twice"));
@@ -1027,7 +1078,10 @@ fn set_fifo() -> Result<(), ProcError> {
 }
 
 fn ppoll(fds: &mut [libc::pollfd], timeout_ns: u64) {
-    let ts = libc::timespec { tv_sec: (timeout_ns / 1_000_000_000) as libc::time_t, tv_nsec: (timeout_ns % 1_000_000_000) as libc::c_long };
+    let ts = libc::timespec {
+        tv_sec: (timeout_ns / 1_000_000_000) as libc::time_t,
+        tv_nsec: (timeout_ns % 1_000_000_000) as libc::c_long,
+    };
     // SAFETY: valid pollfd slice and timespec.
     unsafe { libc::ppoll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, &ts, std::ptr::null()) };
 }
@@ -1039,7 +1093,10 @@ pub fn run(opts: RunOptions) -> Result<RunReport, ProcError> {
     let (cpus, jobs) = validate(&opts)?;
     let p = cpus.len();
     let sched = match opts.mode {
-        Mode::Propshare => Some(registry::build(&opts.scheduler, SchedConfig { cpus: p, quantum: opts.quantum, seed: opts.seed }).map_err(|e| ProcError::usage(e.to_string()))?),
+        Mode::Propshare => Some(
+            registry::build(&opts.scheduler, SchedConfig { cpus: p, quantum: opts.quantum, seed: opts.seed })
+                .map_err(|e| ProcError::usage(e.to_string()))?,
+        ),
         _ => None,
     };
     let sched_name = match opts.mode {
@@ -1095,7 +1152,11 @@ pub fn run(opts: RunOptions) -> Result<RunReport, ProcError> {
         ctl.cgroups = Some(Cgroups::create(&cpu_mask)?);
     }
     let result = (|| -> Result<(String, u64, u64), ProcError> {
-        let nices = if opts.mode == Mode::BaselineNice { baseline::nice_for_weights(&jobs.iter().map(|j| j.weight).collect::<Vec<_>>()) } else { Vec::new() };
+        let nices = if opts.mode == Mode::BaselineNice {
+            baseline::nice_for_weights(&jobs.iter().map(|j| j.weight).collect::<Vec<_>>())
+        } else {
+            Vec::new()
+        };
         for (k, j) in jobs.iter().enumerate() {
             ctl.add_job(j, nices.get(k).copied())?;
         }
@@ -1177,7 +1238,13 @@ pub fn run(opts: RunOptions) -> Result<RunReport, ProcError> {
     let end_t = ctl.now();
     let m = metrics::measure(&ctl.rec, p, end_t);
     if let Some(path) = &opts.trace {
-        let meta = TraceMeta { scheduler: sched_name.clone(), cpus: p, quantum_ns: opts.quantum, seed: opts.seed, scenario: opts.scenario.clone() };
+        let meta = TraceMeta {
+            scheduler: sched_name.clone(),
+            cpus: p,
+            quantum_ns: opts.quantum,
+            seed: opts.seed,
+            scenario: opts.scenario.clone(),
+        };
         let f = std::fs::File::create(path).map_err(|e| ProcError::io(format!("creating {}", path.display()), e))?;
         let mut w = std::io::BufWriter::new(f);
         ctl.rec.write_trace(&mut w, &meta).map_err(|e| ProcError::io(format!("writing {}", path.display()), e))?;
@@ -1186,7 +1253,13 @@ pub fn run(opts: RunOptions) -> Result<RunReport, ProcError> {
         .jobs
         .iter()
         .zip(m)
-        .map(|(j, metrics)| ClientReport { name: j.name.clone(), pid: j.pid, weight: j.weight, metrics, end: j.end.clone().unwrap_or_default() })
+        .map(|(j, metrics)| ClientReport {
+            name: j.name.clone(),
+            pid: j.pid,
+            weight: j.weight,
+            metrics,
+            end: j.end.clone().unwrap_or_default(),
+        })
         .collect();
     Ok(RunReport {
         mode: match opts.mode {

@@ -138,7 +138,11 @@ pub fn parse_job(words: &[String]) -> Result<JobSpec, ProcError> {
             }
             "-p" | "--pid" => {
                 let p = value(i, w)?;
-                let v: Pid = p.parse().ok().filter(|&v| v > 0).ok_or_else(|| ProcError::usage(format!("pid {p:?} is not a positive integer")))?;
+                let v: Pid = p
+                    .parse()
+                    .ok()
+                    .filter(|&v| v > 0)
+                    .ok_or_else(|| ProcError::usage(format!("pid {p:?} is not a positive integer")))?;
                 pid = Some(v);
                 i += 2;
             }
@@ -186,7 +190,12 @@ pub fn parse_jobs_toml(text: &str) -> Result<Vec<JobSpec>, ProcError> {
         let target = match (j.cmd, j.pid) {
             (Some(c), None) if !c.is_empty() => Target::Command(c),
             (None, Some(p)) if p > 0 => Target::Pid(p),
-            _ => return Err(ProcError::usage(format!("jobs file, job {}: give exactly one of a non-empty `cmd` or a positive `pid`", i + 1))),
+            _ => {
+                return Err(ProcError::usage(format!(
+                    "jobs file, job {}: give exactly one of a non-empty `cmd` or a positive `pid`",
+                    i + 1
+                )))
+            }
         };
         out.push(JobSpec { name: j.name, weight, target });
     }
@@ -195,7 +204,8 @@ pub fn parse_jobs_toml(text: &str) -> Result<Vec<JobSpec>, ProcError> {
 
 /// Read and parse a TOML jobs file.
 pub fn read_jobs_file(path: &Path) -> Result<Vec<JobSpec>, ProcError> {
-    let text = std::fs::read_to_string(path).map_err(|e| ProcError::usage(format!("cannot read jobs file {}: {e}", path.display())))?;
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| ProcError::usage(format!("cannot read jobs file {}: {e}", path.display())))?;
     parse_jobs_toml(&text)
 }
 
@@ -279,7 +289,17 @@ mod tests {
 
     #[test]
     fn bad_command_lines_are_usage_errors() {
-        for bad in ["-w 0 -- a", "-w x -- a", "-w -- a", "-w 3", "-w 3 --", "-w 3 -p 0", "-w 3 -p 5 -- a", "-q -- a", "-w 99999999999 -- a"] {
+        for bad in [
+            "-w 0 -- a",
+            "-w x -- a",
+            "-w -- a",
+            "-w 3",
+            "-w 3 --",
+            "-w 3 -p 0",
+            "-w 3 -p 5 -- a",
+            "-q -- a",
+            "-w 99999999999 -- a",
+        ] {
             let e = parse_jobs(&words(bad)).unwrap_err();
             assert!(e.is_usage(), "{bad}: {e}");
         }
@@ -290,14 +310,25 @@ mod tests {
         let j = parse_jobs_toml("[[job]]\nname='a'\nweight=3\ncmd=['sleep','1']\n[[job]]\npid=5\n").unwrap();
         assert_eq!(j[0], JobSpec::command(3, &["sleep", "1"]).named("a"));
         assert_eq!(j[1], JobSpec::pid(1, 5));
-        for bad in ["[[job]]\nweight=0\ncmd=['a']", "[[job]]\ncmd=['a']\npid=3", "[[job]]\nweight=1", "[[job]]\ncmd=[]", "[[job]]\ncmd=['a']\nwieght=2"] {
+        for bad in [
+            "[[job]]\nweight=0\ncmd=['a']",
+            "[[job]]\ncmd=['a']\npid=3",
+            "[[job]]\nweight=1",
+            "[[job]]\ncmd=[]",
+            "[[job]]\ncmd=['a']\nwieght=2",
+        ] {
             assert!(parse_jobs_toml(bad).unwrap_err().is_usage(), "{bad}");
         }
     }
 
     #[test]
     fn names_are_unique() {
-        let mut j = vec![JobSpec::command(1, &["/bin/sh"]), JobSpec::command(1, &["sh"]), JobSpec::command(1, &["x"]).named("sh.2"), JobSpec::pid(1, 4)];
+        let mut j = vec![
+            JobSpec::command(1, &["/bin/sh"]),
+            JobSpec::command(1, &["sh"]),
+            JobSpec::command(1, &["x"]).named("sh.2"),
+            JobSpec::pid(1, 4),
+        ];
         assign_names(&mut j, &mut Vec::new()).unwrap();
         let names: Vec<_> = j.iter().map(|j| j.name.clone().unwrap()).collect();
         assert_eq!(names, ["sh", "sh.3", "sh.2", "pid4"]);
@@ -307,7 +338,10 @@ mod tests {
 
     #[test]
     fn control_words() {
-        assert_eq!(split_words(r#"add -w 2 -- sh -c 'while :; do :; done'"#).unwrap(), ["add", "-w", "2", "--", "sh", "-c", "while :; do :; done"]);
+        assert_eq!(
+            split_words(r#"add -w 2 -- sh -c 'while :; do :; done'"#).unwrap(),
+            ["add", "-w", "2", "--", "sh", "-c", "while :; do :; done"]
+        );
         assert_eq!(split_words("  a  \"\" b").unwrap(), ["a", "", "b"]);
         assert!(split_words("a 'b").is_err());
     }

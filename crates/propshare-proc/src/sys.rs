@@ -79,7 +79,9 @@ pub fn getpid() -> Pid {
 pub fn get_affinity(tid: Pid) -> io::Result<CpuMask> {
     let mut m = CpuMask::empty();
     // SAFETY: CpuMask has the size and layout of cpu_set_t.
-    let r = unsafe { libc::sched_getaffinity(tid, std::mem::size_of::<CpuMask>(), &mut m as *mut CpuMask as *mut libc::cpu_set_t) };
+    let r = unsafe {
+        libc::sched_getaffinity(tid, std::mem::size_of::<CpuMask>(), &mut m as *mut CpuMask as *mut libc::cpu_set_t)
+    };
     if r == 0 {
         Ok(m)
     } else {
@@ -90,7 +92,9 @@ pub fn get_affinity(tid: Pid) -> io::Result<CpuMask> {
 /// Set the affinity mask of thread `tid`.
 pub fn set_affinity(tid: Pid, m: &CpuMask) -> io::Result<()> {
     // SAFETY: CpuMask has the size and layout of cpu_set_t.
-    let r = unsafe { libc::sched_setaffinity(tid, std::mem::size_of::<CpuMask>(), m as *const CpuMask as *const libc::cpu_set_t) };
+    let r = unsafe {
+        libc::sched_setaffinity(tid, std::mem::size_of::<CpuMask>(), m as *const CpuMask as *const libc::cpu_set_t)
+    };
     if r == 0 {
         Ok(())
     } else {
@@ -297,7 +301,9 @@ pub fn perf_task_clock(tid: Pid) -> io::Result<OwnedFd> {
         ..Default::default()
     };
     // SAFETY: attr is a valid perf_event_attr of the size it declares.
-    let fd = unsafe { libc::syscall(libc::SYS_perf_event_open, &attr as *const PerfEventAttr, tid, -1, -1, PERF_FLAG_FD_CLOEXEC) };
+    let fd = unsafe {
+        libc::syscall(libc::SYS_perf_event_open, &attr as *const PerfEventAttr, tid, -1, -1, PERF_FLAG_FD_CLOEXEC)
+    };
     if fd < 0 {
         Err(errno())
     } else {
@@ -335,8 +341,8 @@ pub fn schedstat_ns(pid: Pid) -> io::Result<u64> {
 
 /// The kernel's `sched_prio_to_weight` table (kernel/sched/core.c), nice -20..=19.
 pub const PRIO_TO_WEIGHT: [u64; 40] = [
-    88761, 71755, 56483, 46273, 36291, 29154, 23254, 18705, 14949, 11916, 9548, 7620, 6100, 4904, 3906, 3121, 2501, 1991,
-    1586, 1277, 1024, 820, 655, 526, 423, 335, 272, 215, 172, 137, 110, 87, 70, 56, 45, 36, 29, 23, 18, 15,
+    88761, 71755, 56483, 46273, 36291, 29154, 23254, 18705, 14949, 11916, 9548, 7620, 6100, 4904, 3906, 3121, 2501,
+    1991, 1586, 1277, 1024, 820, 655, 526, 423, 335, 272, 215, 172, 137, 110, 87, 70, 56, 45, 36, 29, 23, 18, 15,
 ];
 
 /// The nice value of thread `tid`.
@@ -379,7 +385,8 @@ mod tests {
 
     #[test]
     fn stat_line_with_spaces_in_name() {
-        let line = "42 (a b) c) S 1 42 42 0 -1 4194560 1 0 0 0 0 0 0 0 20 0 1 0 5 1 1 1 1 1 1 1 1 1 1 1 1 1 0 0 17 1 0 0";
+        let line =
+            "42 (a b) c) S 1 42 42 0 -1 4194560 1 0 0 0 0 0 0 0 20 0 1 0 5 1 1 1 1 1 1 1 1 1 1 1 1 1 0 0 17 1 0 0";
         let s = parse_stat(line).unwrap();
         assert_eq!((s.state, s.ppid, s.pgrp, s.processor), ('S', 1, 42, 1));
     }

@@ -61,7 +61,10 @@ impl Victim {
         // Release (ours or the guardian's) may still be under way: allow 2 s.
         let released = || {
             self.state() != 'T'
-                && sys::threads(self.pid()).unwrap_or_default().iter().all(|&t| sys::get_affinity(t).ok().as_ref() == Some(orig))
+                && sys::threads(self.pid())
+                    .unwrap_or_default()
+                    .iter()
+                    .all(|&t| sys::get_affinity(t).ok().as_ref() == Some(orig))
         };
         let t = Instant::now();
         while !released() && t.elapsed() < Duration::from_secs(2) {
@@ -82,11 +85,21 @@ impl Drop for Victim {
 }
 
 fn opts(jobs: Vec<JobSpec>, cpus: &[usize], secs: f64) -> RunOptions {
-    RunOptions { jobs, cpus: Some(cpus.to_vec()), duration: Some((secs * 1e9) as u64), quantum: 10 * MS, ..RunOptions::default() }
+    RunOptions {
+        jobs,
+        cpus: Some(cpus.to_vec()),
+        duration: Some((secs * 1e9) as u64),
+        quantum: 10 * MS,
+        ..RunOptions::default()
+    }
 }
 
 fn received(r: &RunReport, name: &str) -> f64 {
-    r.clients.iter().find(|c| c.name == name).map(|c| c.metrics.received_ns as f64).unwrap_or_else(|| panic!("no client {name}"))
+    r.clients
+        .iter()
+        .find(|c| c.name == name)
+        .map(|c| c.metrics.received_ns as f64)
+        .unwrap_or_else(|| panic!("no client {name}"))
 }
 
 fn assert_children_gone(r: &RunReport) {
@@ -139,7 +152,11 @@ fn two_cpus_equal_and_infeasible() {
         eprintln!("SKIPPED: needs 2 CPUs");
         return;
     }
-    let jobs = vec![JobSpec::command(10, SPIN).named("big"), JobSpec::command(1, SPIN).named("a"), JobSpec::command(1, SPIN).named("b")];
+    let jobs = vec![
+        JobSpec::command(10, SPIN).named("big"),
+        JobSpec::command(1, SPIN).named("a"),
+        JobSpec::command(1, SPIN).named("b"),
+    ];
     let r = run(opts(jobs, &[0, 1], 1.5)).unwrap();
     eprint!("{}", r.to_table());
     let total: f64 = r.clients.iter().map(|c| c.metrics.received_ns as f64).sum();
@@ -231,8 +248,14 @@ fn bad_input_is_refused_and_nothing_is_left_stopped() {
     let orig = sys::get_affinity(a.pid()).unwrap();
     let me = std::process::id() as i32;
     let cases: Vec<(&str, RunOptions)> = vec![
-        ("missing command", opts(vec![JobSpec::pid(1, a.pid()), JobSpec::command(1, &["/no/such/program"])], &[0], 1.0)),
-        ("command not in PATH", opts(vec![JobSpec::pid(1, a.pid()), JobSpec::command(1, &["no-such-program-xyz"])], &[0], 1.0)),
+        (
+            "missing command",
+            opts(vec![JobSpec::pid(1, a.pid()), JobSpec::command(1, &["/no/such/program"])], &[0], 1.0),
+        ),
+        (
+            "command not in PATH",
+            opts(vec![JobSpec::pid(1, a.pid()), JobSpec::command(1, &["no-such-program-xyz"])], &[0], 1.0),
+        ),
         ("missing pid", opts(vec![JobSpec::pid(1, a.pid()), JobSpec::pid(1, 999_999_999)], &[0], 1.0)),
         ("our own pid", opts(vec![JobSpec::pid(1, a.pid()), JobSpec::pid(1, me)], &[0], 1.0)),
         ("pid 1", opts(vec![JobSpec::pid(1, 1)], &[0], 1.0)),
@@ -241,7 +264,10 @@ fn bad_input_is_refused_and_nothing_is_left_stopped() {
         ("no such cpu", opts(vec![JobSpec::pid(1, a.pid())], &[0, 4000], 1.0)),
         ("cpu twice", opts(vec![JobSpec::pid(1, a.pid())], &[0, 0], 1.0)),
         ("same pid twice", opts(vec![JobSpec::pid(1, a.pid()), JobSpec::pid(2, a.pid())], &[0], 1.0)),
-        ("unknown scheduler", RunOptions { scheduler: "nope".into(), ..opts(vec![JobSpec::pid(1, a.pid())], &[0], 1.0) }),
+        (
+            "unknown scheduler",
+            RunOptions { scheduler: "nope".into(), ..opts(vec![JobSpec::pid(1, a.pid())], &[0], 1.0) },
+        ),
         ("zero quantum", RunOptions { quantum: 0, ..opts(vec![JobSpec::pid(1, a.pid())], &[0], 1.0) }),
         ("no jobs", opts(vec![], &[0], 1.0)),
     ];
@@ -267,7 +293,9 @@ fn sleepers_block_and_wake() {
     let r = run(RunOptions { trace: Some(trace.clone()), ..opts(jobs, &[0], 1.5) }).unwrap();
     eprint!("{}", r.to_table());
     let text = std::fs::read_to_string(&trace).unwrap();
-    let count = |ev: &str| text.lines().filter(|l| l.contains(&format!("\"ev\":\"{ev}\"")) && l.contains("\"client\":\"io\"")).count();
+    let count = |ev: &str| {
+        text.lines().filter(|l| l.contains(&format!("\"ev\":\"{ev}\"")) && l.contains("\"client\":\"io\"")).count()
+    };
     assert!(count("block") >= 3, "io blocked {} times", count("block"));
     assert!(count("wake") >= 2, "io woke {} times", count("wake"));
     // The spinner gets the CPU while the other sleeps. (Absolute shares are
@@ -286,7 +314,8 @@ fn trace_file_schema() {
     let dir = tempdir();
     let trace = dir.join("t.jsonl");
     let jobs = vec![JobSpec::command(2, SPIN).named("x"), JobSpec::command(1, &["sleep", "0.2"])];
-    let r = run(RunOptions { trace: Some(trace.clone()), scenario: "unit".into(), seed: 7, ..opts(jobs, &[0], 0.6) }).unwrap();
+    let r = run(RunOptions { trace: Some(trace.clone()), scenario: "unit".into(), seed: 7, ..opts(jobs, &[0], 0.6) })
+        .unwrap();
     let text = std::fs::read_to_string(&trace).unwrap();
     let lines: Vec<serde_json::Value> = text.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
     assert_eq!(lines[0]["ev"], "meta");
@@ -314,7 +343,9 @@ fn control_socket_adds_and_reweights() {
     let dir = tempdir();
     let sock = dir.join("ctl.sock");
     let s2 = sock.clone();
-    let t = std::thread::spawn(move || run(RunOptions { control: Some(s2), ..opts(vec![JobSpec::command(1, SPIN).named("a")], &[0], 20.0) }));
+    let t = std::thread::spawn(move || {
+        run(RunOptions { control: Some(s2), ..opts(vec![JobSpec::command(1, SPIN).named("a")], &[0], 20.0) })
+    });
     let req = |line: &str| {
         let t0 = Instant::now();
         loop {
@@ -441,7 +472,11 @@ fn sigkill_helper() {
 }
 
 fn tempdir() -> std::path::PathBuf {
-    let d = std::env::temp_dir().join(format!("propshare-proc-test-{}-{:?}", std::process::id(), std::thread::current().id()));
+    let d = std::env::temp_dir().join(format!(
+        "propshare-proc-test-{}-{:?}",
+        std::process::id(),
+        std::thread::current().id()
+    ));
     std::fs::create_dir_all(&d).unwrap();
     d
 }
