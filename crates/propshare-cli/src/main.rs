@@ -28,7 +28,7 @@ enum Command {
     /// List the registered schedulers.
     List,
     /// Schedule real Linux processes by weight (needs root).
-    Run(run_cmd::RunArgs),
+    Run(Box<run_cmd::RunArgs>),
 }
 
 fn main() {
@@ -36,7 +36,7 @@ fn main() {
     let result = match cli.command {
         None => demo(&["rr".into(), "wfq".into(), "wfq+readjust".into()], 2),
         Some(Command::Demo { scheduler, cpus }) => demo(&scheduler, cpus),
-        Some(Command::Run(args)) => run_cmd::main(args),
+        Some(Command::Run(args)) => run_cmd::main(*args),
         Some(Command::List) => {
             for e in propshare::registry::SCHEDULERS {
                 println!("{:<16} {}", e.name, e.summary);

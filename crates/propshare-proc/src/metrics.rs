@@ -186,6 +186,14 @@ pub struct ClientMetrics {
     pub achieved_share: f64,
     /// Largest |ideal − received| at any sample, ns.
     pub max_lag_ns: f64,
+    /// Its part of the CPU time all clients received, 0..1.
+    pub norm_achieved_share: f64,
+    /// Its part of the ideal service of all clients, 0..1.
+    pub norm_ideal_share: f64,
+    /// Largest |ideal_i/Σideal · Σreceived − received_i| at any sample, ns:
+    /// the lag against the fluid division of the CPU time the clients
+    /// actually got (insensitive to other load on the machine).
+    pub norm_max_lag_ns: f64,
 }
 
 fn big(x: u64) -> BigRational {
@@ -221,6 +229,20 @@ pub fn measure(rec: &Record, cpus: usize, end: Time) -> Vec<ClientMetrics> {
     let mut rate: Vec<BigRational> = vec![BigRational::zero(); n];
     let mut since: Vec<Time> = vec![0; n];
     let mut max_lag = vec![0f64; n];
+    let mut norm_lag = vec![0f64; n];
+    // Received CPU of client j at time t, interpolated between its samples.
+    let received_at = |j: usize, t: Time| -> f64 {
+        let s = &rec.samples[j];
+        let k = s.partition_point(|&(ts, _)| ts <= t);
+        if k == 0 {
+            return 0.0;
+        }
+        let (t0, c0) = s[k - 1];
+        match s.get(k) {
+            Some(&(t1, c1)) if t1 > t0 => c0 as f64 + (c1 - c0) as f64 * (t - t0) as f64 / (t1 - t0) as f64,
+            _ => c0 as f64,
+        }
+    };
     let at = |ideal: &[BigRational], rate: &[BigRational], since: &[Time], i: usize, t: Time| -> BigRational {
         &ideal[i] + &rate[i] * big(t.saturating_sub(since[i]))
     };
@@ -278,18 +300,32 @@ pub fn measure(rec: &Record, cpus: usize, end: Time) -> Vec<ClientMetrics> {
         }
         let (t, i, cum) = queries[qi];
         qi += 1;
-        let lag = (at(&ideal, &rate, &since, i, t) - big(cum)).to_f64().unwrap_or(0.0);
+        let mine = at(&ideal, &rate, &since, i, t).to_f64().unwrap_or(0.0);
+        let lag = mine - cum as f64;
         if lag.abs() > max_lag[i].abs() {
             max_lag[i] = lag.abs();
         }
+        let all_ideal: f64 = (0..n).map(|j| at(&ideal, &rate, &since, j, t).to_f64().unwrap_or(0.0)).sum();
+        if all_ideal > 0.0 {
+            let all_received: f64 = (0..n).map(|j| received_at(j, t)).sum();
+            let nl = (mine / all_ideal * all_received - cum as f64).abs();
+            norm_lag[i] = norm_lag[i].max(nl);
+        }
     }
+    let ideal_end: Vec<f64> = (0..n)
+        .map(|i| {
+            let stop = left[i].unwrap_or(end).max(joined[i].unwrap_or(0));
+            at(&ideal, &rate, &since, i, stop).to_f64().unwrap_or(0.0)
+        })
+        .collect();
+    let sum_ideal: f64 = ideal_end.iter().sum();
+    let sum_received: f64 = rec.samples.iter().map(|s| s.last().map_or(0, |x| x.1) as f64).sum();
     (0..n)
         .map(|i| {
             let j = joined[i].unwrap_or(0);
             let stop = left[i].unwrap_or(end).max(j);
             let present = stop - j;
-            let id = at(&ideal, &rate, &since, i, stop.max(since[i])).to_f64().unwrap_or(0.0);
-            // If the client left before the last rate update, its ideal stopped growing then.
+            let id = ideal_end[i];
             let received = rec.samples[i].last().map_or(0, |s| s.1);
             let cap = (present as f64) * cpus as f64;
             ClientMetrics {
@@ -299,6 +335,9 @@ pub fn measure(rec: &Record, cpus: usize, end: Time) -> Vec<ClientMetrics> {
                 ideal_share: if cap > 0.0 { id / cap } else { 0.0 },
                 achieved_share: if cap > 0.0 { received as f64 / cap } else { 0.0 },
                 max_lag_ns: max_lag[i],
+                norm_achieved_share: if sum_received > 0.0 { received as f64 / sum_received } else { 0.0 },
+                norm_ideal_share: if sum_ideal > 0.0 { ideal_end[i] / sum_ideal } else { 0.0 },
+                norm_max_lag_ns: norm_lag[i],
             }
         })
         .collect()
@@ -350,6 +389,25 @@ mod tests {
         assert!((m[1].ideal_ns - 50.0).abs() < 1e-9);
         assert!((m[0].max_lag_ns - 150.0).abs() < 1e-9);
         assert!(m[1].max_lag_ns.abs() < 1e-9);
+    }
+
+    /// Other load took half the CPU, but what the clients got was divided 1:3:
+    /// large absolute lag, no normalised lag.
+    #[test]
+    fn normalised_figures_ignore_other_load() {
+        let mut r = Record::default();
+        for (i, w) in [1u64, 3].into_iter().enumerate() {
+            r.add_client(&format!("c{i}"));
+            r.change(0, i, Change::Join(w));
+            r.sample(0, i, 0);
+        }
+        r.sample(1000, 0, 125);
+        r.sample(1000, 1, 375);
+        let m = measure(&r, 1, 1000);
+        assert!((m[1].max_lag_ns - 375.0).abs() < 1e-9);
+        assert!(m[0].norm_max_lag_ns < 1e-9 && m[1].norm_max_lag_ns < 1e-9);
+        assert!((m[1].norm_achieved_share - 0.75).abs() < 1e-12 && (m[1].norm_ideal_share - 0.75).abs() < 1e-12);
+        assert!((m[1].achieved_share - 0.375).abs() < 1e-12);
     }
 
     #[test]

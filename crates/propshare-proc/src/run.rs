@@ -194,13 +194,28 @@ impl RunReport {
             self.ended
         );
         s += &format!(
-            "{:<14} {:>8} {:>7} {:>8} {:>9} {:>8} {:>12} {:>9}  {}\n",
-            "client", "pid", "weight", "ideal%", "achieved%", "diff pp", "max lag ms", "max lag q", "end"
+            "{:<30} | {:<38} | {:<38} |\n",
+            "", "share of the managed CPUs", "share of the CPU time the jobs got"
+        );
+        s += &format!(
+            "{:<14} {:>8} {:>6} | {:>7} {:>9} {:>8} {:>10} | {:>7} {:>9} {:>8} {:>10} | {}\n",
+            "client",
+            "pid",
+            "weight",
+            "ideal%",
+            "achieved%",
+            "diff pp",
+            "max lag ms",
+            "ideal%",
+            "achieved%",
+            "diff pp",
+            "max lag ms",
+            "end"
         );
         for c in &self.clients {
             let m = &c.metrics;
             s += &format!(
-                "{:<14} {:>8} {:>7} {:>8.2} {:>9.2} {:>+8.2} {:>12.2} {:>9.2}  {}\n",
+                "{:<14} {:>8} {:>6} | {:>7.2} {:>9.2} {:>+8.2} {:>10.2} | {:>7.2} {:>9.2} {:>+8.2} {:>10.2} | {}\n",
                 c.name,
                 c.pid,
                 c.weight,
@@ -208,10 +223,16 @@ impl RunReport {
                 100.0 * m.achieved_share,
                 100.0 * (m.achieved_share - m.ideal_share),
                 m.max_lag_ns / 1e6,
-                m.max_lag_ns / self.quantum_ns.max(1) as f64,
+                100.0 * m.norm_ideal_share,
+                100.0 * m.norm_achieved_share,
+                100.0 * (m.norm_achieved_share - m.norm_ideal_share),
+                m.norm_max_lag_ns / 1e6,
                 c.end
             );
         }
+        let busy: f64 = self.clients.iter().map(|c| c.metrics.received_ns as f64).sum::<f64>()
+            / (self.wall_ns.max(1) as f64 * self.cpus.len() as f64);
+        s += &format!("the jobs used {:.1}% of the CPUs (the rest went to other processes or idle)\n", 100.0 * busy);
         for n in &self.notes {
             s += &format!("note: {n}\n");
         }
