@@ -10,7 +10,7 @@
 #
 # Needs root. Usage: scripts/compare-linux.sh [OUT.md]
 # Environment: DURATION (default 10s), QUANTUM (10ms), CPUS (0,1),
-#              SCHEDULER (wfq+readjust), PROPSHARE (path to the binary).
+#              SCHEDULER (wfq+readjust), CHARGE (cpu or slot), PROPSHARE (binary).
 set -eu
 cd "$(dirname "$0")/.."
 OUT=${1:-report/compare-linux.md}
@@ -18,6 +18,7 @@ DURATION=${DURATION:-10s}
 QUANTUM=${QUANTUM:-10ms}
 CPUS=${CPUS:-0,1}
 SCHEDULER=${SCHEDULER:-wfq+readjust}
+CHARGE=${CHARGE:-cpu}
 if [ -z "${PROPSHARE:-}" ]; then
     cargo build --release -q -p propshare-cli
     PROPSHARE=target/release/propshare
@@ -42,7 +43,7 @@ LOAD_BEFORE=$(cut -d' ' -f1-3 /proc/loadavg)
 for w in equal3 w123 infeas mix; do
     for mode in propshare nice shares; do
         case $mode in
-        propshare) extra="--scheduler $SCHEDULER" ;;
+        propshare) extra="--scheduler $SCHEDULER --charge $CHARGE" ;;
         *) extra="--baseline $mode" ;;
         esac
         echo "== $w / $mode" >&2
@@ -52,7 +53,7 @@ for w in equal3 w123 infeas mix; do
 done
 LOAD_AFTER=$(cut -d' ' -f1-3 /proc/loadavg)
 
-python3 - "$DIR" "$OUT" "$DURATION" "$QUANTUM" "$CPUS" "$SCHEDULER" "$LOAD_BEFORE" "$LOAD_AFTER" <<'PY'
+python3 - "$DIR" "$OUT" "$DURATION" "$QUANTUM" "$CPUS" "$SCHEDULER --charge $CHARGE" "$LOAD_BEFORE" "$LOAD_AFTER" <<'PY'
 import json, sys, os
 d, out, dur, q, cpus, sched, lb, la = sys.argv[1:]
 modes = [("propshare", sched), ("nice", "Linux nice"), ("shares", "Linux cpu.shares")]

@@ -3,7 +3,7 @@
 //! turns flags into [`propshare_proc::RunOptions`] and prints the report.
 
 use clap::{Args, ValueEnum};
-use propshare_proc::{Accounting, Mode, ProcError, RunOptions};
+use propshare_proc::{Accounting, Charge, Mode, ProcError, RunOptions};
 use std::path::PathBuf;
 
 /// Linux's own weighting, for side-by-side runs.
@@ -24,6 +24,15 @@ pub enum Acct {
     Perf,
     /// /proc/<pid>/task/*/schedstat.
     Schedstat,
+}
+
+/// What a full slice is charged.
+#[derive(Clone, Copy, Debug, ValueEnum)]
+pub enum ChargeArg {
+    /// The CPU time really used.
+    Cpu,
+    /// The wall time the CPU was held (robust when other load shares the CPUs).
+    Slot,
 }
 
 /// Options of `propshare run`.
@@ -77,6 +86,9 @@ pub struct RunArgs {
     /// CPU-time accounting.
     #[arg(long, value_enum, default_value = "auto")]
     accounting: Acct,
+    /// What a run that used its whole slice is charged.
+    #[arg(long, value_enum, default_value = "cpu")]
+    charge: ChargeArg,
     /// The jobs (see below).
     #[arg(trailing_var_arg = true, allow_hyphen_values = true, value_name = "JOBS")]
     job: Vec<String>,
@@ -104,6 +116,10 @@ fn options(a: RunArgs) -> Result<(RunOptions, bool, Option<PathBuf>), ProcError>
             Acct::Auto => Accounting::Auto,
             Acct::Perf => Accounting::Perf,
             Acct::Schedstat => Accounting::Schedstat,
+        },
+        charge: match a.charge {
+            ChargeArg::Cpu => Charge::Cpu,
+            ChargeArg::Slot => Charge::Slot,
         },
         control: a.control,
         trace: a.trace,

@@ -52,7 +52,7 @@ pub mod spec;
 pub mod sys;
 
 pub use error::ProcError;
-pub use run::{run, Accounting, ClientReport, Mode, RunOptions, RunReport};
+pub use run::{run, Accounting, Charge, ClientReport, Mode, RunOptions, RunReport};
 pub use spec::{parse_jobs, parse_jobs_toml, read_jobs_file, JobSpec, Target};
 
 /// Parse a duration such as `10ms`, `2.5s`, `500us`, `100000ns` or `3` (seconds) into ns.

@@ -69,6 +69,20 @@ pub enum Accounting {
     Schedstat,
 }
 
+/// What the host reports to the scheduler as `ran` when a slice ends.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Charge {
+    /// The CPU time the process really used (the default). On a machine
+    /// where other processes compete for the managed CPUs, a process gets
+    /// less CPU than wall time, while schedulers whose virtual time follows
+    /// the wall clock (WFQ) keep advancing it: a waking client may then
+    /// wait long behind spinners that were charged little.
+    Cpu,
+    /// The wall time the process held its CPU (CPU time for runs that end
+    /// in a block or an exit): fairness in CPU slots, immune to that drift.
+    Slot,
+}
+
 /// Everything `run` needs.
 #[derive(Clone, Debug)]
 pub struct RunOptions {
@@ -88,6 +102,8 @@ pub struct RunOptions {
     pub mode: Mode,
     /// CPU-time accounting.
     pub accounting: Accounting,
+    /// What a run that used its whole slice is charged (see [`Charge`]).
+    pub charge: Charge,
     /// Unix socket for control commands (see [`crate::control`]).
     pub control: Option<PathBuf>,
     /// Write the JSON Lines trace here.
@@ -121,6 +137,7 @@ impl Default for RunOptions {
             duration: None,
             mode: Mode::Propshare,
             accounting: Accounting::Auto,
+            charge: Charge::Cpu,
             control: None,
             trace: None,
             scenario: "run".into(),
@@ -461,6 +478,7 @@ struct Controller {
     rec: Record,
     t0: u64,
     accounting: Accounting,
+    charge: Charge,
     notes: Vec<String>,
     released: bool,
     verbose: bool,
@@ -750,8 +768,11 @@ impl Controller {
         why: StopReason,
     ) -> Result<(), ProcError> {
         let j = &mut self.jobs[i];
-        let ran = cpu_now.saturating_sub(j.charged);
+        let mut ran = cpu_now.saturating_sub(j.charged);
         j.charged = j.charged.max(cpu_now);
+        if self.charge == Charge::Slot && why.still_runnable() {
+            ran = now.saturating_sub(start).max(1);
+        }
         let used = cpu_now.saturating_sub(start_cpu).min(now.saturating_sub(start));
         self.rec.run(cpu, i, start, start + used);
         self.rec.sample(now, i, cpu_now);
@@ -1164,6 +1185,7 @@ pub fn run(opts: RunOptions) -> Result<RunReport, ProcError> {
         rec: Record::default(),
         t0: sys::monotonic_ns(),
         accounting: opts.accounting,
+        charge: opts.charge,
         notes: Vec::new(),
         released: false,
         verbose: opts.verbose,
