@@ -10,7 +10,8 @@
 #
 # Needs root. Usage: scripts/compare-linux.sh [OUT.md]
 # Environment: DURATION (default 10s), QUANTUM (10ms), CPUS (0,1),
-#              SCHEDULER (wfq+readjust), CHARGE (cpu or slot), PROPSHARE (binary).
+#              SCHEDULER (wfq+readjust), CHARGE (cpu or slot), PROPSHARE (binary),
+#              REPORT_ONLY=1 (only rewrite the report from an earlier run's JSON).
 set -eu
 cd "$(dirname "$0")/.."
 OUT=${1:-report/compare-linux.md}
@@ -23,7 +24,7 @@ if [ -z "${PROPSHARE:-}" ]; then
     cargo build --release -q -p propshare-cli
     PROPSHARE=target/release/propshare
 fi
-DIR=$(dirname "$OUT")/compare-linux
+DIR=${OUT%.md}.d
 mkdir -p "$DIR"
 
 SPIN="sh -c 'while :; do :; done'"
@@ -40,7 +41,8 @@ workload() {
 }
 
 LOAD_BEFORE=$(cut -d' ' -f1-3 /proc/loadavg)
-for w in equal3 w123 infeas mix; do
+# REPORT_ONLY=1: rebuild the report from the JSON files of an earlier run.
+[ -n "${REPORT_ONLY:-}" ] || for w in equal3 w123 infeas mix; do
     for mode in propshare nice shares; do
         case $mode in
         propshare) extra="--scheduler $SCHEDULER --charge $CHARGE" ;;
@@ -63,11 +65,26 @@ L = []
 L.append("# propshare vs Linux: real processes\n")
 L.append(f"Command: `scripts/compare-linux.sh` (DURATION={dur} QUANTUM={q} CPUS={cpus} SCHEDULER={sched}), "
          f"`{os.uname().sysname} {os.uname().release}`, load average before {lb}, after {la}.\n")
-L.append("Shares are % of the managed CPUs over the run; *diff* is achieved minus ideal in percentage points; "
-         "max lag is the largest |ideal - received| (ms) against the fluid reference with readjustment. "
+L.append("Shares are % over each process's lifetime, ideal from the fluid reference with readjustment; "
+         "*diff* is achieved minus ideal in percentage points; max lag is the largest |ideal - received| (ms). "
+         "'Jobs' CPU' figures measure the division of the CPU time the jobs got together "
+         "(ideal_i / sum of ideals, times what they got), so other load on the machine cancels out; "
+         "'CPUs' figures are against the whole managed CPUs. "
          "The ideal for I/O-bound jobs uses the blocking the host saw (our scheduler: its block/wake events; "
          "baselines: inferred from CPU use and thread states each quantum).\n")
 summary = []
+def table(rs, first, kind):
+    pre = "norm_" if kind == "norm" else ""
+    hdr = "| client | weight |" + "".join(f" {lbl} ideal % | got % | max lag ms |" for m, lbl in modes if m in rs)
+    out = [hdr, "|" + "---|" * (2 + 3 * len(rs))]
+    for i, c in enumerate(first["clients"]):
+        row = f"| {c['name']} | {c['weight']} |"
+        for m, _ in modes:
+            if m in rs:
+                k = rs[m]["clients"][i]
+                row += f" {100*k[pre+'ideal_share']:.2f} | {100*k[pre+'achieved_share']:.2f} | {k[pre+'max_lag_ns']/1e6:.1f} |"
+        out.append(row)
+    return out
 for w in ["equal3", "w123", "infeas", "mix"]:
     rs = {}
     for m, _ in modes:
@@ -76,36 +93,33 @@ for w in ["equal3", "w123", "infeas", "mix"]:
             rs[m] = json.load(open(p))
     if not rs:
         continue
-    L.append(f"\n## {names[w]}\n")
-    hdr = "| client | weight |" + "".join(f" {lbl}: ideal % | achieved % | diff pp | max lag ms |" for m, lbl in modes if m in rs)
-    L.append(hdr)
-    L.append("|" + "---|" * (2 + 4 * len(rs)))
     first = next(iter(rs.values()))
-    for i, c in enumerate(first["clients"]):
-        row = f"| {c['name']} | {c['weight']} |"
-        for m, _ in modes:
-            if m not in rs:
-                continue
-            k = rs[m]["clients"][i]
-            row += f" {100*k['ideal_share']:.2f} | {100*k['achieved_share']:.2f} | {100*(k['achieved_share']-k['ideal_share']):+.2f} | {k['max_lag_ns']/1e6:.1f} |"
-        L.append(row)
+    L.append(f"\n## {names[w]}\n")
+    L.append("Shares of the CPU time the jobs got together (how it was divided):\n")
+    L += table(rs, first, "norm")
+    L.append("\nShares of the managed CPUs (includes what other processes on the machine took):\n")
+    L += table(rs, first, "abs")
     L.append("")
     for m, lbl in modes:
         if m not in rs:
             continue
         r = rs[m]
-        worst = max(abs(k['achieved_share'] - k['ideal_share']) for k in r["clients"]) * 100
-        lag = max(k['max_lag_ns'] for k in r["clients"]) / 1e6
+        cl = r["clients"]
+        nworst = max(abs(k['norm_achieved_share'] - k['norm_ideal_share']) for k in cl) * 100
+        nlag = max(k['norm_max_lag_ns'] for k in cl) / 1e6
+        worst = max(abs(k['achieved_share'] - k['ideal_share']) for k in cl) * 100
+        lag = max(k['max_lag_ns'] for k in cl) / 1e6
         ctl = 100 * r["controller_cpu_ns"] / max(r["wall_ns"], 1)
-        used = sum(k['received_ns'] for k in r["clients"]) / max(r["wall_ns"], 1) / len(r["cpus"]) * 100
-        L.append(f"* {lbl}: worst |diff| {worst:.2f} pp, max lag {lag:.1f} ms, CPUs busy with the jobs {used:.1f}%, "
-                 f"controller CPU {ctl:.2f}% of one CPU, accounting {r['accounting']}")
-        summary.append((w, lbl, worst, lag, ctl))
+        used = sum(k['received_ns'] for k in cl) / max(r["wall_ns"], 1) / len(r["cpus"]) * 100
+        L.append(f"* {lbl}: of the jobs' CPU time: worst |diff| {nworst:.2f} pp, max lag {nlag:.1f} ms; "
+                 f"of the CPUs: worst |diff| {worst:.2f} pp, max lag {lag:.1f} ms; jobs used {used:.1f}% of the CPUs; "
+                 f"controller CPU {ctl:.2f}% of one CPU ({r['accounting']})")
+        summary.append((w, lbl, nworst, nlag, worst, lag, used, ctl))
 L.append("\n## Summary\n")
-L.append("| workload | mode | worst diff pp | max lag ms | controller CPU % |")
-L.append("|---|---|---|---|---|")
-for w, lbl, worst, lag, ctl in summary:
-    L.append(f"| {w} | {lbl} | {worst:.2f} | {lag:.1f} | {ctl:.2f} |")
+L.append("| workload | mode | worst diff pp (jobs' CPU) | max lag ms (jobs' CPU) | worst diff pp (CPUs) | max lag ms (CPUs) | jobs' CPU % | controller CPU % |")
+L.append("|---|---|---|---|---|---|---|---|")
+for w, lbl, nworst, nlag, worst, lag, used, ctl in summary:
+    L.append(f"| {w} | {lbl} | {nworst:.2f} | {nlag:.1f} | {worst:.2f} | {lag:.1f} | {used:.1f} | {ctl:.2f} |")
 os.makedirs(os.path.dirname(out) or ".", exist_ok=True)
 open(out, "w").write("\n".join(L) + "\n")
 print(out)

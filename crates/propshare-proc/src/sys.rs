@@ -173,10 +173,14 @@ pub fn state(pid: Pid) -> Option<char> {
     proc_stat(pid).ok().map(|s| s.state)
 }
 
-/// Whether any thread of `pid` is in state R (running or runnable).
+/// Whether any thread of `pid` is in state R (running or runnable). Looks at
+/// the main thread first (one file), and at the others only if it is not R.
 pub fn any_thread_runnable(pid: Pid) -> bool {
+    if state(pid) == Some('R') {
+        return true;
+    }
     match threads(pid) {
-        Ok(tids) => tids.iter().any(|t| {
+        Ok(tids) => tids.iter().filter(|&&t| t != pid).any(|t| {
             fs::read_to_string(format!("/proc/{pid}/task/{t}/stat"))
                 .ok()
                 .and_then(|s| parse_stat(&s).ok())
