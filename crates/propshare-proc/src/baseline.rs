@@ -76,6 +76,18 @@ pub struct Cgroups {
     cpu_dir: PathBuf,
     cpuset_dir: PathBuf,
     jobs: Vec<PathBuf>,
+    /// Each process we moved, with its original `cpu` and `cpuset` groups.
+    moved: Vec<(Pid, Option<String>, Option<String>)>,
+}
+
+/// The group of `pid` in the v1 hierarchy that has controller `ctl`.
+fn group_of(pid: Pid, ctl: &str) -> Option<String> {
+    let s = fs::read_to_string(format!("/proc/{pid}/cgroup")).ok()?;
+    s.lines().find_map(|l| {
+        let mut f = l.splitn(3, ':');
+        let (_, ctls, path) = (f.next()?, f.next()?, f.next()?);
+        ctls.split(',').any(|c| c == ctl).then(|| path.to_string())
+    })
 }
 
 fn write(path: &Path, value: &str) -> Result<(), ProcError> {
@@ -98,7 +110,7 @@ impl Cgroups {
                 fs::create_dir(d).map_err(|e| ProcError::io(format!("creating cgroup {}", d.display()), e))?;
             }
         }
-        let cg = Cgroups { cpu_dir, cpuset_dir, jobs: Vec::new() };
+        let cg = Cgroups { cpu_dir, cpuset_dir, jobs: Vec::new(), moved: Vec::new() };
         let mems = fs::read_to_string(Path::new(CPUSET_ROOT).join("cpuset.mems")).unwrap_or_else(|_| "0".into());
         write(&cg.cpuset_dir.join("cpuset.mems"), mems.trim())?;
         write(&cg.cpuset_dir.join("cpuset.cpus"), &sys::format_cpu_list(cpus))?;
@@ -113,6 +125,7 @@ impl Cgroups {
             fs::create_dir(&d).map_err(|e| ProcError::io(format!("creating cgroup {}", d.display()), e))?;
         }
         self.jobs.push(d.clone());
+        self.moved.push((pid, group_of(pid, "cpu"), group_of(pid, "cpuset")));
         write(&d.join("cpu.shares"), &shares.to_string())?;
         write(&d.join("cgroup.procs"), &pid.to_string())?;
         write(&self.cpuset_dir.join("cgroup.procs"), &pid.to_string())?;
@@ -124,8 +137,19 @@ impl Cgroups {
         write(&self.jobs[k].join("cpu.shares"), &shares.to_string())
     }
 
-    /// Move every process back to the root groups and remove ours. Best effort.
+    /// Move every process back to its own groups (the root groups for any
+    /// other process found in ours) and remove ours. Best effort.
     pub fn destroy(&mut self) {
+        for (pid, cpu, cpuset) in self.moved.drain(..) {
+            for (root, orig) in [(CPU_ROOT, cpu), (CPUSET_ROOT, cpuset)] {
+                if let Some(g) = orig {
+                    let _ = fs::write(
+                        Path::new(root).join(g.trim_start_matches('/')).join("cgroup.procs"),
+                        pid.to_string(),
+                    );
+                }
+            }
+        }
         let move_all = |from: &Path, root: &str| {
             if let Ok(s) = fs::read_to_string(from.join("cgroup.procs")) {
                 for p in s.lines() {
