@@ -1,14 +1,32 @@
 //! `propshare`: simulate, compare and reproduce proportional-share schedulers.
+//!
+//! Exit codes: 0 success; 2 bad input (a scenario file, a scheduler name, an
+//! option); 1 anything else (a scheduler that broke its contract, I/O).
 
-use anyhow::Result;
-use clap::{Parser, Subcommand};
-use propshare::{Weight, MS};
-use propshare_sim::engine::{simulate, ClientSpec, SimConfig, SimReport};
+mod bench_cmd;
+
+use std::path::{Path, PathBuf};
+
+use clap::{Args, Parser, Subcommand};
+use indicatif::{ProgressBar, ProgressStyle};
+use propshare::{registry, Weight, MS};
+use propshare_sim::engine::{simulate as simulate_one, ClientSpec, SimConfig, SimReport};
+use propshare_sim::output::RunMetrics;
+use propshare_sim::report::write_report;
+use propshare_sim::run::{run_scenario, RunOptions, ScenarioResult};
+use propshare_sim::scenario::Scenario;
+
+#[global_allocator]
+static ALLOC: bench_cmd::CountingAlloc = bench_cmd::CountingAlloc;
 
 mod run_cmd;
 
 #[derive(Parser)]
-#[command(name = "propshare", version, about = "Proportional-share CPU scheduling on multiprocessors")]
+#[command(
+    name = "propshare",
+    version,
+    about = "Proportional-share CPU scheduling on multiprocessors.\n\nWithout a command, runs `reproduce` on its defaults."
+)]
 struct Cli {
     #[command(subcommand)]
     command: Option<Command>,
@@ -16,7 +34,23 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
-    /// Run the built-in demo workload on some schedulers and print a per-client table.
+    /// Run one scenario file and print a per-client table; write metrics, traces and plots.
+    Simulate(SimArgs),
+    /// Run one scenario on several schedulers and write one HTML report with their plots side by side.
+    Compare(SimArgs),
+    /// Run every scenario under scenarios/papers/ and write report/index.html.
+    Reproduce {
+        /// Directory of scenario files (searched recursively for *.toml).
+        #[arg(long, default_value = "scenarios/papers")]
+        scenarios: PathBuf,
+        /// Output directory.
+        #[arg(long, default_value = "report")]
+        out: PathBuf,
+        /// No progress bar.
+        #[arg(long)]
+        quiet: bool,
+    },
+    /// Run the built-in demo workload and print a per-client table.
     Demo {
         /// Schedulers to run (comma-separated registry names).
         #[arg(long, value_delimiter = ',', default_value = "rr,wfq,wfq+readjust")]
@@ -25,28 +59,284 @@ enum Command {
         #[arg(long, default_value_t = 2)]
         cpus: usize,
     },
+    /// Measure ns per decision and memory per client for every scheduler across N and P.
+    Bench {
+        /// Schedulers (default: all registered).
+        #[arg(long, value_delimiter = ',')]
+        scheduler: Option<Vec<String>>,
+        /// Small sizes and few iterations (CI: keeps the code working, asserts nothing).
+        #[arg(long)]
+        quick: bool,
+        /// Every (N, P) combination instead of an N sweep at P = 8 and a P sweep.
+        #[arg(long)]
+        grid: bool,
+        /// Output directory for bench.csv, plots and bench.html.
+        #[arg(long, default_value = "report")]
+        out: PathBuf,
+        /// Less chatter.
+        #[arg(long)]
+        quiet: bool,
+    },
+    /// Simulator throughput (quanta per second) and memory per client at scale.
+    BenchSim {
+        /// The scheduler to simulate.
+        #[arg(long, default_value = "rr")]
+        scheduler: String,
+        /// Smaller sizes.
+        #[arg(long)]
+        quick: bool,
+    },
+    /// Set up a steady workload and run exactly D decisions (for instruction counting under callgrind).
+    BenchInsns {
+        /// Scheduler.
+        #[arg(long)]
+        scheduler: String,
+        /// N.
+        #[arg(long)]
+        clients: usize,
+        /// P.
+        #[arg(long, default_value_t = 1)]
+        cpus: usize,
+        /// D.
+        #[arg(long)]
+        decisions: u64,
+    },
     /// List the registered schedulers.
     List,
     /// Schedule real Linux processes by weight (needs root).
     Run(Box<run_cmd::RunArgs>),
 }
 
+#[derive(Args)]
+struct SimArgs {
+    /// The scenario file (TOML; see docs/SCENARIOS.md).
+    scenario: PathBuf,
+    /// Schedulers to run, comma-separated (default: the scenario's list).
+    #[arg(long, value_delimiter = ',', conflicts_with = "all")]
+    scheduler: Option<Vec<String>>,
+    /// Run every registered scheduler.
+    #[arg(long)]
+    all: bool,
+    /// Override the scenario's seed.
+    #[arg(long)]
+    seed: Option<u64>,
+    /// Output directory (default: out/<scenario name>).
+    #[arg(long)]
+    out: Option<PathBuf>,
+    /// No progress bar.
+    #[arg(long)]
+    quiet: bool,
+    /// Measure wall-clock ns per decision.
+    #[arg(long)]
+    cost: bool,
+}
+
+/// An error with its exit code.
+struct Failure {
+    code: i32,
+    error: anyhow::Error,
+}
+
+impl<E: Into<anyhow::Error>> From<E> for Failure {
+    fn from(e: E) -> Failure {
+        Failure { code: 1, error: e.into() }
+    }
+}
+
+fn bad_input(e: impl Into<anyhow::Error>) -> Failure {
+    Failure { code: 2, error: e.into() }
+}
+
 fn main() {
     let cli = Cli::parse();
     let result = match cli.command {
-        None => demo(&["rr".into(), "wfq".into(), "wfq+readjust".into()], 2),
+        None => reproduce(Path::new("scenarios/papers"), Path::new("report"), false),
+        Some(Command::Reproduce { scenarios, out, quiet }) => reproduce(&scenarios, &out, quiet),
+        Some(Command::Simulate(a)) => simulate(a, false),
+        Some(Command::Compare(a)) => simulate(a, true),
         Some(Command::Demo { scheduler, cpus }) => demo(&scheduler, cpus),
         Some(Command::Run(args)) => run_cmd::main(*args),
+        Some(Command::Bench { scheduler, quick, grid, out, quiet }) => (|| {
+            let list = match scheduler {
+                Some(l) => {
+                    for s in &l {
+                        registry::find(s).map_err(bad_input)?;
+                    }
+                    l
+                }
+                None => registry::names().map(String::from).collect(),
+            };
+            bench_cmd::bench(&list, quick, grid, &out, quiet).map_err(Failure::from)
+        })(),
+        Some(Command::BenchSim { scheduler, quick }) => registry::find(&scheduler)
+            .map_err(bad_input)
+            .and_then(|_| bench_cmd::bench_sim(&scheduler, quick).map_err(Failure::from)),
+        Some(Command::BenchInsns { scheduler, clients, cpus, decisions }) => {
+            if clients < 2 * cpus || cpus == 0 {
+                Err(bad_input(anyhow::anyhow!("need --cpus >= 1 and --clients >= 2 x --cpus")))
+            } else {
+                registry::find(&scheduler)
+                    .map_err(bad_input)
+                    .and_then(|_| bench_cmd::bench_insns(&scheduler, clients, cpus, decisions).map_err(Failure::from))
+            }
+        }
         Some(Command::List) => {
-            for e in propshare::registry::SCHEDULERS {
-                println!("{:<16} {}", e.name, e.summary);
+            for e in registry::SCHEDULERS {
+                println!("{:<20} {}", e.name, e.summary);
             }
             Ok(())
         }
     };
-    if let Err(e) = result {
-        eprintln!("propshare: error: {e:#}");
-        std::process::exit(2);
+    if let Err(f) = result {
+        eprintln!("propshare: error: {:#}", f.error);
+        std::process::exit(f.code);
+    }
+}
+
+fn progress_bar(total: u64, quiet: bool) -> ProgressBar {
+    if quiet {
+        return ProgressBar::hidden();
+    }
+    let pb = ProgressBar::new(total);
+    pb.set_style(
+        ProgressStyle::with_template("{spinner} [{elapsed_precise}] {bar:40} {pos}/{len} runs {msg}")
+            .expect("valid template"),
+    );
+    pb
+}
+
+fn simulate(a: SimArgs, html: bool) -> Result<(), Failure> {
+    let mut scn = Scenario::load(&a.scenario).map_err(bad_input)?;
+    if let Some(seed) = a.seed {
+        scn.seed = seed;
+    }
+    let only: Option<Vec<String>> =
+        if a.all { Some(registry::names().map(String::from).collect()) } else { a.scheduler.clone() };
+    if let Some(list) = &only {
+        for s in list {
+            registry::find(s).map_err(bad_input)?;
+        }
+    }
+    let out = a.out.clone().unwrap_or_else(|| Path::new("out").join(&scn.name));
+    let opts = RunOptions { out: Some(out.clone()), traces: true, plots: true, measure_cost: a.cost };
+    let total = only.as_ref().map_or(scn.schedulers.len(), Vec::len) * scn.repeat as usize;
+    let pb = progress_bar(total as u64, a.quiet);
+    let result = run_scenario(&scn, only.as_deref(), &opts, &mut |d, _| pb.set_position(d as u64))?;
+    pb.finish_and_clear();
+    for run in &result.runs {
+        print_metrics(run);
+    }
+    for (name, median, p99) in &result.costs {
+        println!("{name}: {median} ns per decision (median), {p99} ns (p99), wall clock");
+    }
+    print_verdicts(&result);
+    if html {
+        write_report(&out, &format!("propshare: {}", scn.name), &scn.description, "", std::slice::from_ref(&result))?;
+        println!("\nreport: {}", out.join("index.html").display());
+    } else {
+        println!("\noutputs in {}", out.display());
+    }
+    Ok(())
+}
+
+fn find_scenarios(dir: &Path, out: &mut Vec<PathBuf>) -> std::io::Result<()> {
+    let mut entries: Vec<_> = std::fs::read_dir(dir)?.collect::<Result<_, _>>()?;
+    entries.sort_by_key(|e| e.path());
+    for e in entries {
+        let p = e.path();
+        if p.is_dir() {
+            find_scenarios(&p, out)?;
+        } else if p.extension().is_some_and(|x| x == "toml") {
+            out.push(p);
+        }
+    }
+    Ok(())
+}
+
+fn reproduce(dir: &Path, out: &Path, quiet: bool) -> Result<(), Failure> {
+    let mut files = Vec::new();
+    find_scenarios(dir, &mut files).map_err(|e| {
+        bad_input(anyhow::anyhow!("{}: {e} (run from the repository root, or pass --scenarios)", dir.display()))
+    })?;
+    if files.is_empty() {
+        return Err(bad_input(anyhow::anyhow!("no scenario files (*.toml) under {}", dir.display())));
+    }
+    let scenarios: Vec<Scenario> =
+        files.iter().map(|f| Scenario::load(f)).collect::<Result<_, _>>().map_err(bad_input)?;
+    let total: u64 = scenarios.iter().map(|s| (s.schedulers.len() * s.repeat as usize) as u64).sum();
+    let pb = progress_bar(total, quiet);
+    let opts = RunOptions { out: Some(out.to_path_buf()), traces: false, plots: true, measure_cost: true };
+    let mut results: Vec<ScenarioResult> = Vec::new();
+    let mut before = 0;
+    for scn in &scenarios {
+        pb.set_message(scn.name.clone());
+        let r = run_scenario(scn, None, &opts, &mut |d, _| pb.set_position(before + d as u64))?;
+        before += r.runs.len() as u64;
+        results.push(r);
+    }
+    pb.finish_and_clear();
+    let bench_note = if out.join("bench.html").exists() {
+        " Decision cost: see bench.html (written by `propshare bench --out` this directory)."
+    } else {
+        " Decision cost: run `propshare bench` (writes bench.html here)."
+    };
+    write_report(
+        out,
+        "propshare: the papers reproduced",
+        "Each section runs a scenario from scenarios/papers/ on the schedulers it names, and compares our figures with the paper's claims. Lag is ideal (exact fluid reference with weight readjustment) minus received service; service error is the papers' own metric for static sets.",
+        bench_note,
+        &results,
+    )?;
+    for r in &results {
+        print_verdicts(r);
+    }
+    println!("report: {}", out.join("index.html").display());
+    Ok(())
+}
+
+fn print_verdicts(r: &ScenarioResult) {
+    for v in &r.verdicts {
+        let ours = v.ours.map(|(a, b)| format!("{a:.3} to {b:.3}")).unwrap_or_else(|| "n/a".into());
+        println!(
+            "{} {:<28} {:<14} {:<14} ours {:<24} paper {:?}..{:?}  ({})",
+            if v.matches { "MATCH " } else { "DIFFER" },
+            r.scenario.name,
+            v.claim.scheduler,
+            v.claim.metric.name(),
+            ours,
+            v.claim.min,
+            v.claim.max,
+            v.claim.source
+        );
+    }
+}
+
+fn print_metrics(m: &RunMetrics) {
+    println!(
+        "\n{} (seed {}): lag {:.2} to {:.2} quanta, idle while waiting {:.2}%",
+        m.scheduler,
+        m.seed,
+        m.min_lag,
+        m.max_lag,
+        100.0 * m.idle_fraction
+    );
+    println!(
+        "{:<12} {:>8} {:>10} {:>12} {:>9} {:>9}",
+        "client", "weight", "ideal %", "received %", "max lag", "min lag"
+    );
+    for c in m.clients.iter().take(40) {
+        println!(
+            "{:<12} {:>8} {:>10.2} {:>12.2} {:>9.2} {:>9.2}",
+            c.client,
+            c.weight,
+            100.0 * c.ideal_share,
+            100.0 * c.share,
+            c.max_lag,
+            c.min_lag
+        );
+    }
+    if m.clients.len() > 40 {
+        println!("... {} more clients in the metrics files", m.clients.len() - 40);
     }
 }
 
@@ -59,12 +349,16 @@ fn demo_clients() -> Vec<ClientSpec> {
         .collect()
 }
 
-fn demo(schedulers: &[String], cpus: usize) -> Result<()> {
-    let quantum = 10 * MS;
-    let horizon = 10_000 * MS;
+fn demo(schedulers: &[String], cpus: usize) -> Result<(), Failure> {
+    for s in schedulers {
+        registry::find(s).map_err(bad_input)?;
+    }
+    if cpus == 0 {
+        return Err(bad_input(anyhow::anyhow!("--cpus must be at least 1")));
+    }
     println!("{cpus} CPUs, quantum 10 ms, 10 s, CPU-bound clients; shares in % of one CPU, lag in quanta");
     for name in schedulers {
-        let report = simulate(name, SimConfig::new(cpus, quantum, horizon), demo_clients())?;
+        let report = simulate_one(name, SimConfig::new(cpus, 10 * MS, 10_000 * MS), demo_clients())?;
         print_table(&report);
     }
     Ok(())

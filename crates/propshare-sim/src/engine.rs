@@ -49,7 +49,8 @@ pub enum Dist {
 }
 
 impl Dist {
-    fn sample(&self, rng: &mut Pcg64Mcg) -> Time {
+    /// Draw one length.
+    pub fn sample(&self, rng: &mut Pcg64Mcg) -> Time {
         match *self {
             Dist::Constant(t) => t,
             Dist::Uniform(lo, hi) => rng.random_range(lo..=hi.max(lo)),
@@ -212,6 +213,11 @@ pub struct ClientStats {
     pub runs: u64,
     /// Starts on a different CPU than its previous run.
     pub migrations: u64,
+    /// Lag over time, ns: (time, lag), on the sampling grid and at the client's own events
+    /// (only for clients selected with [`Engine::sample_lag`]).
+    pub lag_series: Vec<(Time, f64)>,
+    /// CPU time received inside each measurement window ([`Engine::windows`]), ns.
+    pub window_received: Vec<Time>,
 }
 
 /// Results of one run.
@@ -233,6 +239,83 @@ pub struct SimReport {
     pub busy: Time,
     /// CPU-ns lost to switch and migration costs.
     pub overhead: Time,
+    /// Wall-clock cost of the scheduler's code per decision (pick plus the
+    /// `stopped` that ends the run), when measured ([`Engine::measure_cost`]).
+    /// Not deterministic: reports keep it apart from the metrics files.
+    pub decision_cost: Option<CostHistogram>,
+}
+
+/// A histogram of nanosecond costs with about 6% resolution: 16 linear
+/// sub-buckets per power of two.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CostHistogram {
+    buckets: Vec<u64>,
+    count: u64,
+    max: u64,
+}
+
+impl Default for CostHistogram {
+    fn default() -> Self {
+        CostHistogram { buckets: vec![0; 64 * 16], count: 0, max: 0 }
+    }
+}
+
+impl CostHistogram {
+    fn bucket(v: u64) -> usize {
+        if v < 16 {
+            return v as usize;
+        }
+        let e = 63 - v.leading_zeros() as usize; // ≥ 4
+        let sub = ((v >> (e - 4)) & 15) as usize;
+        (e - 3) * 16 + sub
+    }
+
+    fn lower(b: usize) -> u64 {
+        if b < 16 {
+            return b as u64;
+        }
+        let e = b / 16 + 3;
+        ((16 + (b % 16)) as u64) << (e - 4)
+    }
+
+    /// Add another histogram's values.
+    pub fn merge(&mut self, other: &CostHistogram) {
+        for (a, b) in self.buckets.iter_mut().zip(&other.buckets) {
+            *a += b;
+        }
+        self.count += other.count;
+        self.max = self.max.max(other.max);
+    }
+
+    /// Record one value.
+    pub fn record(&mut self, v: u64) {
+        self.buckets[Self::bucket(v)] += 1;
+        self.count += 1;
+        self.max = self.max.max(v);
+    }
+
+    /// Number of values.
+    pub fn count(&self) -> u64 {
+        self.count
+    }
+
+    /// Largest value.
+    pub fn max(&self) -> u64 {
+        self.max
+    }
+
+    /// The q-quantile (0..=1), as the lower edge of its bucket.
+    pub fn quantile(&self, q: f64) -> u64 {
+        let rank = ((self.count as f64 * q).ceil() as u64).clamp(1, self.count.max(1));
+        let mut seen = 0;
+        for (b, &n) in self.buckets.iter().enumerate() {
+            seen += n;
+            if seen >= rank {
+                return Self::lower(b);
+            }
+        }
+        0
+    }
 }
 
 /// Why a simulation could not run.
@@ -271,6 +354,7 @@ enum Event {
     Wake(usize),
     CpuStop { cpu: usize, generation: u64 },
     CpuStart(usize),
+    SampleGrid,
 }
 
 impl Event {
@@ -278,6 +362,7 @@ impl Event {
         match self {
             Event::CpuStop { .. } => 1,
             Event::CpuStart(_) => 2,
+            Event::SampleGrid => 3,
             _ => 0,
         }
     }
@@ -303,7 +388,22 @@ struct SimClient {
     woke_at: Option<Time>,
     stats: ClientStats,
     lag_samples: u64,
-    lag_abs_sum: f64,
+    acc: LagAcc,
+    static_share: Option<u128>,
+    in_series: bool,
+}
+
+/// Running lag extremes, in fixed point (ns · 2^FRAC).
+#[derive(Clone, Copy, Debug, Default)]
+struct LagAcc {
+    max_lag: i128,
+    min_lag: i128,
+    abs_lag_ns_sum: f64,
+    service_error: Option<(i128, i128)>,
+}
+
+fn ns_of_fixed(v: i128) -> f64 {
+    v as f64 / (1u128 << FRAC) as f64
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -340,9 +440,45 @@ pub struct Engine<S: Scheduler> {
     /// Σ service start times of the running clients, for `work_now` in O(1).
     start_sum: u128,
     report: SimReport,
+    windows: Vec<(Time, Time)>,
+    series_every: Option<Time>,
+    series_clients: Vec<usize>,
+    cost: Option<CostHistogram>,
+    /// Per CPU: ns spent in `pick` for the run in progress (cost measurement).
+    pick_cost: Vec<u64>,
 }
 
 impl<S: Scheduler> Engine<S> {
+    /// Record the lag of these clients (indices into the client list) over
+    /// time: every `every` ns if given, and at each of their own events.
+    pub fn sample_lag(&mut self, clients: &[usize], every: Option<Time>) {
+        for &i in clients {
+            if let Some(c) = self.clients.get_mut(i) {
+                if !c.in_series {
+                    c.in_series = true;
+                    self.series_clients.push(i);
+                }
+            }
+        }
+        self.series_every = every;
+        if let Some(e) = every {
+            self.push(e, Event::SampleGrid);
+        }
+    }
+
+    /// Also measure each client's CPU time inside these time windows `[start, end)`.
+    pub fn windows(&mut self, windows: &[(Time, Time)]) {
+        self.windows = windows.to_vec();
+        for c in &mut self.clients {
+            c.stats.window_received = vec![0; windows.len()];
+        }
+    }
+
+    /// Measure the wall-clock cost of every decision (pick plus its `stopped`).
+    pub fn measure_cost(&mut self) {
+        self.cost = Some(CostHistogram::default());
+    }
+
     /// A simulation of `clients` under `sched` with settings `cfg`.
     pub fn new(sched: S, cfg: SimConfig, clients: Vec<ClientSpec>) -> Result<Engine<S>, SimError> {
         if cfg.cpus == 0 {
@@ -366,6 +502,7 @@ impl<S: Scheduler> Engine<S> {
             idle_while_waiting: 0,
             busy: 0,
             overhead: 0,
+            decision_cost: None,
         };
         let mut e = Engine {
             fluid: Fluid::new(cfg.cpus),
@@ -385,6 +522,11 @@ impl<S: Scheduler> Engine<S> {
             busy_cpus: 0,
             start_sum: 0,
             report,
+            windows: Vec::new(),
+            series_every: None,
+            series_clients: Vec::new(),
+            cost: None,
+            pick_cost: vec![0; cfg.cpus],
             clients: clients
                 .into_iter()
                 .map(|spec| SimClient {
@@ -401,6 +543,8 @@ impl<S: Scheduler> Engine<S> {
                         wake_latencies: Vec::new(),
                         runs: 0,
                         migrations: 0,
+                        lag_series: Vec::new(),
+                        window_received: Vec::new(),
                     },
                     spec,
                     state: State::Absent,
@@ -409,7 +553,9 @@ impl<S: Scheduler> Engine<S> {
                     last_cpu: None,
                     woke_at: None,
                     lag_samples: 0,
-                    lag_abs_sum: 0.0,
+                    acc: LagAcc::default(),
+                    static_share: None,
+                    in_series: false,
                 })
                 .collect(),
             sched,
@@ -492,9 +638,13 @@ impl<S: Scheduler> Engine<S> {
                 c.stats.ideal = ns_of_service(ideal);
             }
             c.stats.received = c.received;
-            c.stats.mean_abs_lag = if c.lag_samples > 0 { c.lag_abs_sum / c.lag_samples as f64 } else { 0.0 };
+            c.stats.mean_abs_lag = if c.lag_samples > 0 { c.acc.abs_lag_ns_sum / c.lag_samples as f64 } else { 0.0 };
+            c.stats.max_lag = ns_of_fixed(c.acc.max_lag);
+            c.stats.min_lag = ns_of_fixed(c.acc.min_lag);
+            c.stats.service_error = c.acc.service_error.map(|(a, b)| (ns_of_fixed(a), ns_of_fixed(b)));
         }
         let mut report = self.report;
+        report.decision_cost = self.cost;
         report.clients = self.clients.into_iter().map(|c| c.stats).collect();
         Ok(report)
     }
@@ -589,6 +739,14 @@ impl<S: Scheduler> Engine<S> {
                     self.pick(cpu, trace)?;
                 }
             }
+            Event::SampleGrid => {
+                for k in 0..self.series_clients.len() {
+                    self.sample(self.series_clients[k]);
+                }
+                if let Some(every) = self.series_every {
+                    self.push(now + every, Event::SampleGrid);
+                }
+            }
             Event::CpuStart(cpu) => {
                 self.cpu_ready[cpu] = true;
                 self.ready_cpus += 1;
@@ -621,31 +779,39 @@ impl<S: Scheduler> Engine<S> {
         trace(TraceEvent::Leave { t: self.now, client: &c.spec.name });
     }
 
-    /// Lag and service-error sample for client i at `now`.
+    /// Lag and service-error sample for client i at `now`. Integer
+    /// arithmetic only (fixed point, [`FRAC`] bits): this runs twice per quantum.
     fn sample(&mut self, i: usize) {
         if matches!(self.clients[i].state, State::Absent | State::Gone) {
             return;
         }
         let ideal: Service = self.fluid.ideal(self.now, Self::id(i));
         let received = self.received_now(i);
-        let lag = ns_of_service(ideal) - received as f64;
-        let static_share = self.static_set.then(|| self.fluid.rate(Self::id(i)));
+        let lag = ideal as i128 - ((received as i128) << FRAC);
         let work = self.work_now();
-        let p = self.cfg.cpus.min(self.clients.len()) as u128;
-        let c = &mut self.clients[i];
-        if c.lag_samples == 0 {
-            c.stats.max_lag = lag;
-            c.stats.min_lag = lag;
+        if self.static_set && self.clients[i].static_share.is_none() {
+            // φ_C/Φ_T = rate / P', fixed for a static set.
+            let (num, den) = self.fluid.rate(Self::id(i));
+            let p = self.cfg.cpus.min(self.clients.len()) as u128;
+            self.clients[i].static_share = Some(((num as u128) << FRAC) / (den as u128 * p).max(1));
         }
-        c.stats.max_lag = c.stats.max_lag.max(lag);
-        c.stats.min_lag = c.stats.min_lag.min(lag);
+        let c = &mut self.clients[i];
+        let acc = &mut c.acc;
+        if c.lag_samples == 0 {
+            acc.max_lag = lag;
+            acc.min_lag = lag;
+        }
+        acc.max_lag = acc.max_lag.max(lag);
+        acc.min_lag = acc.min_lag.min(lag);
         c.lag_samples += 1;
-        c.lag_abs_sum += lag.abs();
-        if let Some((num, den)) = static_share {
-            // e = w_C − W_T φ_C/Φ_T, with φ_C/Φ_T = rate / P'.
-            let expected = ((work as u128) << FRAC) * num as u128 / (den as u128 * p).max(1);
-            let e = received as f64 - ns_of_service(expected);
-            let r = c.stats.service_error.get_or_insert((e, e));
+        acc.abs_lag_ns_sum += ((lag >> FRAC) as i64).unsigned_abs() as f64;
+        if c.in_series {
+            c.stats.lag_series.push((self.now, lag as f64 / (1u128 << FRAC) as f64));
+        }
+        if let (true, Some(share)) = (self.static_set, c.static_share) {
+            // e = w_C − W_T φ_C/Φ_T.
+            let e = ((received as i128) << FRAC) - (work as u128 * share) as i128;
+            let r = acc.service_error.get_or_insert((e, e));
             r.0 = r.0.min(e);
             r.1 = r.1.max(e);
         }
@@ -678,7 +844,12 @@ impl<S: Scheduler> Engine<S> {
 
     fn pick(&mut self, cpu: usize, _trace: &mut dyn FnMut(TraceEvent)) -> Result<(), SimError> {
         let now = self.now;
-        let d = self.sched.pick(now, CpuId(cpu as u32)).map_err(|e| self.refused(e))?;
+        let clock = self.cost.is_some().then(std::time::Instant::now);
+        let d = self.sched.pick(now, CpuId(cpu as u32));
+        if let Some(t0) = clock {
+            self.pick_cost[cpu] = t0.elapsed().as_nanos() as u64;
+        }
+        let d = d.map_err(|e| self.refused(e))?;
         let Decision::Run { client, slice } = d else { return Ok(()) };
         let i = client.index();
         if i >= self.clients.len() || self.clients[i].state != State::Waiting {
@@ -725,6 +896,12 @@ impl<S: Scheduler> Engine<S> {
         let ran = end.saturating_sub(r.start);
         let c = &mut self.clients[r.client];
         c.received += ran;
+        for (k, &(w0, w1)) in self.windows.iter().enumerate() {
+            let (a, b) = (r.start.max(w0), end.min(w1));
+            if b > a {
+                c.stats.window_received[k] += b - a;
+            }
+        }
         self.work_done += ran;
         self.report.busy += ran;
         if end > r.start {
@@ -741,7 +918,12 @@ impl<S: Scheduler> Engine<S> {
         self.sample(i);
         self.cpus[cpu] = None;
         let ran = self.credit(cpu, r, now, trace);
-        self.sched.stopped(now, CpuId(cpu as u32), Self::id(i), ran, reason).map_err(|e| self.refused(e))?;
+        let clock = self.cost.is_some().then(std::time::Instant::now);
+        let result = self.sched.stopped(now, CpuId(cpu as u32), Self::id(i), ran, reason);
+        if let (Some(t0), Some(h)) = (clock, self.cost.as_mut()) {
+            h.record(self.pick_cost[cpu] + t0.elapsed().as_nanos() as u64);
+        }
+        result.map_err(|e| self.refused(e))?;
         let c = &mut self.clients[i];
         c.phase_left = c.phase_left.saturating_sub(ran);
         match reason {

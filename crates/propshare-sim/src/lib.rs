@@ -8,5 +8,11 @@
 
 #![warn(missing_docs)]
 
+pub mod bench;
 pub mod engine;
 pub mod fluid;
+pub mod output;
+pub mod plot;
+pub mod report;
+pub mod run;
+pub mod scenario;

@@ -33,6 +33,76 @@ pub const SCHEDULERS: &[Entry] = &[
         summary: "WFQ over readjusted weights (SFS paper section 2.2)",
         build: |c| Box::new(algo::wfq::Wfq::with_readjustment(c)),
     },
+    Entry {
+        name: "wf2q",
+        summary: "WF2Q+, eligible smallest finish tag, global queue (Bennett and Zhang 1996)",
+        build: |c| Box::new(algo::wf2q::Wf2q::new(c)),
+    },
+    Entry {
+        name: "wf2q+readjust",
+        summary: "WF2Q+ over readjusted weights (SFS paper section 2.2)",
+        build: |c| Box::new(algo::wf2q::Wf2q::with_readjustment(c)),
+    },
+    Entry {
+        name: "sfq",
+        summary: "start-time fair queueing, global queue (Goyal, Vin, Cheng 1996)",
+        build: |c| Box::new(algo::sfq::Sfq::new(c)),
+    },
+    Entry {
+        name: "sfq+readjust",
+        summary: "SFQ over readjusted weights, the SFS paper's \"SFQ with readjustment\"",
+        build: |c| Box::new(algo::sfq::Sfq::with_readjustment(c)),
+    },
+    Entry {
+        name: "stride",
+        summary: "stride scheduling, global pass (Waldspurger and Weihl 1995)",
+        build: |c| Box::new(algo::stride::Stride::new(c)),
+    },
+    Entry {
+        name: "stride+readjust",
+        summary: "stride scheduling over readjusted weights (SFS paper section 2.9)",
+        build: |c| Box::new(algo::stride::Stride::with_readjustment(c)),
+    },
+    Entry {
+        name: "lottery",
+        summary: "lottery scheduling, seeded, compensation tickets (Waldspurger and Weihl 1994)",
+        build: |c| Box::new(algo::lottery::Lottery::new(c)),
+    },
+    Entry {
+        name: "wrr",
+        summary: "weighted round robin, w consecutive quanta per round (as in the GR3 paper)",
+        build: |c| Box::new(algo::wrr::WeightedRoundRobin::new(c)),
+    },
+    Entry {
+        name: "srr",
+        summary: "smoothed round robin, weight matrix and weight spread sequence (Guo 2001)",
+        build: |c| Box::new(algo::srr::SmoothedRoundRobin::new(c)),
+    },
+    Entry {
+        name: "vtrr",
+        summary: "virtual-time round robin (Nieh, Vaill, Zhong 2001)",
+        build: |c| Box::new(algo::vtrr::Vtrr::new(c)),
+    },
+    Entry {
+        name: "cfs",
+        summary: "Linux CFS (<= 6.5): per-CPU vruntime runqueues, load balancing of weighted load (kernel/sched/fair.c)",
+        build: |c| Box::new(algo::cfs::Cfs::new(c)),
+    },
+    Entry {
+        name: "eevdf",
+        summary: "Linux EEVDF (>= 6.6): per-CPU eligible earliest virtual deadline first with lag placement, load balancing (kernel/sched/fair.c)",
+        build: |c| Box::new(algo::eevdf::Eevdf::new(c)),
+    },
+    Entry {
+        name: "cfs+lbfail",
+        summary: "CFS with the kernel's nr_balance_failed relaxation: too-heavy tasks move after failed balance passes",
+        build: |c| Box::new(algo::cfs::Cfs::with_balance_failed_relax(c)),
+    },
+    Entry {
+        name: "eevdf+lbfail",
+        summary: "EEVDF with the kernel's nr_balance_failed relaxation: too-heavy tasks move after failed balance passes",
+        build: |c| Box::new(algo::eevdf::Eevdf::with_balance_failed_relax(c)),
+    },
 ];
 
 /// A scheduler name that is not registered.

@@ -44,6 +44,20 @@ contract_tests! {
     contract_rr => "rr",
     contract_wfq => "wfq",
     contract_wfq_readjust => "wfq+readjust",
+    contract_wf2q => "wf2q",
+    contract_wf2q_readjust => "wf2q+readjust",
+    contract_sfq => "sfq",
+    contract_sfq_readjust => "sfq+readjust",
+    contract_stride => "stride",
+    contract_stride_readjust => "stride+readjust",
+    contract_lottery => "lottery",
+    contract_wrr => "wrr",
+    contract_srr => "srr",
+    contract_vtrr => "vtrr",
+    contract_cfs => "cfs",
+    contract_eevdf => "eevdf",
+    contract_cfs_lbfail => "cfs+lbfail",
+    contract_eevdf_lbfail => "eevdf+lbfail",
 }
 
 /// Every registered scheduler must appear above.

@@ -1,4 +1,15 @@
 //! One file per algorithm, each behind [`crate::Scheduler`].
 
+pub mod cfs;
+pub mod eevdf;
+pub mod linux;
+pub mod lottery;
+pub mod reweigh;
 pub mod rr;
+pub mod sfq;
+pub mod srr;
+pub mod stride;
+pub mod vtrr;
+pub mod wf2q;
 pub mod wfq;
+pub mod wrr;

@@ -1,0 +1,213 @@
+//! `propshare bench`, `bench-sim` and `bench-insns`: what scheduling costs.
+
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::fmt::Write as _;
+use std::io::Write as _;
+use std::path::Path;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Instant;
+
+use propshare::{registry, Weight, MS};
+use propshare_sim::bench::{measure, BenchDriver, BenchResult};
+use propshare_sim::engine::{ClientSpec, Engine, SimConfig};
+use propshare_sim::output::write_atomic;
+use propshare_sim::plot::{line_chart, Scale, Series};
+
+/// The system allocator, counting live bytes, so benches can report the
+/// scheduler's memory per client.
+pub struct CountingAlloc;
+
+static LIVE: AtomicUsize = AtomicUsize::new(0);
+
+unsafe impl GlobalAlloc for CountingAlloc {
+    unsafe fn alloc(&self, l: Layout) -> *mut u8 {
+        LIVE.fetch_add(l.size(), Ordering::Relaxed);
+        unsafe { System.alloc(l) }
+    }
+    unsafe fn dealloc(&self, p: *mut u8, l: Layout) {
+        LIVE.fetch_sub(l.size(), Ordering::Relaxed);
+        unsafe { System.dealloc(p, l) }
+    }
+    unsafe fn realloc(&self, p: *mut u8, l: Layout, new: usize) -> *mut u8 {
+        LIVE.fetch_add(new, Ordering::Relaxed);
+        LIVE.fetch_sub(l.size(), Ordering::Relaxed);
+        unsafe { System.realloc(p, l, new) }
+    }
+}
+
+fn live() -> usize {
+    LIVE.load(Ordering::Relaxed)
+}
+
+/// Bytes of scheduler state per client: live heap after joining `n` clients on `cpus` CPUs, over n.
+fn bytes_per_client(name: &str, n: usize, cpus: usize) -> Result<f64, String> {
+    let before = live();
+    let d = BenchDriver::new(name, n, cpus)?;
+    let after = live();
+    drop(d);
+    Ok(after.saturating_sub(before) as f64 / n as f64)
+}
+
+/// The sizes measured: an N sweep at P = 8 and a P sweep at N = 65536
+/// (`grid`: every combination). A scheduler is skipped where N < 2P.
+fn configs(quick: bool, grid: bool) -> Vec<(usize, usize)> {
+    let ns: &[usize] = if quick { &[16, 256, 4096] } else { &[16, 256, 4096, 65_536, 1_048_576] };
+    let ps: &[usize] = if quick { &[1, 8] } else { &[1, 2, 8, 64, 1024] };
+    let mut v = Vec::new();
+    if grid {
+        for &p in ps {
+            for &n in ns {
+                v.push((n, p));
+            }
+        }
+    } else {
+        let n_mid = if quick { 4096 } else { 65_536 };
+        v.extend(ns.iter().map(|&n| (n, 8)));
+        v.extend(ps.iter().filter(|&&p| p != 8).map(|&p| (n_mid, p)));
+    }
+    v.retain(|&(n, p)| n >= 2 * p);
+    v
+}
+
+/// Run the benchmark and write table, CSV, plots and an HTML page to `out`.
+pub fn bench(schedulers: &[String], quick: bool, grid: bool, out: &Path, quiet: bool) -> anyhow::Result<()> {
+    std::fs::create_dir_all(out)?;
+    let (batches, batch) = if quick { (30, 200) } else { (200, 1000) };
+    let cfgs = configs(quick, grid);
+    let mut results: Vec<(BenchResult, f64)> = Vec::new();
+    let started = Instant::now();
+    if !quiet {
+        eprintln!(
+            "measuring {} schedulers x {} sizes ({} batches of {} decisions each)...",
+            schedulers.len(),
+            cfgs.len(),
+            batches,
+            batch
+        );
+    }
+    println!("{:<20} {:>9} {:>6} {:>12} {:>12} {:>14}", "scheduler", "N", "P", "median ns", "p99 ns", "bytes/client");
+    for name in schedulers {
+        for &(n, p) in &cfgs {
+            let r = measure(name, n, p, batches, batch).map_err(anyhow::Error::msg)?;
+            let bytes = bytes_per_client(name, n, p).map_err(anyhow::Error::msg)?;
+            println!("{:<20} {:>9} {:>6} {:>12.1} {:>12.1} {:>14.1}", name, n, p, r.median_ns, r.p99_ns, bytes);
+            results.push((r, bytes));
+        }
+    }
+    let elapsed = started.elapsed().as_secs_f64();
+    let csv_path = out.join("bench.csv");
+    write_atomic(&csv_path, |w| {
+        writeln!(w, "scheduler,clients,cpus,median_ns,p99_ns,bytes_per_client,decisions")?;
+        for (r, b) in &results {
+            writeln!(
+                w,
+                "{},{},{},{:.2},{:.2},{:.1},{}",
+                r.scheduler, r.clients, r.cpus, r.median_ns, r.p99_ns, b, r.decisions
+            )?;
+        }
+        Ok(())
+    })?;
+    let by = |pred: &dyn Fn(&BenchResult) -> bool, x: &dyn Fn(&BenchResult) -> f64| -> Vec<Series> {
+        schedulers
+            .iter()
+            .map(|s| Series {
+                name: s.clone(),
+                points: results
+                    .iter()
+                    .filter(|(r, _)| &r.scheduler == s && pred(r))
+                    .map(|(r, _)| (x(r), r.median_ns))
+                    .collect(),
+            })
+            .filter(|s| !s.points.is_empty())
+            .collect()
+    };
+    let n_mid = if quick { 4096 } else { 65_536 };
+    let vs_n = by(&|r| r.cpus == 8, &|r| r.clients as f64);
+    let vs_p = by(&|r| r.clients == n_mid, &|r| r.cpus as f64);
+    let plot_err = |e: Box<dyn std::error::Error>| anyhow::anyhow!("plot: {e}");
+    line_chart(
+        &out.join("bench_vs_n.svg"),
+        "ns per decision against N (P = 8)",
+        "clients N",
+        "ns per decision (median)",
+        &vs_n,
+        (Scale::Log, Scale::Log),
+    )
+    .map_err(plot_err)?;
+    line_chart(
+        &out.join("bench_vs_p.svg"),
+        &format!("ns per decision against P (N = {n_mid})"),
+        "CPUs P",
+        "ns per decision (median)",
+        &vs_p,
+        (Scale::Log, Scale::Log),
+    )
+    .map_err(plot_err)?;
+    let mut html = String::new();
+    let _ = write!(
+        html,
+        "<!doctype html><html><head><meta charset=\"utf-8\"><title>propshare: decision cost</title>\
+         <style>body{{font-family:system-ui,sans-serif;max-width:1100px;margin:2em auto}}td,th{{border:1px solid #ccc;padding:2px 8px;text-align:right}}table{{border-collapse:collapse}}</style></head><body>\
+         <h1>Decision cost</h1><p>One decision = <code>stopped</code> + <code>pick</code> on a steady mixed workload (1 in 16 stops blocks, paired with a wake). \
+         Median and p99 over {batches} batches of {batch} decisions, after warm-up; wall-clock on a shared, noisy 2-core machine, so compare ratios measured in one run. \
+         Memory: live heap bytes per client after setup. Run took {elapsed:.0} s. Repeat with <code>propshare bench{}</code>.</p>\
+         <img src=\"bench_vs_n.svg\"><img src=\"bench_vs_p.svg\"><table><tr><th>scheduler</th><th>N</th><th>P</th><th>median ns</th><th>p99 ns</th><th>bytes/client</th></tr>",
+        if quick { " --quick" } else { "" }
+    );
+    for (r, b) in &results {
+        let _ = write!(
+            html,
+            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{:.1}</td><td>{:.1}</td><td>{:.0}</td></tr>",
+            r.scheduler, r.clients, r.cpus, r.median_ns, r.p99_ns, b
+        );
+    }
+    html.push_str("</table><script>window.addEventListener('load',function(){var i=document.images,n=0;for(var k=0;k<i.length;k++){if(i[k].complete&&i[k].naturalWidth>0)n++;}document.body.setAttribute('data-plots',n+'/'+i.length);});</script></body></html>\n");
+    write_atomic(&out.join("bench.html"), |w| w.write_all(html.as_bytes()))?;
+    println!("\n{} configurations in {elapsed:.0} s; table, CSV and plots in {}", results.len(), out.display());
+    Ok(())
+}
+
+/// `bench-sim`: simulator throughput and memory at scale.
+pub fn bench_sim(scheduler: &str, quick: bool) -> anyhow::Result<()> {
+    registry::find(scheduler)?;
+    let (n, p, quanta) = if quick { (1000, 8, 200_000u64) } else { (1000, 8, 5_000_000u64) };
+    let run = |n: usize, p: usize, quanta_per_cpu: u64| -> anyhow::Result<(f64, u64, f64)> {
+        let clients: Vec<ClientSpec> = (0..n)
+            .map(|i| ClientSpec::cpu_bound(format!("c{i}"), propshare_sim::bench::bench_weight(i as u32)))
+            .collect();
+        let cfg = SimConfig::new(p, 10 * MS, 10 * MS * quanta_per_cpu);
+        let before = live();
+        let sched = registry::build(scheduler, propshare::SchedConfig { cpus: p, quantum: cfg.quantum, seed: 1 })?;
+        let engine = Engine::new(sched, cfg, clients)?;
+        let mem = live().saturating_sub(before);
+        let t0 = Instant::now();
+        let report = engine.run(&mut |_| {})?;
+        let secs = t0.elapsed().as_secs_f64();
+        Ok((report.decisions as f64 / secs, report.decisions, mem as f64 / n as f64))
+    };
+    let (rate, decisions, _) = run(n, p, quanta / p as u64)?;
+    println!(
+        "{scheduler}: N = {n}, P = {p}, metrics on: {decisions} quanta in {:.2} s = {:.1} million quanta/s",
+        decisions as f64 / rate,
+        rate / 1e6
+    );
+    let (big_n, big_p, big_q) = if quick { (100_000, 128, 4u64) } else { (1_000_000, 1024, 4u64) };
+    let (rate, decisions, bytes) = run(big_n, big_p, big_q * (big_n / big_p) as u64 / 4)?;
+    println!(
+        "{scheduler}: N = {big_n}, P = {big_p}: {decisions} quanta at {:.1} million quanta/s; {:.0} bytes per client (simulator + scheduler, after setup)",
+        rate / 1e6,
+        bytes
+    );
+    Ok(())
+}
+
+/// `bench-insns`: set up, then run exactly `decisions` decisions (for callgrind).
+pub fn bench_insns(scheduler: &str, clients: usize, cpus: usize, decisions: u64) -> anyhow::Result<()> {
+    let mut d = BenchDriver::new(scheduler, clients, cpus).map_err(anyhow::Error::msg)?;
+    for _ in 0..decisions {
+        d.step();
+    }
+    println!("{} decisions", d.steps());
+    let _ = Weight::ONE;
+    Ok(())
+}

@@ -1,0 +1,201 @@
+//! The `propshare` binary end to end: bad input, determinism, the report.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+fn propshare(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_propshare"))
+        .args(args)
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .expect("runs")
+}
+
+fn tmp(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("propshare-cli-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+const GOOD: &str = r#"
+name = "t"
+schedulers = ["wfq"]
+[machine]
+cpus = 2
+quantum = "10ms"
+horizon = "1s"
+[[client]]
+name = "a"
+weight = 1
+[[client]]
+name = "b"
+weight = 3
+run = "3ms"
+sleep = { dist = "exponential", mean = "10ms" }
+"#;
+
+/// Each bad input exits 2 with `file:line:column: field: message`, never a panic.
+#[test]
+fn bad_scenarios_exit_2_with_file_line_and_field() {
+    let dir = tmp("bad");
+    let cases: &[(&str, &str, &str)] = &[
+        ("unknown", "weight = 1", "weight = 1\ncolour = \"red\""),
+        ("wrongtype", "cpus = 2", "cpus = \"two\""),
+        ("zeroweight", "name = \"a\"\nweight = 1", "name = \"a\"\nweight = 0"),
+        ("negweight", "name = \"a\"\nweight = 1", "name = \"a\"\nweight = -4"),
+        ("zerocpus", "cpus = 2", "cpus = 0"),
+        ("unknownsched", "[\"wfq\"]", "[\"wfq\", \"nosuch\"]"),
+        ("order", "name = \"a\"\nweight = 1", "name = \"a\"\nweight = 1\narrive = \"2s\"\ndepart = \"1s\""),
+        (
+            "wcorder",
+            "name = \"a\"\nweight = 1",
+            "name = \"a\"\nweight = 1\nweight_changes = [{ at = \"2s\", weight = 2 }, { at = \"1s\", weight = 3 }]",
+        ),
+        ("badunit", "horizon = \"1s\"", "horizon = \"1 parsec\""),
+    ];
+    let expect_field = [
+        "colour",
+        "cpus",
+        "client[0].weight",
+        "client[0].weight",
+        "machine.cpus",
+        "schedulers",
+        "client[0].depart",
+        "weight_changes[1].at",
+        "horizon",
+    ];
+    for ((name, from, to), field) in cases.iter().zip(expect_field) {
+        assert!(GOOD.contains(from), "{name}: test text");
+        let file = dir.join(format!("{name}.toml"));
+        std::fs::write(&file, GOOD.replacen(from, to, 1)).unwrap();
+        let out = propshare(&["simulate", file.to_str().unwrap(), "--quiet", "--out", dir.join("o").to_str().unwrap()]);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{name}: {err}");
+        assert!(err.contains(&format!("{}:", file.display())), "{name}: no file in {err}");
+        assert!(err.contains(field), "{name}: no field {field:?} in {err}");
+        let line_col = err.split(&format!("{}:", file.display())).nth(1).unwrap_or("");
+        let line: usize = line_col.split(':').next().unwrap_or("").parse().unwrap_or(0);
+        assert!(line >= 2, "{name}: no line number in {err}");
+        assert!(!err.contains("panicked"), "{name}: {err}");
+    }
+    // A missing file and an unknown --scheduler are bad input too.
+    let out = propshare(&["simulate", "/nonexistent.toml", "--quiet"]);
+    assert_eq!(out.status.code(), Some(2));
+    let good = dir.join("good.toml");
+    std::fs::write(&good, GOOD).unwrap();
+    let out = propshare(&["simulate", good.to_str().unwrap(), "--scheduler", "nosuch", "--quiet"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("unknown scheduler"));
+}
+
+fn files(dir: &Path) -> Vec<(String, Vec<u8>)> {
+    let mut v: Vec<(String, Vec<u8>)> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| {
+            p.to_string_lossy().ends_with(".json")
+                || p.to_string_lossy().ends_with(".jsonl")
+                || p.to_string_lossy().ends_with(".csv")
+        })
+        .map(|p| (p.file_name().unwrap().to_string_lossy().into_owned(), std::fs::read(&p).unwrap()))
+        .collect();
+    v.sort();
+    v
+}
+
+/// Same scenario, schedulers and seed: byte-identical metrics, CSV and traces.
+#[test]
+fn runs_are_byte_identical() {
+    let dir = tmp("det");
+    let (a, b) = (dir.join("a"), dir.join("b"));
+    for out in [&a, &b] {
+        let o =
+            propshare(&["simulate", "../../scenarios/examples/mixed.toml", "--quiet", "--out", out.to_str().unwrap()]);
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    }
+    let (fa, fb) = (files(&a), files(&b));
+    assert!(fa.len() >= 5, "outputs: {:?}", fa.iter().map(|f| &f.0).collect::<Vec<_>>());
+    assert_eq!(fa.iter().map(|f| &f.0).collect::<Vec<_>>(), fb.iter().map(|f| &f.0).collect::<Vec<_>>());
+    for (x, y) in fa.iter().zip(&fb) {
+        assert!(x.1 == y.1, "{} differs between runs", x.0);
+    }
+    // A different seed changes the random workload.
+    let c = dir.join("c");
+    let o = propshare(&[
+        "simulate",
+        "../../scenarios/examples/mixed.toml",
+        "--quiet",
+        "--seed",
+        "5",
+        "--out",
+        c.to_str().unwrap(),
+    ]);
+    assert!(o.status.success());
+    assert_ne!(
+        files(&c).iter().find(|f| f.0.ends_with("metrics.csv")).unwrap().1,
+        fa.iter().find(|f| f.0.ends_with("metrics.csv")).unwrap().1
+    );
+}
+
+fn chromium() -> Option<PathBuf> {
+    ["chromium", "chromium-browser", "google-chrome"].iter().find_map(|c| {
+        Command::new("which")
+            .arg(c)
+            .output()
+            .ok()
+            .filter(|o| o.status.success())
+            .map(|o| PathBuf::from(String::from_utf8_lossy(&o.stdout).trim()))
+    })
+}
+
+/// `compare` writes a report that opens in headless Chromium with every plot loaded.
+#[test]
+fn report_renders_in_headless_chromium() {
+    let Some(browser) = chromium() else {
+        assert!(
+            std::env::var_os("PROPSHARE_REQUIRE_BROWSER").is_none(),
+            "PROPSHARE_REQUIRE_BROWSER is set but no Chromium found"
+        );
+        eprintln!("skipped: no chromium on PATH (CI installs it and sets PROPSHARE_REQUIRE_BROWSER)");
+        return;
+    };
+    let dir = tmp("html");
+    let o = propshare(&[
+        "compare",
+        "../../scenarios/papers/sfs/readjust-4.2.toml",
+        "--quiet",
+        "--out",
+        dir.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let index = dir.join("index.html");
+    let profile = dir.join("profile");
+    let out = Command::new(browser)
+        .args([
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-quic",
+            "--no-first-run",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--disable-sync",
+            "--allow-file-access-from-files",
+            "--virtual-time-budget=5000",
+        ])
+        .arg(format!("--user-data-dir={}", profile.display()))
+        .arg("--dump-dom")
+        .arg(format!("file://{}", index.display()))
+        .output()
+        .expect("chromium runs");
+    let dom = String::from_utf8_lossy(&out.stdout);
+    let marker = dom
+        .split("data-plots=\"")
+        .nth(1)
+        .and_then(|s| s.split('"').next())
+        .unwrap_or_else(|| panic!("no data-plots marker; stderr: {}", String::from_utf8_lossy(&out.stderr)));
+    let (loaded, total) = marker.split_once('/').unwrap();
+    assert!(total.parse::<u32>().unwrap() >= 5, "{marker}");
+    assert_eq!(loaded, total, "plots that failed to load: {marker}");
+}

@@ -1,0 +1,191 @@
+//! SVG plots for reports (plotters, SVG backend: no fonts or system
+//! libraries needed).
+
+use std::path::Path;
+
+use plotters::prelude::*;
+
+/// A named series of (x, y) points.
+pub struct Series {
+    /// Legend label.
+    pub name: String,
+    /// Points, in x order.
+    pub points: Vec<(f64, f64)>,
+}
+
+/// Axis scaling.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Scale {
+    /// Linear.
+    Linear,
+    /// Base-10 logarithmic (values must be positive).
+    Log,
+}
+
+type PlotResult = Result<(), Box<dyn std::error::Error>>;
+
+fn bounds(series: &[Series], axis: impl Fn(&(f64, f64)) -> f64, scale: Scale) -> (f64, f64) {
+    let vals = series.iter().flat_map(|s| s.points.iter().map(&axis)).filter(|v| v.is_finite());
+    let vals: Vec<f64> = match scale {
+        Scale::Log => vals.filter(|v| *v > 0.0).collect(),
+        Scale::Linear => vals.collect(),
+    };
+    let lo = vals.iter().copied().fold(f64::INFINITY, f64::min);
+    let hi = vals.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+    if !lo.is_finite() {
+        return if scale == Scale::Log { (1.0, 10.0) } else { (0.0, 1.0) };
+    }
+    match scale {
+        Scale::Log if hi / lo < 10.0 => (lo / 2.0, hi * 2.0),
+        Scale::Log => (lo * 0.9, hi * 1.1),
+        Scale::Linear if hi - lo < 1e-9 => (lo - 1.0, hi + 1.0),
+        Scale::Linear => {
+            let pad = (hi - lo) * 0.05;
+            (lo - pad, hi + pad)
+        }
+    }
+}
+
+/// A line chart of several series.
+pub fn line_chart(
+    path: &Path,
+    title: &str,
+    x_label: &str,
+    y_label: &str,
+    series: &[Series],
+    scales: (Scale, Scale),
+) -> PlotResult {
+    let root = SVGBackend::new(path, (900, 480)).into_drawing_area();
+    root.fill(&WHITE)?;
+    let (x0, x1) = bounds(series, |p| p.0, scales.0);
+    let (y0, y1) = bounds(series, |p| p.1, scales.1);
+    let mut builder = ChartBuilder::on(&root);
+    builder.caption(title, ("sans-serif", 20)).margin(12).x_label_area_size(40).y_label_area_size(70);
+    macro_rules! draw {
+        ($chart:expr) => {{
+            let mut chart = $chart;
+            chart.configure_mesh().x_desc(x_label).y_desc(y_label).draw()?;
+            for (k, s) in series.iter().enumerate() {
+                let color = Palette99::pick(k).to_rgba();
+                let pts: Vec<(f64, f64)> = s
+                    .points
+                    .iter()
+                    .copied()
+                    .filter(|p| (scales.0 == Scale::Linear || p.0 > 0.0) && (scales.1 == Scale::Linear || p.1 > 0.0))
+                    .collect();
+                chart
+                    .draw_series(LineSeries::new(pts.clone(), color.stroke_width(2)))?
+                    .label(s.name.clone())
+                    .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], color.stroke_width(2)));
+                if pts.len() <= 40 {
+                    chart.draw_series(pts.iter().map(|&p| Circle::new(p, 3, color.filled())))?;
+                }
+            }
+            chart.configure_series_labels().background_style(WHITE.mix(0.85)).border_style(BLACK).draw()?;
+        }};
+    }
+    match scales {
+        (Scale::Linear, Scale::Linear) => draw!(builder.build_cartesian_2d(x0..x1, y0..y1)?),
+        (Scale::Log, Scale::Linear) => draw!(builder.build_cartesian_2d((x0..x1).log_scale(), y0..y1)?),
+        (Scale::Linear, Scale::Log) => draw!(builder.build_cartesian_2d(x0..x1, (y0..y1).log_scale())?),
+        (Scale::Log, Scale::Log) => draw!(builder.build_cartesian_2d((x0..x1).log_scale(), (y0..y1).log_scale())?),
+    }
+    root.present()?;
+    Ok(())
+}
+
+/// One run interval for a Gantt chart.
+#[derive(Clone, Debug)]
+pub struct Bar {
+    /// CPU.
+    pub cpu: usize,
+    /// Client index (colour).
+    pub client: usize,
+    /// Start, in the chart's x unit.
+    pub start: f64,
+    /// End.
+    pub end: f64,
+}
+
+/// A per-CPU Gantt chart: one row per CPU, one colour per client.
+pub fn gantt(path: &Path, title: &str, x_label: &str, cpus: usize, bars: &[Bar], names: &[String]) -> PlotResult {
+    let root = SVGBackend::new(path, (900, (120 + 40 * cpus.min(32)) as u32)).into_drawing_area();
+    root.fill(&WHITE)?;
+    let x0 = bars.iter().map(|b| b.start).fold(f64::INFINITY, f64::min);
+    let x1 = bars.iter().map(|b| b.end).fold(f64::NEG_INFINITY, f64::max);
+    let (x0, x1) = if x0.is_finite() && x1 > x0 { (x0, x1) } else { (0.0, 1.0) };
+    let rows = cpus.min(32);
+    let mut chart = ChartBuilder::on(&root)
+        .caption(title, ("sans-serif", 20))
+        .margin(12)
+        .x_label_area_size(40)
+        .y_label_area_size(60)
+        .build_cartesian_2d(x0..x1, 0f64..rows as f64)?;
+    chart
+        .configure_mesh()
+        .x_desc(x_label)
+        .y_labels(rows)
+        .y_label_formatter(&|y| format!("cpu {}", (*y as usize).min(rows.saturating_sub(1))))
+        .disable_y_mesh()
+        .draw()?;
+    chart.draw_series(bars.iter().filter(|b| b.cpu < rows).map(|b| {
+        let color = Palette99::pick(b.client).to_rgba();
+        Rectangle::new([(b.start, b.cpu as f64 + 0.1), (b.end, b.cpu as f64 + 0.9)], color.filled())
+    }))?;
+    // Legend: one entry per client seen, at most 12.
+    let mut seen: Vec<usize> = bars.iter().map(|b| b.client).collect();
+    seen.sort_unstable();
+    seen.dedup();
+    for &c in seen.iter().take(12) {
+        let color = Palette99::pick(c).to_rgba();
+        let name = names.get(c).cloned().unwrap_or_else(|| format!("#{c}"));
+        chart
+            .draw_series(std::iter::once(Rectangle::new([(x0, -1.0), (x0, -1.0)], color.filled())))?
+            .label(name)
+            .legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 12, y + 5)], color.filled()));
+    }
+    chart.configure_series_labels().background_style(WHITE.mix(0.85)).border_style(BLACK).draw()?;
+    root.present()?;
+    Ok(())
+}
+
+/// A histogram of values (one series per label), `bins` equal-width bins.
+pub fn histogram(path: &Path, title: &str, x_label: &str, series: &[Series], bins: usize) -> PlotResult {
+    let root = SVGBackend::new(path, (900, 480)).into_drawing_area();
+    root.fill(&WHITE)?;
+    let (lo, hi) = bounds(series, |p| p.0, Scale::Linear);
+    let width = (hi - lo) / bins.max(1) as f64;
+    let counts: Vec<Vec<u32>> = series
+        .iter()
+        .map(|s| {
+            let mut c = vec![0u32; bins.max(1)];
+            for p in &s.points {
+                let b = (((p.0 - lo) / width) as usize).min(bins.max(1) - 1);
+                c[b] += 1;
+            }
+            c
+        })
+        .collect();
+    let top = counts.iter().flatten().copied().max().unwrap_or(1).max(1) as f64;
+    let mut chart = ChartBuilder::on(&root)
+        .caption(title, ("sans-serif", 20))
+        .margin(12)
+        .x_label_area_size(40)
+        .y_label_area_size(60)
+        .build_cartesian_2d(lo..hi, 0f64..top * 1.1)?;
+    chart.configure_mesh().x_desc(x_label).y_desc("count").draw()?;
+    let k = series.len().max(1) as f64;
+    for (si, s) in series.iter().enumerate() {
+        let color = Palette99::pick(si).to_rgba();
+        chart
+            .draw_series(counts[si].iter().enumerate().filter(|(_, &n)| n > 0).map(|(b, &n)| {
+                let x = lo + b as f64 * width + si as f64 * width / k;
+                Rectangle::new([(x, 0.0), (x + width / k, n as f64)], color.filled())
+            }))?
+            .label(s.name.clone())
+            .legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 12, y + 5)], color.filled()));
+    }
+    chart.configure_series_labels().background_style(WHITE.mix(0.85)).border_style(BLACK).draw()?;
+    root.present()?;
+    Ok(())
+}

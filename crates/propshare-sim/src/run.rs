@@ -1,0 +1,297 @@
+//! Running a scenario: every scheduler, every repeat, metrics, traces,
+//! plots, and the verdict on each claim.
+
+use std::path::{Path, PathBuf};
+
+use propshare::{registry, SchedConfig, Time};
+
+use crate::engine::{Engine, SimError, TraceEvent};
+use crate::output::{self, RunMetrics, TraceMeta, TraceWriter};
+use crate::plot::{self, Bar, Scale, Series};
+use crate::scenario::{Claim, ClaimMetric, Scenario};
+
+/// What to write besides metrics.
+#[derive(Clone, Debug, Default)]
+pub struct RunOptions {
+    /// Directory for all outputs (created).
+    pub out: Option<PathBuf>,
+    /// Write JSON Lines and Perfetto traces (first repeat of each scheduler).
+    pub traces: bool,
+    /// Draw SVG plots.
+    pub plots: bool,
+    /// Measure wall-clock cost per decision.
+    pub measure_cost: bool,
+}
+
+/// A claim and what we measured.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Verdict {
+    /// The claim.
+    pub claim: Claim,
+    /// Our value: (low, high) for range metrics, (v, v) for scalars.
+    pub ours: Option<(f64, f64)>,
+    /// Whether ours lies inside the claimed range.
+    pub matches: bool,
+}
+
+/// Everything one scenario produced.
+#[derive(Clone, Debug)]
+pub struct ScenarioResult {
+    /// The scenario.
+    pub scenario: Scenario,
+    /// Metrics of every run (scheduler × repeat).
+    pub runs: Vec<RunMetrics>,
+    /// Claim verdicts.
+    pub verdicts: Vec<Verdict>,
+    /// Plot files written, relative to the output directory, with captions.
+    pub plots: Vec<(String, String)>,
+    /// Wall-clock median and p99 ns per decision, per scheduler (when measured).
+    pub costs: Vec<(String, u64, u64)>,
+}
+
+/// Run error: simulation or I/O.
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    /// The simulation failed.
+    #[error(transparent)]
+    Sim(#[from] SimError),
+    /// Writing outputs failed.
+    #[error("{path}: {source}")]
+    Io {
+        /// File.
+        path: String,
+        /// Cause.
+        source: std::io::Error,
+    },
+    /// Plotting failed.
+    #[error("plot {path}: {message}")]
+    Plot {
+        /// File.
+        path: String,
+        /// Cause.
+        message: String,
+    },
+}
+
+fn io_err(path: &Path) -> impl FnOnce(std::io::Error) -> RunError + '_ {
+    move |source| RunError::Io { path: path.display().to_string(), source }
+}
+
+fn slug(s: &str) -> String {
+    s.chars().map(|c| if c.is_ascii_alphanumeric() || c == '-' || c == '_' { c } else { '_' }).collect()
+}
+
+/// Run every scheduler of `scn` (or `only`, if given) on every repeat.
+/// `progress(done, total)` is called after each run.
+pub fn run_scenario(
+    scn: &Scenario,
+    only: Option<&[String]>,
+    opts: &RunOptions,
+    progress: &mut dyn FnMut(usize, usize),
+) -> Result<ScenarioResult, RunError> {
+    let schedulers: Vec<String> = only.map(|o| o.to_vec()).unwrap_or_else(|| scn.schedulers.clone());
+    if let Some(dir) = &opts.out {
+        std::fs::create_dir_all(dir).map_err(io_err(dir))?;
+    }
+    let total = schedulers.len() * scn.repeat as usize;
+    let mut runs = Vec::new();
+    let mut plots = Vec::new();
+    let mut costs = Vec::new();
+    let mut lag_plot: Vec<(String, Vec<Series>)> = Vec::new();
+    let mut done = 0;
+    let windows = scn.windows();
+    for name in &schedulers {
+        let mut cost_hist: Option<crate::engine::CostHistogram> = None;
+        for k in 0..scn.repeat {
+            let cfg = scn.config(k);
+            let clients = scn.clients(k);
+            let names: Vec<String> = clients.iter().map(|c| c.name.clone()).collect();
+            let sched = registry::build(name, SchedConfig { cpus: cfg.cpus, quantum: cfg.quantum, seed: cfg.seed })
+                .map_err(|e| SimError::Config(e.to_string()))?;
+            let mut engine = Engine::new(sched, cfg.clone(), clients)?;
+            let first = k == 0;
+            let lag_idx: Vec<usize> = if scn.report.lag_clients.is_empty() {
+                (0..names.len().min(8)).collect()
+            } else {
+                scn.report.lag_clients.iter().filter_map(|n| names.iter().position(|m| m == n)).collect()
+            };
+            if first && opts.plots {
+                let every = scn.report.sample_every.or(Some((cfg.horizon / 200).max(1)));
+                engine.sample_lag(&lag_idx, every);
+            }
+            if opts.measure_cost {
+                engine.measure_cost();
+            }
+            engine.windows(&windows);
+            let window = scn.report.gantt.unwrap_or((0, (cfg.quantum * 40).min(cfg.horizon)));
+            let mut bars: Vec<Bar> = Vec::new();
+            let mut writer = match (&opts.out, first && opts.traces) {
+                (Some(dir), true) => {
+                    let base = format!("{}__{}", slug(&scn.name), slug(name));
+                    let meta = TraceMeta {
+                        ev: "meta",
+                        scheduler: name,
+                        cpus: cfg.cpus,
+                        quantum_ns: cfg.quantum,
+                        seed: cfg.seed,
+                        scenario: &scn.name,
+                    };
+                    let j = dir.join(format!("{base}.trace.jsonl"));
+                    let p = dir.join(format!("{base}.perfetto.json"));
+                    Some(TraceWriter::create(Some(&j), Some(&p), &meta).map_err(io_err(&j))?)
+                }
+                _ => None,
+            };
+            let name_index = |n: &str| names.iter().position(|m| m == n).unwrap_or(0);
+            let report = engine.run(&mut |e: TraceEvent| {
+                if let Some(w) = writer.as_mut() {
+                    w.event(&e);
+                }
+                if let (true, true, TraceEvent::Run { cpu, client, start, end }) = (first, opts.plots, e) {
+                    if end > window.0 && start < window.1 && bars.len() < 20_000 {
+                        let ms = |t: Time| t as f64 / 1e6;
+                        bars.push(Bar {
+                            cpu,
+                            client: name_index(client),
+                            start: ms(start.max(window.0)),
+                            end: ms(end.min(window.1)),
+                        });
+                    }
+                }
+            })?;
+            if let Some(w) = writer {
+                w.finish().map_err(io_err(opts.out.as_deref().unwrap_or(Path::new("."))))?;
+            }
+            if let Some(h) = &report.decision_cost {
+                let acc = cost_hist.get_or_insert_with(Default::default);
+                acc.merge(h);
+            }
+            if first && opts.plots {
+                if let Some(dir) = &opts.out {
+                    let q = cfg.quantum as f64;
+                    let series: Vec<Series> = report
+                        .clients
+                        .iter()
+                        .filter(|c| !c.lag_series.is_empty())
+                        .map(|c| Series {
+                            name: c.name.clone(),
+                            points: c.lag_series.iter().map(|&(t, l)| (t as f64 / 1e9, l / q)).collect(),
+                        })
+                        .collect();
+                    lag_plot.push((name.clone(), series));
+                    let file = format!("{}__{}__gantt.svg", slug(&scn.name), slug(name));
+                    plot::gantt(
+                        &dir.join(&file),
+                        &format!("{name}: CPUs over time"),
+                        "time (ms)",
+                        cfg.cpus,
+                        &bars,
+                        &names,
+                    )
+                    .map_err(|e| RunError::Plot { path: file.clone(), message: e.to_string() })?;
+                    plots.push((file, format!("{name}: which client ran on each CPU")));
+                }
+            }
+            runs.push(output::metrics(&scn.name, &report));
+            done += 1;
+            progress(done, total);
+        }
+        if let Some(h) = cost_hist {
+            costs.push((name.clone(), h.quantile(0.5), h.quantile(0.99)));
+        }
+    }
+    if let (Some(dir), true) = (&opts.out, opts.plots) {
+        for (name, series) in &lag_plot {
+            let file = format!("{}__{}__lag.svg", slug(&scn.name), slug(name));
+            plot::line_chart(
+                &dir.join(&file),
+                &format!("{name}: lag over time"),
+                "time (s)",
+                "lag (quanta)",
+                series,
+                (Scale::Linear, Scale::Linear),
+            )
+            .map_err(|e| RunError::Plot { path: file.clone(), message: e.to_string() })?;
+            plots.push((file, format!("{name}: lag (ideal − received) of each client, in quanta")));
+        }
+        let file = format!("{}__lagdist.svg", slug(&scn.name));
+        let dist: Vec<Series> = schedulers
+            .iter()
+            .map(|s| Series {
+                name: s.clone(),
+                points: runs
+                    .iter()
+                    .filter(|r| &r.scheduler == s)
+                    .flat_map(|r| r.clients.iter().flat_map(|c| [(c.max_lag, 0.0), (c.min_lag, 0.0)]))
+                    .collect(),
+            })
+            .collect();
+        plot::histogram(&dir.join(&file), "distribution of per-client max and min lag", "lag (quanta)", &dist, 30)
+            .map_err(|e| RunError::Plot { path: file.clone(), message: e.to_string() })?;
+        plots.push((file, "distribution of each client's largest and smallest lag, all schedulers".into()));
+    }
+    if let Some(dir) = &opts.out {
+        let base = slug(&scn.name);
+        let j = dir.join(format!("{base}.metrics.json"));
+        output::write_metrics_json(&j, &runs).map_err(io_err(&j))?;
+        let c = dir.join(format!("{base}.metrics.csv"));
+        output::write_metrics_csv(&c, &runs).map_err(io_err(&c))?;
+    }
+    let verdicts = scn.claims.iter().map(|c| judge(c, &windows, &runs)).collect();
+    Ok(ScenarioResult { scenario: scn.clone(), runs, verdicts, plots, costs })
+}
+
+/// Evaluate one claim over the runs of its scheduler (all repeats);
+/// `windows` are the scenario's measurement windows.
+pub fn judge(claim: &Claim, windows: &[(Time, Time)], runs: &[RunMetrics]) -> Verdict {
+    let slot = claim.window.and_then(|w| windows.iter().position(|&x| x == w));
+    let span = claim.window.map_or(0.0, |(a, b)| (b - a) as f64);
+    let received = |c: &output::ClientMetrics| match slot {
+        Some(k) => c.window_received_ns.get(k).copied().unwrap_or(0) as f64,
+        None => c.received_ns as f64,
+    };
+    let mine: Vec<&RunMetrics> = runs.iter().filter(|r| r.scheduler == claim.scheduler).collect();
+    let about = |c: &str| claim.client.as_deref().is_none_or(|x| x == c);
+    let fold = |vals: Vec<f64>| -> Option<(f64, f64)> {
+        let lo = vals.iter().copied().fold(f64::INFINITY, f64::min);
+        let hi = vals.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+        lo.is_finite().then_some((lo, hi))
+    };
+    let ours = match claim.metric {
+        ClaimMetric::ServiceError => fold(
+            mine.iter()
+                .flat_map(|r| r.clients.iter().filter(|c| about(&c.client)))
+                .flat_map(|c| [c.service_error_min, c.service_error_max])
+                .flatten()
+                .collect(),
+        ),
+        ClaimMetric::Lag => fold(
+            mine.iter()
+                .flat_map(|r| r.clients.iter().filter(|c| about(&c.client)))
+                .flat_map(|c| [-c.max_lag, -c.min_lag])
+                .collect(),
+        )
+        .map(|(lo, hi)| (-hi, -lo)),
+        ClaimMetric::Share => fold(
+            mine.iter()
+                .flat_map(|r| r.clients.iter().filter(|c| about(&c.client)))
+                .map(|c| if slot.is_some() { received(c) / span } else { c.share })
+                .collect(),
+        ),
+        ClaimMetric::ShareRatio => fold(
+            mine.iter()
+                .filter_map(|r| {
+                    let get = |n: &str| r.clients.iter().find(|c| c.client == n).map(&received);
+                    match (get(&claim.clients[0]), get(&claim.clients[1])) {
+                        (Some(a), Some(b)) if b > 0.0 => Some(a / b),
+                        _ => None,
+                    }
+                })
+                .collect(),
+        ),
+        ClaimMetric::IdleFraction => fold(mine.iter().map(|r| r.idle_fraction).collect()),
+    };
+    let matches = ours
+        .is_some_and(|(lo, hi)| claim.min.is_none_or(|m| lo >= m - 1e-9) && claim.max.is_none_or(|m| hi <= m + 1e-9));
+    Verdict { claim: claim.clone(), ours, matches }
+}

@@ -1,0 +1,862 @@
+//! Scenario files: a workload, a machine, the schedulers to run, and the
+//! claims (a paper's numbers) the run should reproduce. The format is
+//! documented field by field in `docs/SCENARIOS.md`.
+//!
+//! Every error names the file, the line and column, and the field, and no
+//! input makes the loader panic: unknown fields, wrong types, zero or
+//! negative weights, P = 0, times out of order and unknown scheduler names
+//! are all refused with a [`ScenarioError`].
+
+use std::ops::Range;
+use std::path::Path;
+
+use propshare::{Time, Weight};
+use rand::{Rng, SeedableRng};
+use rand_pcg::Pcg64Mcg;
+use serde::de::{self, Deserializer, Visitor};
+use serde::Deserialize;
+use toml::Spanned;
+
+use crate::engine::{Behavior, ClientSpec, Dist, SimConfig};
+
+/// A scenario that could not be loaded: where and why.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{file}:{line}:{column}: {field}{sep}{message}", sep = if field.is_empty() { "" } else { ": " })]
+pub struct ScenarioError {
+    /// The file.
+    pub file: String,
+    /// 1-based line.
+    pub line: usize,
+    /// 1-based column.
+    pub column: usize,
+    /// The field at fault (dotted path), if known.
+    pub field: String,
+    /// What is wrong.
+    pub message: String,
+}
+
+/// A duration: an integer number of ns, or a string with a unit
+/// (`"10ms"`, `"1.5s"`, `"250us"`, `"100ns"`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Dur(pub Time);
+
+impl<'de> Deserialize<'de> for Dur {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Dur, D::Error> {
+        struct V;
+        impl Visitor<'_> for V {
+            type Value = Dur;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a duration: integer ns or a string like \"10ms\"")
+            }
+            fn visit_i64<E: de::Error>(self, v: i64) -> Result<Dur, E> {
+                u64::try_from(v).map(Dur).map_err(|_| E::custom(format!("duration must not be negative, got {v}")))
+            }
+            fn visit_u64<E: de::Error>(self, v: u64) -> Result<Dur, E> {
+                Ok(Dur(v))
+            }
+            fn visit_str<E: de::Error>(self, v: &str) -> Result<Dur, E> {
+                parse_duration(v).map(Dur).map_err(E::custom)
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
+/// Parse `"10ms"`, `"1.5s"`, `"250us"`, `"100ns"`, `"2min"` into ns.
+pub fn parse_duration(s: &str) -> Result<Time, String> {
+    let s = s.trim();
+    let split = s.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(s.len());
+    let (num, unit) = s.split_at(split);
+    let scale: u64 = match unit.trim() {
+        "ns" => 1,
+        "us" | "µs" => 1_000,
+        "ms" => 1_000_000,
+        "s" => 1_000_000_000,
+        "min" => 60_000_000_000,
+        "" => return Err(format!("duration {s:?} needs a unit (ns, us, ms, s, min)")),
+        u => return Err(format!("unknown time unit {u:?} in {s:?} (use ns, us, ms, s, min)")),
+    };
+    let (int, frac) = num.split_once('.').unwrap_or((num, ""));
+    if int.is_empty() && frac.is_empty() {
+        return Err(format!("duration {s:?} has no number"));
+    }
+    let int: u64 = if int.is_empty() { 0 } else { int.parse().map_err(|_| format!("bad number in duration {s:?}"))? };
+    let mut ns = int.checked_mul(scale).ok_or_else(|| format!("duration {s:?} is too long"))?;
+    let mut place = scale;
+    for d in frac.chars() {
+        let d = d.to_digit(10).ok_or_else(|| format!("bad number in duration {s:?}"))? as u64;
+        place /= 10;
+        ns += d * place;
+    }
+    Ok(ns)
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawScenario {
+    name: Option<String>,
+    description: Option<String>,
+    paper: Option<String>,
+    schedulers: Option<Vec<Spanned<String>>>,
+    seed: Option<u64>,
+    repeat: Option<Spanned<u32>>,
+    machine: Spanned<RawMachine>,
+    #[serde(default, rename = "client")]
+    clients: Vec<Spanned<RawClient>>,
+    #[serde(default, rename = "class")]
+    classes: Vec<Spanned<RawClass>>,
+    #[serde(default)]
+    poisson: Vec<Spanned<RawPoisson>>,
+    #[serde(default, rename = "claim")]
+    claims: Vec<Spanned<RawClaim>>,
+    report: Option<RawReport>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawMachine {
+    cpus: Spanned<i64>,
+    quantum: Spanned<Dur>,
+    horizon: Spanned<Dur>,
+    #[serde(default)]
+    offsets: Option<Spanned<RawOffsets>>,
+    #[serde(default)]
+    switch_cost: Option<Dur>,
+    #[serde(default)]
+    migration_cost: Option<Dur>,
+}
+
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum RawOffsets {
+    List(Vec<Dur>),
+    Named(String),
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawClient {
+    name: Spanned<String>,
+    weight: Spanned<i64>,
+    #[serde(default)]
+    arrive: Option<Spanned<Dur>>,
+    #[serde(default)]
+    depart: Option<Spanned<Dur>>,
+    #[serde(default)]
+    run: Option<RawTimeDist>,
+    #[serde(default)]
+    sleep: Option<RawTimeDist>,
+    #[serde(default)]
+    weight_changes: Vec<Spanned<RawWeightChange>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawWeightChange {
+    at: Dur,
+    weight: Spanned<i64>,
+}
+
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum RawTimeDist {
+    Fixed(Dur),
+    Dist(RawTimeDistTable),
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, tag = "dist", rename_all = "kebab-case")]
+enum RawTimeDistTable {
+    Constant { value: Dur },
+    Uniform { min: Dur, max: Dur },
+    Exponential { mean: Dur },
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawClass {
+    prefix: Spanned<String>,
+    count: Spanned<i64>,
+    weight: Spanned<RawWeightDist>,
+    #[serde(default)]
+    run: Option<RawTimeDist>,
+    #[serde(default)]
+    sleep: Option<RawTimeDist>,
+    #[serde(default)]
+    arrive: Option<Dur>,
+}
+
+/// How the weights of a class of clients are drawn.
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields, tag = "dist", rename_all = "kebab-case")]
+pub enum WeightDist {
+    /// Every client has this weight.
+    Constant {
+        /// The weight.
+        value: i64,
+    },
+    /// Uniform integers in `[min, max]`.
+    Uniform {
+        /// Smallest.
+        min: i64,
+        /// Largest.
+        max: i64,
+    },
+    /// Log-uniform integers in `[min, max]`.
+    LogUniform {
+        /// Smallest.
+        min: i64,
+        /// Largest.
+        max: i64,
+    },
+    /// The first client holds `percent`% of `total`; the rest split the remainder at random (each ≥ 1).
+    Heavy {
+        /// Share of the heavy client, in percent of the total weight.
+        percent: f64,
+        /// Total weight of the class.
+        total: i64,
+    },
+}
+
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum RawWeightDist {
+    Fixed(i64),
+    Dist(WeightDist),
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawPoisson {
+    prefix: Spanned<String>,
+    mean_interarrival: Spanned<Dur>,
+    lifetime: RawTimeDist,
+    weight: Spanned<RawWeightDist>,
+    #[serde(default)]
+    start: Option<Spanned<Dur>>,
+    stop: Spanned<Dur>,
+    #[serde(default)]
+    run: Option<RawTimeDist>,
+    #[serde(default)]
+    sleep: Option<RawTimeDist>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawClaim {
+    paper: String,
+    source: String,
+    scheduler: Spanned<String>,
+    metric: Spanned<String>,
+    #[serde(default)]
+    client: Option<String>,
+    #[serde(default)]
+    clients: Vec<String>,
+    #[serde(default)]
+    min: Option<f64>,
+    #[serde(default)]
+    max: Option<f64>,
+    #[serde(default)]
+    note: Option<String>,
+    #[serde(default)]
+    window: Option<Spanned<[Dur; 2]>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawReport {
+    #[serde(default)]
+    sample_every: Option<Dur>,
+    #[serde(default)]
+    lag_clients: Vec<String>,
+    #[serde(default)]
+    gantt: Option<[Dur; 2]>,
+}
+
+/// A metric a claim is about.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ClaimMetric {
+    /// The papers' service error range over clients (or one client), in quanta.
+    ServiceError,
+    /// Lag against the fluid reference, range over clients, in quanta.
+    Lag,
+    /// One client's received CPU time over the horizon, in CPUs (0..1).
+    Share,
+    /// `clients[0]`'s received time divided by `clients[1]`'s.
+    ShareRatio,
+    /// Idle CPU time while clients waited, as a fraction of total CPU time.
+    IdleFraction,
+}
+
+impl ClaimMetric {
+    /// The metric names accepted in files.
+    pub const NAMES: &'static str = "service_error, lag, share, share_ratio, idle_fraction";
+
+    fn parse(s: &str) -> Option<ClaimMetric> {
+        Some(match s {
+            "service_error" => ClaimMetric::ServiceError,
+            "lag" => ClaimMetric::Lag,
+            "share" => ClaimMetric::Share,
+            "share_ratio" => ClaimMetric::ShareRatio,
+            "idle_fraction" => ClaimMetric::IdleFraction,
+            _ => return None,
+        })
+    }
+
+    /// The name used in files and reports.
+    pub fn name(self) -> &'static str {
+        match self {
+            ClaimMetric::ServiceError => "service_error",
+            ClaimMetric::Lag => "lag",
+            ClaimMetric::Share => "share",
+            ClaimMetric::ShareRatio => "share_ratio",
+            ClaimMetric::IdleFraction => "idle_fraction",
+        }
+    }
+}
+
+/// A paper's claim that a scenario reproduces.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Claim {
+    /// The paper.
+    pub paper: String,
+    /// Where in the paper (section, figure, table).
+    pub source: String,
+    /// The scheduler it is about.
+    pub scheduler: String,
+    /// The metric.
+    pub metric: ClaimMetric,
+    /// The client it is about (`None`: all clients).
+    pub client: Option<String>,
+    /// Two clients, for ratios.
+    pub clients: Vec<String>,
+    /// Expected lower end.
+    pub min: Option<f64>,
+    /// Expected upper end.
+    pub max: Option<f64>,
+    /// Why we differ, if we know.
+    pub note: Option<String>,
+    /// For share and share_ratio: measure only inside `[start, end)`, ns.
+    pub window: Option<(Time, Time)>,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+enum Behave {
+    Cpu,
+    Phases(Dist, Dist),
+}
+
+impl Behave {
+    fn behavior(&self) -> Behavior {
+        match *self {
+            Behave::Cpu => Behavior::CpuBound,
+            Behave::Phases(run, sleep) => Behavior::Phases { run, sleep },
+        }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq)]
+struct Class {
+    prefix: String,
+    count: usize,
+    weight: WeightDist,
+    behave: Behave,
+    arrive: Time,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+struct Poisson {
+    prefix: String,
+    mean_interarrival: Time,
+    lifetime: Dist,
+    weight: WeightDist,
+    start: Time,
+    stop: Time,
+    behave: Behave,
+}
+
+/// What the report should plot.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct ReportSpec {
+    /// Lag sampling grid, ns.
+    pub sample_every: Option<Time>,
+    /// Clients whose lag is plotted over time (default: the first eight).
+    pub lag_clients: Vec<String>,
+    /// Window of the per-CPU Gantt chart, ns.
+    pub gantt: Option<(Time, Time)>,
+}
+
+/// A validated scenario.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Scenario {
+    /// Name (defaults to the file stem).
+    pub name: String,
+    /// One paragraph.
+    pub description: String,
+    /// The paper it reproduces, if any.
+    pub paper: Option<String>,
+    /// Schedulers to run (default: all registered).
+    pub schedulers: Vec<String>,
+    /// Base seed.
+    pub seed: u64,
+    /// Runs with seeds `seed..seed + repeat`.
+    pub repeat: u32,
+    /// The machine (its seed is set per run).
+    pub machine: SimConfig,
+    clients: Vec<ClientSpec>,
+    classes: Vec<Class>,
+    poisson: Vec<Poisson>,
+    /// Claims to check.
+    pub claims: Vec<Claim>,
+    /// Plots.
+    pub report: ReportSpec,
+}
+
+struct Ctx<'a> {
+    file: &'a str,
+    text: &'a str,
+}
+
+impl Ctx<'_> {
+    fn err(&self, span: Range<usize>, field: &str, message: impl Into<String>) -> ScenarioError {
+        let upto = &self.text[..span.start.min(self.text.len())];
+        let line = upto.matches('\n').count() + 1;
+        let column = upto.rsplit('\n').next().map_or(0, |l| l.chars().count()) + 1;
+        ScenarioError { file: self.file.to_string(), line, column, field: field.to_string(), message: message.into() }
+    }
+
+    fn weight(&self, v: &Spanned<i64>, field: &str) -> Result<Weight, ScenarioError> {
+        let w = *v.get_ref();
+        if w <= 0 {
+            return Err(self.err(v.span(), field, format!("weight must be a positive integer, got {w}")));
+        }
+        Weight::new(w as u64).map_err(|e| self.err(v.span(), field, e.to_string()))
+    }
+
+    fn weight_dist(&self, v: &Spanned<RawWeightDist>, field: &str, count: usize) -> Result<WeightDist, ScenarioError> {
+        let bad = |m: String| self.err(v.span(), field, m);
+        let ok = |w: i64| w > 0 && (w as u64) <= Weight::MAX;
+        let d = match v.get_ref() {
+            RawWeightDist::Fixed(w) => WeightDist::Constant { value: *w },
+            RawWeightDist::Dist(d) => d.clone(),
+        };
+        match &d {
+            WeightDist::Constant { value } if !ok(*value) => {
+                return Err(bad(format!("weight must be a positive integer up to {}, got {value}", Weight::MAX)))
+            }
+            WeightDist::Uniform { min, max } | WeightDist::LogUniform { min, max }
+                if !(ok(*min) && ok(*max) && min <= max) =>
+            {
+                return Err(bad(format!("weights need 1 <= min <= max <= {}, got min {min}, max {max}", Weight::MAX)))
+            }
+            WeightDist::Heavy { percent, total } => {
+                if !(*percent > 0.0 && *percent < 100.0) {
+                    return Err(bad(format!("percent must be strictly between 0 and 100, got {percent}")));
+                }
+                if count < 2 || *total < count as i64 + 1 || !ok(*total) {
+                    return Err(bad(format!(
+                        "a heavy class needs count >= 2 and total >= count + 1, got count {count}, total {total}"
+                    )));
+                }
+            }
+            _ => {}
+        }
+        Ok(d)
+    }
+
+    fn time_dist(&self, d: &RawTimeDist, span: Range<usize>, field: &str) -> Result<Dist, ScenarioError> {
+        Ok(match d {
+            RawTimeDist::Fixed(Dur(t)) | RawTimeDist::Dist(RawTimeDistTable::Constant { value: Dur(t) }) => {
+                Dist::Constant(*t)
+            }
+            RawTimeDist::Dist(RawTimeDistTable::Uniform { min, max }) => {
+                if min > max {
+                    return Err(self.err(span, field, "uniform needs min <= max"));
+                }
+                Dist::Uniform(min.0, max.0)
+            }
+            RawTimeDist::Dist(RawTimeDistTable::Exponential { mean }) => {
+                if mean.0 == 0 {
+                    return Err(self.err(span, field, "exponential needs a positive mean"));
+                }
+                Dist::Exponential(mean.0)
+            }
+        })
+    }
+
+    fn behave(
+        &self,
+        run: &Option<RawTimeDist>,
+        sleep: &Option<RawTimeDist>,
+        span: Range<usize>,
+        at: &str,
+    ) -> Result<Behave, ScenarioError> {
+        match (run, sleep) {
+            (None, None) => Ok(Behave::Cpu),
+            (Some(r), Some(s)) => {
+                let run = self.time_dist(r, span.clone(), &format!("{at}.run"))?;
+                if run == Dist::Constant(0) {
+                    return Err(self.err(span, &format!("{at}.run"), "a run phase must be at least 1 ns"));
+                }
+                Ok(Behave::Phases(run, self.time_dist(s, span, &format!("{at}.sleep"))?))
+            }
+            _ => Err(self.err(span, at, "give both `run` and `sleep` for a client that sleeps, or neither")),
+        }
+    }
+}
+
+impl Scenario {
+    /// Load and validate a scenario file.
+    pub fn load(path: &Path) -> Result<Scenario, ScenarioError> {
+        let file = path.display().to_string();
+        let text = std::fs::read_to_string(path).map_err(|e| ScenarioError {
+            file: file.clone(),
+            line: 0,
+            column: 0,
+            field: String::new(),
+            message: format!("cannot read: {e}"),
+        })?;
+        let stem = path.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
+        Scenario::parse(&file, &text, &stem)
+    }
+
+    /// Parse and validate scenario text; `file` names it in errors.
+    pub fn parse(file: &str, text: &str, default_name: &str) -> Result<Scenario, ScenarioError> {
+        let cx = Ctx { file, text };
+        let raw: RawScenario = toml::from_str(text).map_err(|e| {
+            let span = e.span().unwrap_or(0..0);
+            // Name the key written on the offending line, when there is one.
+            let start = text[..span.start.min(text.len())].rfind('\n').map_or(0, |i| i + 1);
+            let line = text[start..].lines().next().unwrap_or("");
+            let key = line
+                .split_once('=')
+                .map(|(k, _)| k.trim())
+                .filter(|k| !k.is_empty() && k.chars().all(|c| c.is_ascii_alphanumeric() || "_-.\"".contains(c)));
+            cx.err(span, key.unwrap_or(""), e.message().trim().to_string())
+        })?;
+        let m = raw.machine.get_ref();
+        let cpus = *m.cpus.get_ref();
+        if cpus <= 0 || cpus > 1 << 16 {
+            return Err(cx.err(m.cpus.span(), "machine.cpus", format!("must be between 1 and 65536, got {cpus}")));
+        }
+        let cpus = cpus as usize;
+        let quantum = m.quantum.get_ref().0;
+        if quantum == 0 {
+            return Err(cx.err(m.quantum.span(), "machine.quantum", "must be at least 1 ns"));
+        }
+        let horizon = m.horizon.get_ref().0;
+        if horizon == 0 || horizon >= 1 << 50 {
+            return Err(cx.err(m.horizon.span(), "machine.horizon", "must be between 1 ns and 2^50 ns (13 days)"));
+        }
+        let offsets = match &m.offsets {
+            None => Vec::new(),
+            Some(o) => match o.get_ref() {
+                RawOffsets::List(l) => l.iter().map(|d| d.0).collect(),
+                RawOffsets::Named(n) if n == "staggered" => {
+                    (0..cpus as u64).map(|k| k * quantum / cpus as u64).collect()
+                }
+                RawOffsets::Named(n) => {
+                    return Err(cx.err(
+                        o.span(),
+                        "machine.offsets",
+                        format!("expected a list of durations or \"staggered\", got {n:?}"),
+                    ))
+                }
+            },
+        };
+        let machine = SimConfig {
+            cpus,
+            quantum,
+            horizon,
+            cpu_offsets: offsets,
+            switch_cost: m.switch_cost.map_or(0, |d| d.0),
+            migration_cost: m.migration_cost.map_or(0, |d| d.0),
+            seed: 0,
+        };
+
+        let mut names = std::collections::HashSet::new();
+        let mut clients = Vec::new();
+        for (i, rc) in raw.clients.iter().enumerate() {
+            let at = format!("client[{i}]");
+            let c = rc.get_ref();
+            let name = c.name.get_ref().clone();
+            if !names.insert(name.clone()) {
+                return Err(cx.err(c.name.span(), &format!("{at}.name"), format!("duplicate client name {name:?}")));
+            }
+            let weight = cx.weight(&c.weight, &format!("{at}.weight"))?;
+            let arrive = c.arrive.as_ref().map_or(0, |a| a.get_ref().0);
+            let depart = match &c.depart {
+                Some(d) if d.get_ref().0 <= arrive => {
+                    return Err(cx.err(
+                        d.span(),
+                        &format!("{at}.depart"),
+                        format!("departure ({} ns) must come after arrival ({arrive} ns)", d.get_ref().0),
+                    ))
+                }
+                d => d.as_ref().map(|d| d.get_ref().0),
+            };
+            let mut last = arrive;
+            let mut weight_changes = Vec::new();
+            for (k, wc) in c.weight_changes.iter().enumerate() {
+                let f = format!("{at}.weight_changes[{k}]");
+                let t = wc.get_ref().at.0;
+                if t < last {
+                    return Err(cx.err(
+                        wc.span(),
+                        &format!("{f}.at"),
+                        format!("times out of order: {t} ns comes before {last} ns"),
+                    ));
+                }
+                last = t;
+                weight_changes.push((t, cx.weight(&wc.get_ref().weight, &format!("{f}.weight"))?));
+            }
+            let behave = cx.behave(&c.run, &c.sleep, rc.span(), &at)?;
+            clients.push(ClientSpec { name, weight, arrive, depart, behavior: behave.behavior(), weight_changes });
+        }
+
+        let mut classes = Vec::new();
+        for (i, rc) in raw.classes.iter().enumerate() {
+            let at = format!("class[{i}]");
+            let c = rc.get_ref();
+            let count = *c.count.get_ref();
+            if count <= 0 || count > propshare::MAX_CLIENT_ID as i64 {
+                return Err(cx.err(
+                    c.count.span(),
+                    &format!("{at}.count"),
+                    format!("must be between 1 and {}, got {count}", propshare::MAX_CLIENT_ID),
+                ));
+            }
+            classes.push(Class {
+                prefix: c.prefix.get_ref().clone(),
+                count: count as usize,
+                weight: cx.weight_dist(&c.weight, &format!("{at}.weight"), count as usize)?,
+                behave: cx.behave(&c.run, &c.sleep, rc.span(), &at)?,
+                arrive: c.arrive.map_or(0, |d| d.0),
+            });
+        }
+
+        let mut poisson = Vec::new();
+        for (i, rp) in raw.poisson.iter().enumerate() {
+            let at = format!("poisson[{i}]");
+            let p = rp.get_ref();
+            let start = p.start.as_ref().map_or(0, |s| s.get_ref().0);
+            let stop = p.stop.get_ref().0;
+            if stop <= start {
+                return Err(cx.err(
+                    p.stop.span(),
+                    &format!("{at}.stop"),
+                    "times out of order: stop must come after start",
+                ));
+            }
+            let mean = p.mean_interarrival.get_ref().0;
+            if mean == 0 {
+                return Err(cx.err(p.mean_interarrival.span(), &format!("{at}.mean_interarrival"), "must be positive"));
+            }
+            poisson.push(Poisson {
+                prefix: p.prefix.get_ref().clone(),
+                mean_interarrival: mean,
+                lifetime: cx.time_dist(&p.lifetime, rp.span(), &format!("{at}.lifetime"))?,
+                weight: cx.weight_dist(&p.weight, &format!("{at}.weight"), 2)?,
+                start,
+                stop,
+                behave: cx.behave(&p.run, &p.sleep, rp.span(), &at)?,
+            });
+        }
+
+        let schedulers = match &raw.schedulers {
+            None => propshare::registry::names().map(String::from).collect(),
+            Some(list) => {
+                for s in list {
+                    if let Err(e) = propshare::registry::find(s.get_ref()) {
+                        return Err(cx.err(s.span(), "schedulers", e.to_string()));
+                    }
+                }
+                list.iter().map(|s| s.get_ref().clone()).collect()
+            }
+        };
+
+        let mut claims = Vec::new();
+        for (i, rc) in raw.claims.iter().enumerate() {
+            let at = format!("claim[{i}]");
+            let c = rc.get_ref();
+            let metric = ClaimMetric::parse(c.metric.get_ref()).ok_or_else(|| {
+                cx.err(
+                    c.metric.span(),
+                    &format!("{at}.metric"),
+                    format!("unknown metric {:?}; known: {}", c.metric.get_ref(), ClaimMetric::NAMES),
+                )
+            })?;
+            if let Err(e) = propshare::registry::find(c.scheduler.get_ref()) {
+                return Err(cx.err(c.scheduler.span(), &format!("{at}.scheduler"), e.to_string()));
+            }
+            if metric == ClaimMetric::ShareRatio && c.clients.len() != 2 {
+                return Err(cx.err(rc.span(), &format!("{at}.clients"), "share_ratio needs exactly two clients"));
+            }
+            if metric == ClaimMetric::Share && c.client.is_none() {
+                return Err(cx.err(rc.span(), &format!("{at}.client"), "share needs a client"));
+            }
+            let window = match &c.window {
+                Some(w) if w.get_ref()[0] >= w.get_ref()[1] => {
+                    return Err(cx.err(
+                        w.span(),
+                        &format!("{at}.window"),
+                        "times out of order: the window must end after it starts",
+                    ))
+                }
+                Some(w) if !matches!(metric, ClaimMetric::Share | ClaimMetric::ShareRatio) => {
+                    return Err(cx.err(
+                        w.span(),
+                        &format!("{at}.window"),
+                        "a window applies only to share and share_ratio",
+                    ))
+                }
+                w => w.as_ref().map(|w| (w.get_ref()[0].0, w.get_ref()[1].0)),
+            };
+            if c.min.is_none() && c.max.is_none() {
+                return Err(cx.err(rc.span(), &at, "a claim needs `min`, `max` or both"));
+            }
+            claims.push(Claim {
+                paper: c.paper.clone(),
+                source: c.source.clone(),
+                scheduler: c.scheduler.get_ref().clone(),
+                metric,
+                client: c.client.clone(),
+                clients: c.clients.clone(),
+                min: c.min,
+                max: c.max,
+                note: c.note.clone(),
+                window,
+            });
+        }
+
+        let report = raw
+            .report
+            .map(|r| ReportSpec {
+                sample_every: r.sample_every.map(|d| d.0).filter(|&d| d > 0),
+                lag_clients: r.lag_clients,
+                gantt: r.gantt.map(|[a, b]| (a.0, b.0)),
+            })
+            .unwrap_or_default();
+
+        let repeat = match &raw.repeat {
+            Some(r) if *r.get_ref() == 0 => return Err(cx.err(r.span(), "repeat", "must be at least 1")),
+            Some(r) => *r.get_ref(),
+            None => 1,
+        };
+        if clients.is_empty() && classes.is_empty() && poisson.is_empty() {
+            return Err(cx.err(
+                0..0,
+                "client",
+                "the scenario has no clients (add [[client]], [[class]] or [[poisson]])",
+            ));
+        }
+        Ok(Scenario {
+            name: raw.name.unwrap_or_else(|| default_name.to_string()),
+            description: raw.description.unwrap_or_default(),
+            paper: raw.paper,
+            schedulers,
+            seed: raw.seed.unwrap_or(1),
+            repeat,
+            machine,
+            clients,
+            classes,
+            poisson,
+            claims,
+            report,
+        })
+    }
+
+    /// The distinct measurement windows the claims use, in first-use order.
+    pub fn windows(&self) -> Vec<(Time, Time)> {
+        let mut w: Vec<(Time, Time)> = Vec::new();
+        for c in &self.claims {
+            if let Some(x) = c.window {
+                if !w.contains(&x) {
+                    w.push(x);
+                }
+            }
+        }
+        w
+    }
+
+    /// The machine settings for run `k` (seed `seed + k`).
+    pub fn config(&self, k: u32) -> SimConfig {
+        SimConfig { seed: self.seed.wrapping_add(k as u64), ..self.machine.clone() }
+    }
+
+    /// The clients of run `k`: explicit clients, then classes, then Poisson
+    /// arrivals, all drawn deterministically from the run's seed.
+    pub fn clients(&self, k: u32) -> Vec<ClientSpec> {
+        let mut rng = Pcg64Mcg::seed_from_u64(self.seed.wrapping_add(k as u64) ^ 0x5eed_c1a5);
+        let mut out = self.clients.clone();
+        for c in &self.classes {
+            let weights = draw_weights(&c.weight, c.count, &mut rng);
+            for (j, w) in weights.into_iter().enumerate() {
+                out.push(ClientSpec {
+                    name: format!("{}{}", c.prefix, j),
+                    weight: w,
+                    arrive: c.arrive,
+                    depart: None,
+                    behavior: c.behave.behavior(),
+                    weight_changes: Vec::new(),
+                });
+            }
+        }
+        for p in &self.poisson {
+            let mut t = p.start;
+            let mut j = 0;
+            let gap = Dist::Exponential(p.mean_interarrival);
+            loop {
+                t = t.saturating_add(gap.sample(&mut rng));
+                if t >= p.stop || out.len() >= propshare::MAX_CLIENT_ID as usize {
+                    break;
+                }
+                let w = draw_weights(&p.weight, 1, &mut rng)[0];
+                let life = p.lifetime.sample(&mut rng).max(1);
+                out.push(ClientSpec {
+                    name: format!("{}{}", p.prefix, j),
+                    weight: w,
+                    arrive: t,
+                    depart: Some(t + life),
+                    behavior: p.behave.behavior(),
+                    weight_changes: Vec::new(),
+                });
+                j += 1;
+            }
+        }
+        out
+    }
+}
+
+/// Draw `n` weights (validated distributions only).
+fn draw_weights(d: &WeightDist, n: usize, rng: &mut Pcg64Mcg) -> Vec<Weight> {
+    let w = |x: u64| Weight::new(x.clamp(1, Weight::MAX)).expect("clamped");
+    match *d {
+        WeightDist::Constant { value } => vec![w(value as u64); n],
+        WeightDist::Uniform { min, max } => (0..n).map(|_| w(rng.random_range(min as u64..=max as u64))).collect(),
+        WeightDist::LogUniform { min, max } => {
+            let (lo, hi) = ((min as f64).ln(), (max as f64 + 1.0).ln());
+            (0..n).map(|_| w((rng.random_range(lo..hi).exp().floor() as u64).clamp(min as u64, max as u64))).collect()
+        }
+        WeightDist::Heavy { percent, total } => {
+            if n == 1 {
+                return vec![w(total as u64)];
+            }
+            let total = total as u64;
+            let heavy = ((total as f64 * percent / 100.0).round() as u64).clamp(1, total - (n as u64 - 1));
+            let rest = total - heavy;
+            // A uniformly random composition of `rest` into n-1 positive parts:
+            // n-2 distinct cut points in 1..rest.
+            let mut cuts = rand::seq::index::sample(rng, (rest - 1) as usize, n - 2).into_vec();
+            cuts.iter_mut().for_each(|c| *c += 1);
+            cuts.sort_unstable();
+            let mut out = vec![w(heavy)];
+            let mut prev = 0;
+            for c in cuts.into_iter().chain(std::iter::once(rest as usize)) {
+                out.push(w((c - prev) as u64));
+                prev = c;
+            }
+            out
+        }
+    }
+}

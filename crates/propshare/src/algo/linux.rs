@@ -1,0 +1,866 @@
+//! What Linux's CFS ([`super::cfs`]) and EEVDF ([`super::eevdf`]) share,
+//! modelled on `kernel/sched/fair.c` and `kernel/sched/core.c`: the
+//! nice-to-weight table, the kernel's fixed-point `delta · NICE_0_LOAD / w`,
+//! the per-CPU runqueue framework ([`LinuxSched`], generic over the
+//! per-runqueue policy [`FairRq`]), wake-up placement and the load balancer.
+//!
+//! # Weights
+//!
+//! A client's propshare weight is used directly as its kernel *load weight*:
+//! 1024 (`NICE_0_LOAD`) is a nice-0 task, [`SCHED_PRIO_TO_WEIGHT`] gives the
+//! forty nice levels (each step ×1.25), and any other positive integer acts
+//! like a cgroup weight. [`weight_to_nice`], [`nice_to_weight`] and
+//! [`nices_for_weights`] translate between propshare weights and nice values
+//! (for a host that can only `setpriority`).
+//!
+//! # Per-CPU runqueues
+//!
+//! Every CPU has its own runqueue ([`CpuPart`]: the policy's queue and
+//! virtual time, plus the list of its tasks in least-recently-run order that
+//! the balancer walks). There is no global virtual time. A client belongs to
+//! exactly one runqueue while runnable (`task_cpu`) and remembers the last one
+//! while blocked. The policy ([`FairRq`]) decides the order *inside* a
+//! runqueue; everything between runqueues is here, as named operations
+//! between two per-CPU parts: [`LinuxSched::migrate`] (detach from one
+//! runqueue, attach to another), [`LinuxSched::load_balance`] and
+//! [`LinuxSched::newidle_balance`].
+//!
+//! # Wake-up placement (`select_task_rq_fair`)
+//!
+//! * A joining client (fork, `SD_BALANCE_FORK`, `find_idlest_cpu`) goes to an
+//!   idle CPU if there is one (lowest id), else to the CPU with the least
+//!   weighted load (ties: lowest id).
+//! * A waking client (`select_idle_sibling`) goes to its previous CPU if that
+//!   is idle, else to the first idle CPU scanning upwards from it (wrapping),
+//!   else back to its previous CPU.
+//! * If the chosen CPU is running something, the policy's wake-up preemption
+//!   test decides whether `join`/`wake` return a kick for it.
+//!
+//! # Load balancing (`sched_balance_rq`, formerly `load_balance`)
+//!
+//! One flat domain holds every CPU, each CPU its own group of capacity 1024.
+//! A CPU's *load* is the sum of the weights of its runnable clients (running
+//! one included); a CPU is *overloaded* when it has at least two runnable
+//! clients (one waits), *fully busy* with one, *has spare* with none.
+//!
+//! * **Periodic** ([`LinuxSched::load_balance`]): every
+//!   [`Tunables::balance_interval`] (default [`BALANCE_INTERVAL`] = 4 ms)
+//!   each CPU, as `this`, looks for the busiest CPU: the overloaded CPU with
+//!   the highest load (only an overloaded CPU has a task that can move; the
+//!   running task never moves). Then, as `calculate_imbalance` does:
+//!   - `this` idle: pull one task (the kernel's `migrate_util`/`migrate_task`
+//!     for a group with spare capacity; we move one task per pass);
+//!   - otherwise balanced if `load(this) ≥ load(busiest)` or
+//!     `load(this) ≥ avg`, and, when `this` is itself overloaded, if
+//!     `100 · load(busiest) ≤ imbalance_pct · load(this)`
+//!     (`imbalance_pct` = [`IMBALANCE_PCT`] = 117, the MC domain's);
+//!   - else `imbalance = min(load(busiest) − avg, avg − load(this))` ("don't
+//!     push ourselves above the average, nor the busiest below it"), and
+//!     `detach_tasks` walks the busiest CPU's tasks from the least recently
+//!     run, at most `nr_migrate` = 32 of them, skipping the running one and
+//!     any whose weight exceeds what is left of the imbalance, and moves the
+//!     rest, subtracting each weight.
+//! * **New-idle** ([`LinuxSched::newidle_balance`]): a CPU whose queue is
+//!   empty when asked to pick pulls one task from the busiest overloaded CPU
+//!   first. Since every waiting task sits on an overloaded CPU, this makes the
+//!   scheduler work-conserving: no CPU is idle while a task waits after the
+//!   host has polled its idle CPUs ([`Scheduler::work_conserving`] is true).
+//!
+//! * **Failed-balance relaxation** (option, `cfs+lbfail` / `eevdf+lbfail`,
+//!   [`Tunables::balance_failed_relax`]): as `sd->nr_balance_failed` does
+//!   since the 5.5 rework, a periodic pass that finds an imbalance but moves
+//!   nothing counts a failure, and a task of weight w then fits if
+//!   `w >> failures ≤ imbalance`; a move or a balanced verdict resets the
+//!   count. Tasks that are too heavy for the imbalance therefore move after
+//!   a few passes, and the odd task of N on P rotates between CPUs.
+//!
+//! Because the balancer equalises *load*, not service, a move happens only
+//! when a whole task's weight fits in the imbalance. Three equal clients on
+//! two CPUs (loads 2w and w, average 1.5w, imbalance w/2 < w) or ten on eight
+//! therefore stay where they are for ever: one client keeps a CPU to itself
+//! while two share the other, the known cross-CPU unfairness of Linux.
+//!
+//! # Modelled and not modelled
+//!
+//! Modelled: per-CPU runqueues with their own virtual time, the policy of
+//! each file (see there), nice weights and `__calc_delta`, fork/wake
+//! placement, periodic and new-idle balancing of weighted load with
+//! `imbalance_pct`, `nr_migrate` and the least-recently-run walk, wake-up
+//! preemption kicks.
+//!
+//! Not modelled: PELT (load is the instantaneous runnable weight, as for
+//! always-runnable tasks; util-based `migrate_util` amounts), cgroups and
+//! group scheduling, the SMT/LLC/NUMA domain hierarchy (one flat domain),
+//! CPU capacities and asymmetric packing, active balancing of running tasks
+//! (and, by default, the `nr_balance_failed` relaxation),
+//! cache hotness (`task_hot`, `migration_cost`), `busy_factor` and the
+//! doubling of `balance_interval`, NOHZ idle balancing, wake-affine
+//! heuristics between waker and wakee, buddies (`next`/`last`/`skip`),
+//! bandwidth control, and ticks (slices are handed out whole; see the
+//! policies' `Gap:` lines).
+//!
+//! Gap: the kernel computes the domain average with integer division and
+//! (before 5.14) could underflow `busiest − avg`; we compare exactly
+//! (everything multiplied by P) and saturate at zero, so a busiest CPU below
+//! the average yields no move.
+//!
+//! Gap: the propshare weight is used directly as the kernel load weight
+//! (1024 = nice 0). Virtual runtime goes through the kernel's 32-bit inverse
+//! weight, whose relative error is about `w / 2^32`: negligible for nice
+//! weights (2·10^-5 at nice −20), coarse for weights near 2^32, as it would
+//! be in the kernel.
+//!
+//! Gap: balancing runs when an event arrives at or after a CPU's
+//! `next_balance` (the kernel runs it from the tick), for every CPU that is
+//! due, in CPU order.
+//!
+//! Gap: the scheduler reads no clock, so the running client's virtual
+//! runtime is charged only when the host reports `stopped` (the kernel's
+//! `update_curr` also charges it at every enqueue); events in the middle of a
+//! slice see it as of its pick.
+//!
+//! # Cost
+//!
+//! Each event costs the policy's O(log n) on one runqueue (n its clients),
+//! plus O(log n) for the least-recently-run set, plus an O(P) scan for due
+//! balances. A balance pass is O(P) to find the busiest CPU plus
+//! O(nr_migrate · log n) for the walk; a move is O(log n) on each side.
+//! Placement is O(P).
+
+use std::collections::BTreeSet;
+use std::fmt::Debug;
+
+use crate::model::{ClientId, CpuId, SchedError, StopReason, Time, Weight, MS};
+use crate::roster::{ClientTable, Roster, Status};
+use crate::scheduler::{Decision, Kick, SchedConfig, Scheduler};
+
+/// The load weight of a nice-0 task.
+pub const NICE_0_LOAD: u64 = 1024;
+
+/// `sched_prio_to_weight[]` (kernel/sched/core.c): the load weight of nice
+/// −20 (index 0) to nice 19 (index 39). Each step is about ×1.25.
+pub const SCHED_PRIO_TO_WEIGHT: [u64; 40] = [
+    88761, 71755, 56483, 46273, 36291, // -20 .. -16
+    29154, 23254, 18705, 14949, 11916, // -15 .. -11
+    9548, 7620, 6100, 4904, 3906, // -10 .. -6
+    3121, 2501, 1991, 1586, 1277, // -5 .. -1
+    1024, 820, 655, 526, 423, // 0 .. 4
+    335, 272, 215, 172, 137, // 5 .. 9
+    110, 87, 70, 56, 45, // 10 .. 14
+    36, 29, 23, 18, 15, // 15 .. 19
+];
+
+/// `sched_prio_to_wmult[]`: `2^32 / weight`, so that `__calc_delta` can
+/// multiply and shift instead of dividing.
+pub const SCHED_PRIO_TO_WMULT: [u64; 40] = [
+    48388, 59856, 76040, 92818, 118348, // -20 .. -16
+    147320, 184698, 229616, 287308, 360437, // -15 .. -11
+    449829, 563644, 704093, 875809, 1099582, // -10 .. -6
+    1376151, 1717300, 2157191, 2708050, 3363326, // -5 .. -1
+    4194304, 5237765, 6557202, 8165337, 10153587, // 0 .. 4
+    12820798, 15790321, 19976592, 24970740, 31350126, // 5 .. 9
+    39045157, 49367440, 61356676, 76695844, 95443717, // 10 .. 14
+    119304647, 148102320, 186737708, 238609294, 286331153, // 15 .. 19
+];
+
+/// `WMULT_CONST`: the inverse weight of weight 1, `2^32 − 1`.
+const WMULT_CONST: u64 = u32::MAX as u64;
+const WMULT_SHIFT: i32 = 32;
+
+/// The load weight of `nice` (clamped to −20..=19).
+pub fn nice_to_weight(nice: i32) -> u64 {
+    SCHED_PRIO_TO_WEIGHT[(nice.clamp(-20, 19) + 20) as usize]
+}
+
+/// The nice value whose weight is nearest to `weight` in ratio (the geometric
+/// midpoint between two neighbours decides; ties go to the lighter level).
+/// Weights beyond the table map to −20 or 19.
+pub fn weight_to_nice(weight: u64) -> i32 {
+    nice_for_ratio(weight as u128, 1)
+}
+
+/// The nice level nearest in ratio to `num / den`.
+fn nice_for_ratio(num: u128, den: u128) -> i32 {
+    // The table descends; find the first level whose weight is ≤ num/den.
+    let mut i = 0;
+    while i < 40 && SCHED_PRIO_TO_WEIGHT[i] as u128 * den > num {
+        i += 1;
+    }
+    if i == 0 {
+        return -20;
+    }
+    if i == 40 {
+        return 19;
+    }
+    // Between heavier level i-1 (a) and lighter level i (b): nearer to a iff
+    // (num/den)^2 > a·b.
+    let (a, b) = (SCHED_PRIO_TO_WEIGHT[i - 1] as u128, SCHED_PRIO_TO_WEIGHT[i] as u128);
+    if num * num > a * b * den * den {
+        i as i32 - 1 - 20
+    } else {
+        i as i32 - 20
+    }
+}
+
+/// Nice values for a set of propshare weights, preserving their ratios as
+/// well as forty levels allow: the heaviest weight becomes nice 0 unless the
+/// lightest would then fall below nice 19's weight (15), in which case the
+/// lightest becomes nice 19 and the rest follow (clamped at −20).
+pub fn nices_for_weights(weights: &[u64]) -> Vec<i32> {
+    let Some(&max) = weights.iter().max() else { return Vec::new() };
+    let min = weights.iter().copied().min().unwrap_or(1).max(1);
+    let max = max.max(1) as u128;
+    let lightest = SCHED_PRIO_TO_WEIGHT[39] as u128;
+    // Scale s = num/den maps weight w to w·s.
+    let (num, den) = if (min as u128) * NICE_0_LOAD as u128 >= lightest * max {
+        (NICE_0_LOAD as u128, max)
+    } else {
+        (lightest, min as u128)
+    };
+    weights.iter().map(|&w| nice_for_ratio(w as u128 * num, den)).collect()
+}
+
+/// The kernel's inverse of a load weight (`__update_inv_weight`): the
+/// `sched_prio_to_wmult` entry for a nice weight, else `WMULT_CONST / w`.
+pub fn inv_weight(w: u64) -> u64 {
+    if let Ok(i) = SCHED_PRIO_TO_WEIGHT.binary_search_by(|probe| w.cmp(probe)) {
+        return SCHED_PRIO_TO_WMULT[i];
+    }
+    match w {
+        0 => WMULT_CONST,
+        w if w >= WMULT_CONST => 1,
+        w => WMULT_CONST / w,
+    }
+}
+
+/// `__calc_delta`: `delta · weight / lw` computed as
+/// `(delta · (weight · inv(lw))) >> 32`, shifting the factor down until it
+/// fits 32 bits (exact to within the inverse's rounding).
+pub fn calc_delta(delta: Time, weight: u64, lw: u64) -> Time {
+    let mut shift = WMULT_SHIFT;
+    let mut fact = weight;
+    while fact >> 32 != 0 {
+        fact >>= 1;
+        shift -= 1;
+    }
+    let mut fact = fact * inv_weight(lw);
+    while fact >> 32 != 0 {
+        fact >>= 1;
+        shift -= 1;
+    }
+    let product = delta as u128 * fact as u128;
+    let result = if shift >= 0 { product >> shift } else { product.checked_shl((-shift) as u32).unwrap_or(u128::MAX) };
+    result.min(u64::MAX as u128) as u64
+}
+
+/// `calc_delta_fair`: virtual time for running `delta` ns at weight `w`,
+/// `delta · NICE_0_LOAD / w`.
+pub fn calc_delta_fair(delta: Time, w: u64) -> Time {
+    if w == NICE_0_LOAD {
+        delta
+    } else {
+        calc_delta(delta, NICE_0_LOAD, w)
+    }
+}
+
+/// Real time a client of weight `w` must run to advance its virtual
+/// runtime by `vdelta` (the inverse of [`calc_delta_fair`], rounded up, at
+/// least 1 ns).
+pub fn real_for_virtual(vdelta: u64, w: u64) -> Time {
+    let t = (vdelta as u128 * w as u128).div_ceil(NICE_0_LOAD as u128);
+    t.clamp(1, u64::MAX as u128) as Time
+}
+
+/// How often each CPU runs the periodic load balancer: 4 ms.
+pub const BALANCE_INTERVAL: Time = 4 * MS;
+/// The MC domain's `imbalance_pct`: a busier overloaded CPU must be 17% more
+/// loaded than an overloaded `this` before `this` pulls.
+pub const IMBALANCE_PCT: u64 = 117;
+/// `sysctl_sched_nr_migrate`: tasks examined per balance pass.
+pub const NR_MIGRATE: usize = 32;
+/// `TICK_NSEC` at `HZ = 250`: the floor of EEVDF's lag clamp.
+pub const TICK: Time = 4 * MS;
+
+/// The kernel's tunables and scheduler features, as far as they are modelled.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Tunables {
+    /// CFS `sysctl_sched_latency`: the period in which every task runs once.
+    pub latency: Time,
+    /// CFS `sysctl_sched_min_granularity`: the shortest slice.
+    pub min_granularity: Time,
+    /// CFS `sysctl_sched_wakeup_granularity`: how far (in virtual time of the
+    /// wakee) the running task must be ahead before a wakee preempts it.
+    pub wakeup_granularity: Time,
+    /// EEVDF `sysctl_sched_base_slice`: every request's size r.
+    pub base_slice: Time,
+    /// `TICK_NSEC`, the floor of EEVDF's lag clamp.
+    pub tick: Time,
+    /// Time between two periodic balance passes of one CPU.
+    pub balance_interval: Time,
+    /// `imbalance_pct`, in percent.
+    pub imbalance_pct: u64,
+    /// `sysctl_sched_nr_migrate`.
+    pub nr_migrate: usize,
+    /// CFS `START_DEBIT`: new tasks start one virtual slice after min_vruntime.
+    pub start_debit: bool,
+    /// CFS `GENTLE_FAIR_SLEEPERS`: wakers are credited half a latency, not a whole one.
+    pub gentle_fair_sleepers: bool,
+    /// EEVDF `PLACE_LAG`: restore the saved lag on enqueue.
+    pub place_lag: bool,
+    /// EEVDF `PLACE_DEADLINE_INITIAL`: new tasks get half a slice of deadline.
+    pub place_deadline_initial: bool,
+    /// EEVDF `RUN_TO_PARITY`: an eligible running task is not preempted by a
+    /// wakee before its slice ends.
+    pub run_to_parity: bool,
+    /// Relax the imbalance cap after failed balance passes
+    /// (`nr_balance_failed`); off by default (the classic balancer).
+    pub balance_failed_relax: bool,
+}
+
+impl Tunables {
+    /// Tunables for a host quantum q: EEVDF's base slice and CFS's minimum
+    /// granularity are q, and the kernel's ratios are kept
+    /// (latency = 8q as `sched_nr_latency` = 8, wakeup granularity = 4q/3 as
+    /// 1 ms : 0.75 ms); kernel default features.
+    pub fn for_quantum(q: Time) -> Tunables {
+        let q = q.max(1);
+        Tunables {
+            latency: q.saturating_mul(8),
+            min_granularity: q,
+            wakeup_granularity: (q as u128 * 4 / 3).min(u64::MAX as u128) as Time,
+            base_slice: q,
+            tick: TICK,
+            balance_interval: BALANCE_INTERVAL,
+            imbalance_pct: IMBALANCE_PCT,
+            nr_migrate: NR_MIGRATE,
+            start_debit: true,
+            gentle_fair_sleepers: true,
+            place_lag: true,
+            place_deadline_initial: true,
+            run_to_parity: true,
+            balance_failed_relax: false,
+        }
+    }
+
+    /// The kernel's defaults on `cpus` CPUs (`SCHED_TUNABLESCALING_LOG`:
+    /// every granularity × (1 + ilog2(min(cpus, 8)))): latency 6 ms, minimum
+    /// granularity 0.75 ms, wakeup granularity 1 ms, base slice 0.75 ms.
+    pub fn kernel_defaults(cpus: usize) -> Tunables {
+        let factor = 1 + (cpus.clamp(1, 8) as u64).ilog2() as u64;
+        Tunables {
+            latency: 6 * MS * factor,
+            min_granularity: 750_000 * factor,
+            wakeup_granularity: MS * factor,
+            base_slice: 750_000 * factor,
+            ..Tunables::for_quantum(750_000 * factor)
+        }
+    }
+}
+
+/// One client's scheduling entity (`struct sched_entity`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Entity {
+    /// Load weight (the propshare weight).
+    pub weight: u64,
+    /// Virtual runtime. For CFS, relative to its runqueue's min_vruntime while
+    /// being moved between CPUs.
+    pub vruntime: u64,
+    /// EEVDF virtual deadline.
+    pub deadline: u64,
+    /// EEVDF saved virtual lag `V − v`, clamped.
+    pub vlag: i64,
+    /// EEVDF request size r.
+    pub slice: Time,
+    /// The CPU whose runqueue holds it (or held it last).
+    pub cpu: usize,
+    /// When it was last enqueued or picked (orders the balancer's walk).
+    pub stamp: u64,
+    /// Total CPU time charged.
+    pub sum_exec: Time,
+}
+
+impl Entity {
+    fn new(weight: u64, cpu: usize) -> Entity {
+        Entity { weight, vruntime: 0, deadline: 0, vlag: 0, slice: 0, cpu, stamp: 0, sum_exec: 0 }
+    }
+}
+
+/// Why an entity is enqueued.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Enqueue {
+    /// A new client (fork).
+    New,
+    /// A blocked client wakes.
+    Wakeup,
+    /// Moved here by the balancer.
+    Migrated,
+}
+
+/// Why a waiting (not running) entity is dequeued.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Dequeue {
+    /// It blocks.
+    Sleep,
+    /// It leaves.
+    Leave,
+    /// The balancer moves it to another CPU.
+    Migrate,
+}
+
+/// The policy of one per-CPU runqueue (`struct cfs_rq`): how its clients are
+/// ordered, placed and charged. CFS and EEVDF implement it.
+pub trait FairRq: Clone + Debug {
+    /// Registry name of the scheduler built on this policy.
+    const NAME: &'static str;
+    /// An empty runqueue.
+    fn new(t: &Tunables) -> Self;
+    /// Runnable clients here, the running one included.
+    fn nr_running(&self) -> usize;
+    /// Sum of their weights.
+    fn load(&self) -> u64;
+    /// The client running from this runqueue, if any.
+    fn curr(&self) -> Option<ClientId>;
+    /// Add a runnable client that is not running.
+    fn enqueue(&mut self, t: &Tunables, c: ClientId, se: &mut Entity, how: Enqueue);
+    /// Remove a waiting client.
+    fn dequeue(&mut self, t: &Tunables, c: ClientId, se: &mut Entity, how: Dequeue);
+    /// Choose the next client (it becomes `curr`) and its slice in ns.
+    fn pick(&mut self, t: &Tunables, ents: &mut ClientTable<Entity>) -> Option<(ClientId, Time)>;
+    /// `curr` stopped after running `ran` ns: charge it, and queue it again
+    /// if it is still runnable (else it leaves this runqueue).
+    fn put_prev(&mut self, t: &Tunables, c: ClientId, se: &mut Entity, ran: Time, still_runnable: bool);
+    /// Whether the just-enqueued `wakee` should preempt `curr`.
+    fn wakeup_preempt(&self, t: &Tunables, ents: &ClientTable<Entity>, wakee: ClientId) -> bool;
+    /// Change the weight of a client of this runqueue (waiting or running).
+    fn reweight(&mut self, t: &Tunables, c: ClientId, se: &mut Entity, weight: u64);
+    /// Change the weight of a blocked client.
+    fn reweight_sleeping(se: &mut Entity, weight: u64);
+    /// A blocked client last on `src` wakes up on `dst`
+    /// (`migrate_task_rq_fair`).
+    fn migrate_sleeper(src: &Self, dst: &Self, se: &mut Entity);
+}
+
+/// One CPU's part: its runqueue, its tasks in least-recently-run order (the
+/// kernel's `rq->cfs_tasks`), and when it balances next.
+#[derive(Clone, Debug)]
+pub struct CpuPart<R> {
+    /// The policy's runqueue.
+    pub rq: R,
+    lru: BTreeSet<(u64, ClientId)>,
+    next_balance: Time,
+    nr_balance_failed: u32,
+}
+
+/// A Linux-like scheduler: per-CPU runqueues of policy `R` plus the shared
+/// placement and load balancing.
+#[derive(Clone, Debug)]
+pub struct LinuxSched<R: FairRq> {
+    name: String,
+    roster: Roster,
+    tun: Tunables,
+    ents: ClientTable<Entity>,
+    cpus: Vec<CpuPart<R>>,
+    stamp: u64,
+    migrations: u64,
+}
+
+/// Two distinct elements of a slice, both mutable.
+fn two_mut<T>(v: &mut [T], a: usize, b: usize) -> (&mut T, &mut T) {
+    debug_assert_ne!(a, b);
+    if a < b {
+        let (x, y) = v.split_at_mut(b);
+        (&mut x[a], &mut y[0])
+    } else {
+        let (x, y) = v.split_at_mut(a);
+        (&mut y[0], &mut x[b])
+    }
+}
+
+impl<R: FairRq> LinuxSched<R> {
+    /// With [`Tunables::for_quantum`]`(cfg.quantum)`.
+    pub fn new(cfg: SchedConfig) -> Self {
+        Self::with_tunables(cfg, Tunables::for_quantum(cfg.quantum))
+    }
+
+    /// With the failed-balance relaxation (`+lbfail`).
+    pub fn with_balance_failed_relax(cfg: SchedConfig) -> Self {
+        let tun = Tunables { balance_failed_relax: true, ..Tunables::for_quantum(cfg.quantum) };
+        Self::with_tunables(cfg, tun)
+    }
+
+    /// With explicit tunables.
+    pub fn with_tunables(cfg: SchedConfig, tun: Tunables) -> Self {
+        let cpus = cfg.cpus.max(1);
+        let suffix = if tun.balance_failed_relax { "+lbfail" } else { "" };
+        LinuxSched {
+            name: format!("{}{suffix}", R::NAME),
+            roster: Roster::new(cfg.cpus),
+            tun,
+            ents: ClientTable::new(),
+            cpus: (0..cpus)
+                .map(|_| CpuPart { rq: R::new(&tun), lru: BTreeSet::new(), next_balance: 0, nr_balance_failed: 0 })
+                .collect(),
+            stamp: 0,
+            migrations: 0,
+        }
+    }
+
+    /// The tunables in force.
+    pub fn tunables(&self) -> &Tunables {
+        &self.tun
+    }
+
+    /// The runqueue of CPU `cpu`.
+    pub fn rq(&self, cpu: usize) -> &R {
+        &self.cpus[cpu].rq
+    }
+
+    /// A client's entity.
+    pub fn entity(&self, c: ClientId) -> Option<&Entity> {
+        self.ents.get(c)
+    }
+
+    /// Tasks moved between CPUs so far (balancing and wake-up placement).
+    pub fn migrations(&self) -> u64 {
+        self.migrations
+    }
+
+    fn next_stamp(&mut self) -> u64 {
+        self.stamp += 1;
+        self.stamp
+    }
+
+    fn is_idle(&self, k: usize) -> bool {
+        self.cpus[k].rq.nr_running() == 0
+    }
+
+    /// Fork placement: an idle CPU, else the least loaded.
+    fn select_cpu_new(&self) -> usize {
+        if let Some(k) = (0..self.cpus.len()).find(|&k| self.is_idle(k)) {
+            return k;
+        }
+        (0..self.cpus.len()).min_by_key(|&k| (self.cpus[k].rq.load(), k)).unwrap_or(0)
+    }
+
+    /// Wake placement: previous CPU if idle, else the next idle one, else previous.
+    fn select_cpu_wake(&self, prev: usize) -> usize {
+        let p = self.cpus.len();
+        (0..p).map(|i| (prev + i) % p).find(|&k| self.is_idle(k)).unwrap_or(prev)
+    }
+
+    fn attach(&mut self, k: usize, c: ClientId, how: Enqueue) -> Kick {
+        let stamp = self.next_stamp();
+        let tun = self.tun;
+        let se = &mut self.ents[c];
+        se.cpu = k;
+        se.stamp = stamp;
+        let part = &mut self.cpus[k];
+        part.rq.enqueue(&tun, c, se, how);
+        part.lru.insert((stamp, c));
+        let preempt = part.rq.curr().is_some() && part.rq.wakeup_preempt(&tun, &self.ents, c);
+        preempt.then_some(CpuId(k as u32))
+    }
+
+    fn detach(&mut self, c: ClientId, how: Dequeue) {
+        let tun = self.tun;
+        let se = &mut self.ents[c];
+        let part = &mut self.cpus[se.cpu];
+        part.rq.dequeue(&tun, c, se, how);
+        part.lru.remove(&(se.stamp, c));
+    }
+
+    /// Move waiting client `c` from CPU `src` to CPU `dst`
+    /// (`detach_task` + `attach_task`).
+    pub fn migrate(&mut self, src: usize, dst: usize, c: ClientId) {
+        let tun = self.tun;
+        let stamp = self.next_stamp();
+        let (from, to) = two_mut(&mut self.cpus, src, dst);
+        let se = &mut self.ents[c];
+        from.rq.dequeue(&tun, c, se, Dequeue::Migrate);
+        from.lru.remove(&(se.stamp, c));
+        se.cpu = dst;
+        se.stamp = stamp;
+        to.rq.enqueue(&tun, c, se, Enqueue::Migrated);
+        to.lru.insert((stamp, c));
+        self.migrations += 1;
+    }
+
+    /// The overloaded CPU (≥ 2 runnable) other than `this` with the highest
+    /// load (ties: lowest id).
+    fn find_busiest(&self, this: usize) -> Option<usize> {
+        (0..self.cpus.len())
+            .filter(|&k| k != this && self.cpus[k].rq.nr_running() >= 2)
+            .max_by(|&a, &b| self.cpus[a].rq.load().cmp(&self.cpus[b].rq.load()).then(b.cmp(&a)))
+    }
+
+    /// The waiting clients of `src` that the balancer examines, least
+    /// recently run first (at most `nr_migrate`, the running one counted).
+    fn candidates(&self, src: usize) -> Vec<ClientId> {
+        let curr = self.cpus[src].rq.curr();
+        self.cpus[src].lru.iter().take(self.tun.nr_migrate).map(|&(_, c)| c).filter(|&c| Some(c) != curr).collect()
+    }
+
+    /// An idle `this` pulls one waiting task from the busiest CPU.
+    /// Returns whether it moved one.
+    pub fn newidle_balance(&mut self, this: usize) -> bool {
+        let Some(busiest) = self.find_busiest(this) else { return false };
+        match self.candidates(busiest).first() {
+            Some(&c) => {
+                self.migrate(busiest, this, c);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// One periodic balance pass of CPU `this`; returns the number of tasks moved.
+    pub fn load_balance(&mut self, this: usize) -> usize {
+        let Some(busiest) = self.find_busiest(this) else {
+            self.cpus[this].nr_balance_failed = 0;
+            return 0;
+        };
+        if self.is_idle(this) {
+            return self.newidle_balance(this) as usize;
+        }
+        let p = self.cpus.len() as u128;
+        let total: u128 = self.cpus.iter().map(|k| k.rq.load() as u128).sum();
+        let local = self.cpus[this].rq.load() as u128;
+        let busy = self.cpus[busiest].rq.load() as u128;
+        // Balanced: this is at least as loaded as the busiest, or as the average;
+        // or both are overloaded and the busiest is within imbalance_pct.
+        let overloaded = self.cpus[this].rq.nr_running() >= 2;
+        if local >= busy || p * local >= total || (overloaded && 100 * busy <= self.tun.imbalance_pct as u128 * local) {
+            self.cpus[this].nr_balance_failed = 0;
+            return 0;
+        }
+        // In units of 1/P of a weight: min(busiest − avg, avg − this).
+        let mut imbalance = (p * busy).saturating_sub(total).min(total - p * local);
+        if imbalance == 0 {
+            self.cpus[this].nr_balance_failed = 0;
+            return 0;
+        }
+        let failed = if self.tun.balance_failed_relax { self.cpus[this].nr_balance_failed.min(63) } else { 0 };
+        let mut moved = 0;
+        for c in self.candidates(busiest) {
+            if imbalance == 0 {
+                break;
+            }
+            let w = p * self.ents[c].weight as u128;
+            if w >> failed > imbalance {
+                continue;
+            }
+            self.migrate(busiest, this, c);
+            imbalance = imbalance.saturating_sub(w);
+            moved += 1;
+        }
+        let part = &mut self.cpus[this];
+        part.nr_balance_failed = if moved == 0 { part.nr_balance_failed.saturating_add(1) } else { 0 };
+        moved
+    }
+
+    /// Run the periodic balance of every CPU that is due at `now`.
+    fn balance_due(&mut self, now: Time) {
+        for k in 0..self.cpus.len() {
+            if now >= self.cpus[k].next_balance {
+                self.cpus[k].next_balance = now.saturating_add(self.tun.balance_interval.max(1));
+                self.load_balance(k);
+            }
+        }
+    }
+}
+
+impl<R: FairRq> Scheduler for LinuxSched<R> {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn work_conserving(&self) -> bool {
+        // New-idle balancing pulls any waiting task to an idle CPU.
+        true
+    }
+
+    fn join(&mut self, now: Time, c: ClientId, w: Weight) -> Result<Kick, SchedError> {
+        self.roster.join(c, w)?;
+        self.balance_due(now);
+        let k = self.select_cpu_new();
+        let mut se = Entity::new(w.get(), k);
+        se.slice = self.tun.base_slice;
+        self.ents.insert(c, se);
+        Ok(self.attach(k, c, Enqueue::New))
+    }
+
+    fn leave(&mut self, now: Time, c: ClientId) -> Result<(), SchedError> {
+        if self.roster.leave(c)? == Status::Runnable {
+            self.detach(c, Dequeue::Leave);
+        }
+        self.ents.remove(c);
+        self.balance_due(now);
+        Ok(())
+    }
+
+    fn block(&mut self, now: Time, c: ClientId) -> Result<(), SchedError> {
+        self.roster.block(c)?;
+        self.detach(c, Dequeue::Sleep);
+        self.balance_due(now);
+        Ok(())
+    }
+
+    fn wake(&mut self, now: Time, c: ClientId) -> Result<Kick, SchedError> {
+        self.roster.wake(c)?;
+        self.balance_due(now);
+        let prev = self.ents[c].cpu;
+        let k = self.select_cpu_wake(prev);
+        if k != prev {
+            let (from, to) = two_mut(&mut self.cpus, prev, k);
+            R::migrate_sleeper(&from.rq, &to.rq, &mut self.ents[c]);
+            self.migrations += 1;
+        }
+        Ok(self.attach(k, c, Enqueue::Wakeup))
+    }
+
+    fn set_weight(&mut self, now: Time, c: ClientId, w: Weight) -> Result<(), SchedError> {
+        let status = self.roster.status(c)?;
+        self.roster.set_weight(c, w)?;
+        let tun = self.tun;
+        let se = &mut self.ents[c];
+        if status.is_runnable() {
+            self.cpus[se.cpu].rq.reweight(&tun, c, se, w.get());
+        } else {
+            R::reweight_sleeping(se, w.get());
+        }
+        self.balance_due(now);
+        Ok(())
+    }
+
+    fn pick(&mut self, now: Time, cpu: CpuId) -> Result<Decision, SchedError> {
+        self.roster.check_pick(cpu)?;
+        self.balance_due(now);
+        let k = cpu.index();
+        if self.cpus[k].rq.nr_running() == 0 {
+            self.newidle_balance(k);
+        }
+        let tun = self.tun;
+        let Some((client, slice)) = self.cpus[k].rq.pick(&tun, &mut self.ents) else {
+            return Ok(Decision::Idle);
+        };
+        let stamp = self.next_stamp();
+        let se = &mut self.ents[client];
+        self.cpus[k].lru.remove(&(se.stamp, client));
+        se.stamp = stamp;
+        self.cpus[k].lru.insert((stamp, client));
+        self.roster.start(cpu, client);
+        Ok(Decision::Run { client, slice: slice.max(1) })
+    }
+
+    fn stopped(&mut self, now: Time, cpu: CpuId, c: ClientId, ran: Time, why: StopReason) -> Result<(), SchedError> {
+        self.roster.stop(cpu, c, why)?;
+        let tun = self.tun;
+        let se = &mut self.ents[c];
+        let part = &mut self.cpus[cpu.index()];
+        part.rq.put_prev(&tun, c, se, ran, why.still_runnable());
+        if !why.still_runnable() {
+            part.lru.remove(&(se.stamp, c));
+        }
+        if why == StopReason::Left {
+            self.ents.remove(c);
+        }
+        self.balance_due(now);
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn weight_table_matches_the_kernel() {
+        assert_eq!(nice_to_weight(0), 1024);
+        assert_eq!(nice_to_weight(-20), 88761);
+        assert_eq!(nice_to_weight(19), 15);
+        assert_eq!(nice_to_weight(-100), 88761);
+        for i in 0..40 {
+            // wmult is 2^32 / weight, rounded.
+            let exact = (1u64 << 32) as f64 / SCHED_PRIO_TO_WEIGHT[i] as f64;
+            assert!((SCHED_PRIO_TO_WMULT[i] as f64 - exact).abs() <= 1.0, "level {i}");
+            if i > 0 {
+                // Each nice step is about 1.25x (between 1.2 and 1.3).
+                let r = SCHED_PRIO_TO_WEIGHT[i - 1] * 100 / SCHED_PRIO_TO_WEIGHT[i];
+                assert!((119..=131).contains(&r), "step {i}: {r}");
+            }
+        }
+    }
+
+    #[test]
+    fn nice_round_trips_and_nearest_level() {
+        for nice in -20..=19 {
+            assert_eq!(weight_to_nice(nice_to_weight(nice)), nice);
+        }
+        assert_eq!(weight_to_nice(1), 19);
+        assert_eq!(weight_to_nice(1 << 31), -20);
+        // 1100 is nearer (in ratio) to 1024 than to 1277; 1200 nearer to 1277.
+        assert_eq!(weight_to_nice(1100), 0);
+        assert_eq!(weight_to_nice(1200), -1);
+    }
+
+    #[test]
+    fn nices_for_weights_keep_ratios() {
+        assert_eq!(nices_for_weights(&[1, 1, 1]), vec![0, 0, 0]);
+        // 2:1 is about three nice steps (1.25^3 = 1.95).
+        assert_eq!(nices_for_weights(&[2, 1]), vec![0, 3]);
+        // 10:1 is about ten steps.
+        assert_eq!(nices_for_weights(&[10, 1, 1]), vec![0, 10, 10]);
+        // A ratio beyond 1024/15 anchors the lightest at nice 19.
+        assert_eq!(nices_for_weights(&[1000, 1]), vec![-12, 19]);
+        assert!(nices_for_weights(&[]).is_empty());
+    }
+
+    #[test]
+    fn nices_for_weights_keep_every_ratio_within_one_step() {
+        // Each weight is rounded by at most half a step (about ×1.12), so any
+        // ratio of two mapped weights is within one step (×1.25) of the
+        // original, as long as the set fits the table's 5917:1 range.
+        let mut x = 12345u64;
+        for _ in 0..2000 {
+            let n = 2 + (x % 6) as usize;
+            let ws: Vec<u64> = (0..n)
+                .map(|_| {
+                    x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+                    1 + (x >> 33) % 3000
+                })
+                .collect();
+            let nices = nices_for_weights(&ws);
+            for i in 0..n {
+                for j in 0..n {
+                    let (a, b) = (
+                        ws[i] as f64 / ws[j] as f64,
+                        nice_to_weight(nices[i]) as f64 / nice_to_weight(nices[j]) as f64,
+                    );
+                    assert!(a / b <= 1.26 && b / a <= 1.26, "{ws:?} -> {nices:?}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn calc_delta_matches_exact_division() {
+        for &w in &[1u64, 2, 3, 15, 100, 1024, 1277, 88761, 1 << 20, (1 << 32) - 1] {
+            for &d in &[0u64, 1, 999, 1_000_000, 10_000_000_000] {
+                let exact = d as u128 * 1024 / w as u128;
+                let got = calc_delta_fair(d, w) as u128;
+                // Off by at most the 32-bit inverse's rounding, 1/inv relative.
+                assert!(got.abs_diff(exact) <= exact / inv_weight(w) as u128 + 2, "w {w} d {d}: {got} vs {exact}");
+            }
+        }
+        assert_eq!(calc_delta_fair(5, NICE_0_LOAD), 5);
+        assert_eq!(real_for_virtual(1024, 1), 1);
+        assert_eq!(real_for_virtual(1, 2048), 2);
+    }
+
+    #[test]
+    fn kernel_defaults_scale_with_log_cpus() {
+        assert_eq!(Tunables::kernel_defaults(1).latency, 6 * MS);
+        assert_eq!(Tunables::kernel_defaults(8).latency, 24 * MS);
+        assert_eq!(Tunables::kernel_defaults(64).base_slice, 3 * MS);
+    }
+}

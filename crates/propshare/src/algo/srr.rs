@@ -1,0 +1,288 @@
+//! SRR, smoothed round robin (Chuanxiong Guo, "SRR: an O(1) time
+//! complexity packet scheduler for flows in multi-service packet networks",
+//! SIGCOMM 2001 and ToN 2004, section III), as the GR3 paper compares
+//! against it, on P CPUs with one global schedule: any CPU that needs work
+//! takes the next client of the sequence.
+//!
+//! # Rules
+//!
+//! * Weight matrix: with `k` the number of bits of the largest weight, row
+//!   i holds the binary digits of `w_i`; column `b` (the `2^b` digit) lists,
+//!   in arrival order, the clients whose bit b is set.
+//! * Weight spread sequence (WSS) of order k: `S^1 = 1`,
+//!   `S^k = S^(k-1), k, S^(k-1)`; its n-th term is `1 + tz(n)` (tz: trailing
+//!   zeros), for `n = 1 .. 2^k - 1`. Term j stands for column `b = k - j`,
+//!   which therefore comes up `2^b` times per pass of the sequence.
+//! * Scheduling: walk the WSS; at each term serve every client of its
+//!   column once (one quantum each, in column order), then go to the next
+//!   term; after the last term start the WSS again. Empty columns are
+//!   skipped.
+//!
+//! Known behaviour: a pass of the WSS serves client i exactly `w_i` times,
+//! so on one CPU with static weights the lag is 0 at every pass boundary
+//! (every `Σw` quanta); within a pass the service of a client is spread
+//! ("smoothed") over the pass, but the error can reach O(kN) quanta (GR3
+//! paper section 6; it measures -369 to +369 quanta on its skewed weights).
+//! Our tests check the pass-boundary property and show the error growing
+//! with N.
+//!
+//! Cost: pick O(1) on one CPU (at most one empty term is skipped between two
+//! visits of the top column, which is never empty; computing a term is one
+//! trailing-zeros instruction); join, leave, block, wake, weight change O(k)
+//! (k ≤ 32 column lists), as in the paper.
+//!
+//! Gap: when k changes (a heavier client arrives, or the heaviest leaves)
+//! the paper switches to the WSS of the new order; we restart it at its
+//! first term.
+//! Gap: on P CPUs a client running on another CPU is skipped when its turn
+//! in a column comes (it loses that turn). If 2k + 2 consecutive terms
+//! yield no waiting client, the first waiting client of the highest column
+//! is run, without moving the position in the sequence (this keeps the
+//! scheduler work-conserving and each pick O(k + P)).
+//! Gap: runs shorter than Q count as a full visit (SRR serves packets; we
+//! serve quanta).
+
+use crate::model::{ClientId, CpuId, SchedError, StopReason, Time, Weight};
+use crate::roster::{ClientTable, Roster, Status};
+use crate::scheduler::{Decision, Kick, SchedConfig, Scheduler};
+
+const COLUMNS: usize = 32;
+
+#[derive(Clone, Copy, Debug, Default)]
+struct Link {
+    prev: Option<ClientId>,
+    next: Option<ClientId>,
+}
+
+#[derive(Clone, Debug)]
+struct Row {
+    /// The weight whose bits place it in the columns.
+    bits: u64,
+    /// One link per set bit, in increasing bit order.
+    links: Vec<Link>,
+}
+
+impl Row {
+    /// Index into `links` of bit `b` (which must be set).
+    fn slot(&self, b: usize) -> usize {
+        (self.bits & ((1u64 << b) - 1)).count_ones() as usize
+    }
+}
+
+#[derive(Clone, Copy, Debug, Default)]
+struct Column {
+    head: Option<ClientId>,
+    tail: Option<ClientId>,
+}
+
+/// Smoothed round robin on one global weight matrix.
+#[derive(Clone, Debug)]
+pub struct SmoothedRoundRobin {
+    roster: Roster,
+    quantum: Time,
+    rows: ClientTable<Row>,
+    columns: [Column; COLUMNS],
+    /// Queued clients per order `⌊log2 w⌋`, to know k.
+    per_order: [usize; COLUMNS],
+    /// k: bits of the largest queued weight (0 if none).
+    order: u32,
+    /// Position n in the WSS, `1 ..= 2^k - 1`.
+    term: u64,
+    /// The column of the current term.
+    column: usize,
+    /// The next client to serve in the current column.
+    next: Option<ClientId>,
+}
+
+impl SmoothedRoundRobin {
+    /// SRR for `cfg.cpus` CPUs with quantum `cfg.quantum`.
+    pub fn new(cfg: SchedConfig) -> SmoothedRoundRobin {
+        SmoothedRoundRobin {
+            roster: Roster::new(cfg.cpus),
+            quantum: cfg.quantum,
+            rows: ClientTable::new(),
+            columns: [Column::default(); COLUMNS],
+            per_order: [0; COLUMNS],
+            order: 0,
+            term: 1,
+            column: 0,
+            next: None,
+        }
+    }
+
+    /// The column of WSS term `n` in a sequence of order k: `k - 1 - tz(n)`.
+    pub fn column_of_term(k: u32, n: u64) -> usize {
+        (k - 1 - n.trailing_zeros()) as usize
+    }
+
+    fn link(&self, c: ClientId, b: usize) -> Link {
+        let row = &self.rows[c];
+        row.links[row.slot(b)]
+    }
+
+    fn link_mut(&mut self, c: ClientId, b: usize) -> &mut Link {
+        let row = &mut self.rows[c];
+        let s = row.slot(b);
+        &mut row.links[s]
+    }
+
+    /// Restart the WSS at its first term if k changed.
+    fn update_order(&mut self) {
+        let k = (0..COLUMNS).rev().find(|&o| self.per_order[o] > 0).map_or(0, |o| o as u32 + 1);
+        if k != self.order {
+            self.order = k;
+            self.term = 1;
+            self.column = k.saturating_sub(1) as usize;
+            self.next = self.columns[self.column].head;
+        }
+    }
+
+    /// Put `c` with weight `w` in the column of each of its set bits.
+    fn insert(&mut self, c: ClientId, w: Weight) {
+        let bits = w.get();
+        self.rows.insert(c, Row { bits, links: vec![Link::default(); bits.count_ones() as usize] });
+        for b in (0..COLUMNS).filter(|&b| bits >> b & 1 == 1) {
+            let tail = self.columns[b].tail;
+            *self.link_mut(c, b) = Link { prev: tail, next: None };
+            match tail {
+                Some(t) => self.link_mut(t, b).next = Some(c),
+                None => self.columns[b].head = Some(c),
+            }
+            self.columns[b].tail = Some(c);
+            // A column being served whose walk had ended picks the new client up.
+            if b == self.column && self.next.is_none() && self.columns[b].head == Some(c) {
+                self.next = Some(c);
+            }
+        }
+        self.per_order[w.order() as usize] += 1;
+        self.update_order();
+    }
+
+    /// Take `c` out of every column.
+    fn remove(&mut self, c: ClientId) {
+        let Some(row) = self.rows.remove(c) else { return };
+        for (i, b) in (0..COLUMNS).filter(|&b| row.bits >> b & 1 == 1).enumerate() {
+            let l = row.links[i];
+            if b == self.column && self.next == Some(c) {
+                self.next = l.next;
+            }
+            match l.prev {
+                Some(p) => self.link_mut(p, b).next = l.next,
+                None => self.columns[b].head = l.next,
+            }
+            match l.next {
+                Some(n) => self.link_mut(n, b).prev = l.prev,
+                None => self.columns[b].tail = l.prev,
+            }
+        }
+        let order = 63 - row.bits.leading_zeros() as usize;
+        self.per_order[order] -= 1;
+        self.update_order();
+    }
+
+    fn waiting(&self, c: ClientId) -> bool {
+        self.roster.status(c) == Ok(Status::Runnable)
+    }
+
+    /// Move to the next term of the WSS and the head of its column.
+    fn next_term(&mut self) {
+        self.term += 1;
+        if self.term >= 1u64 << self.order {
+            self.term = 1;
+        }
+        self.column = Self::column_of_term(self.order, self.term);
+        self.next = self.columns[self.column].head;
+    }
+
+    fn choose(&mut self) -> Option<ClientId> {
+        if self.order == 0 {
+            return None;
+        }
+        let mut terms = 0;
+        while terms <= 2 * self.order + 2 {
+            match self.next {
+                Some(c) => {
+                    self.next = self.link(c, self.column).next;
+                    if self.waiting(c) {
+                        return Some(c);
+                    }
+                }
+                None => {
+                    self.next_term();
+                    terms += 1;
+                }
+            }
+        }
+        // Every client met was running on another CPU (P > 1 only).
+        (0..COLUMNS).rev().find_map(|b| {
+            let mut at = self.columns[b].head;
+            while let Some(c) = at {
+                if self.waiting(c) {
+                    return Some(c);
+                }
+                at = self.link(c, b).next;
+            }
+            None
+        })
+    }
+}
+
+impl Scheduler for SmoothedRoundRobin {
+    fn name(&self) -> &str {
+        "srr"
+    }
+
+    fn join(&mut self, _now: Time, c: ClientId, w: Weight) -> Result<Kick, SchedError> {
+        self.roster.join(c, w)?;
+        self.insert(c, w);
+        Ok(None)
+    }
+
+    fn leave(&mut self, _now: Time, c: ClientId) -> Result<(), SchedError> {
+        self.roster.leave(c)?;
+        self.remove(c);
+        Ok(())
+    }
+
+    fn block(&mut self, _now: Time, c: ClientId) -> Result<(), SchedError> {
+        self.roster.block(c)?;
+        self.remove(c);
+        Ok(())
+    }
+
+    fn wake(&mut self, _now: Time, c: ClientId) -> Result<Kick, SchedError> {
+        self.roster.wake(c)?;
+        let w = self.roster.weight(c)?;
+        self.insert(c, w);
+        Ok(None)
+    }
+
+    fn set_weight(&mut self, _now: Time, c: ClientId, w: Weight) -> Result<(), SchedError> {
+        let status = self.roster.status(c)?;
+        self.roster.set_weight(c, w)?;
+        if status.is_runnable() {
+            self.remove(c);
+            self.insert(c, w);
+        }
+        Ok(())
+    }
+
+    fn pick(&mut self, _now: Time, cpu: CpuId) -> Result<Decision, SchedError> {
+        self.roster.check_pick(cpu)?;
+        Ok(match self.choose() {
+            Some(client) => {
+                self.roster.start(cpu, client);
+                Decision::Run { client, slice: self.quantum }
+            }
+            None => Decision::Idle,
+        })
+    }
+
+    fn stopped(&mut self, _now: Time, cpu: CpuId, c: ClientId, _ran: Time, why: StopReason) -> Result<(), SchedError> {
+        self.roster.stop(cpu, c, why)?;
+        if !why.still_runnable() {
+            self.remove(c);
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,411 @@
+//! Linux CFS and EEVDF (`cfs`, `eevdf`): their per-CPU behaviour and the
+//! cross-CPU unfairness they are known for, driven by a small synchronous
+//! host (CPU-bound clients, every slice runs to its end, service counted per
+//! client).
+
+use propshare::algo::cfs::Cfs;
+use propshare::algo::eevdf::Eevdf;
+use propshare::algo::linux::{FairRq, LinuxSched};
+use propshare::{registry, ClientId, CpuId, Decision, SchedConfig, Scheduler, StopReason, Time, Weight, MS};
+use proptest::prelude::*;
+
+const SECOND: Time = 1000 * MS;
+
+/// A host whose clients never block: it polls idle CPUs, runs each slice
+/// to its end, and counts service.
+struct Driver<S: Scheduler> {
+    s: S,
+    now: Time,
+    running: Vec<Option<(ClientId, Time, Time)>>,
+    served: Vec<Time>,
+}
+
+impl<S: Scheduler> Driver<S> {
+    fn new(s: S, cpus: usize) -> Self {
+        Driver { s, now: 0, running: vec![None; cpus], served: Vec::new() }
+    }
+
+    fn join(&mut self, weight: u64) -> ClientId {
+        let c = ClientId(self.served.len() as u32);
+        self.s.join(self.now, c, Weight::new(weight).unwrap()).unwrap();
+        self.served.push(0);
+        c
+    }
+
+    fn poll(&mut self) {
+        for k in 0..self.running.len() {
+            if self.running[k].is_none() {
+                if let Decision::Run { client, slice } = self.s.pick(self.now, CpuId(k as u32)).unwrap() {
+                    self.running[k] = Some((client, self.now, self.now + slice));
+                }
+            }
+        }
+    }
+
+    /// Stop the earliest-ending slice; `after` is called with each stop's (time, client).
+    fn step(&mut self, mut after: impl FnMut(&Self, ClientId)) {
+        self.poll();
+        let k =
+            (0..self.running.len()).filter(|&k| self.running[k].is_some()).min_by_key(|&k| self.running[k].unwrap().2);
+        let Some(k) = k else {
+            self.now += MS;
+            return;
+        };
+        let (c, start, end) = self.running[k].take().unwrap();
+        self.now = end;
+        self.s.stopped(end, CpuId(k as u32), c, end - start, StopReason::Expired).unwrap();
+        self.served[c.index()] += end - start;
+        after(self, c);
+    }
+
+    fn run_until(&mut self, until: Time) {
+        while self.now < until {
+            self.step(|_, _| {});
+        }
+    }
+
+    /// Service per client over `windows` consecutive windows of `len` ns.
+    fn windows(&mut self, windows: usize, len: Time) -> Vec<Vec<Time>> {
+        (0..windows)
+            .map(|_| {
+                let before = self.served.clone();
+                self.run_until(self.now + len);
+                self.served.iter().zip(&before).map(|(a, b)| a - b).collect()
+            })
+            .collect()
+    }
+}
+
+fn driver(name: &str, cpus: usize, quantum: Time) -> Driver<Box<dyn Scheduler>> {
+    Driver::new(registry::build(name, SchedConfig::new(cpus, quantum)).unwrap(), cpus)
+}
+
+/// Per-mille of one CPU that each client received in a one-second window.
+fn permille(window: &[Time]) -> Vec<u64> {
+    window.iter().map(|&s| s * 1000 / SECOND).collect()
+}
+
+/// N equal CPU-bound clients on P CPUs: over ten one-second windows the same
+/// clients keep a CPU to themselves while the others share, window after
+/// window.
+fn lasting_skew(name: &str, n: usize, cpus: usize, alone: usize, shared: usize) {
+    let mut d = driver(name, cpus, MS);
+    for _ in 0..n {
+        d.join(1024);
+    }
+    d.run_until(SECOND);
+    let windows = d.windows(10, SECOND);
+    let mut loners: Option<Vec<usize>> = None;
+    for w in &windows {
+        let share = permille(w);
+        let full: Vec<usize> = (0..n).filter(|&i| share[i] >= 990).collect();
+        let half: Vec<usize> = (0..n).filter(|&i| (480..=520).contains(&share[i])).collect();
+        assert_eq!((full.len(), half.len()), (alone, shared), "{name}: shares {share:?}");
+        if let Some(prev) = &loners {
+            assert_eq!(prev, &full, "{name}: the clients owning a CPU never change");
+        }
+        loners = Some(full);
+    }
+}
+
+#[test]
+fn three_equal_clients_on_two_cpus_get_one_and_two_halves_for_ever() {
+    for name in ["cfs", "eevdf"] {
+        lasting_skew(name, 3, 2, 1, 2);
+    }
+}
+
+#[test]
+fn ten_equal_clients_on_eight_cpus_stay_skewed() {
+    for name in ["cfs", "eevdf"] {
+        lasting_skew(name, 10, 8, 6, 4);
+    }
+}
+
+/// With the kernel's failed-balance relaxation (`+lbfail`) a task too heavy
+/// for the imbalance moves after a failed pass or two: the strict balancer
+/// never migrates once settled, the relaxed one keeps migrating the waiting
+/// clients back and forth (the running one is never a candidate, so a client
+/// can still keep its CPU; figures in docs/ALGORITHMS.md).
+fn migrations_after_settling<R: FairRq>(s: LinuxSched<R>, n: usize, p: usize) -> (u64, Vec<Time>) {
+    let mut d = Driver::new(s, p);
+    for _ in 0..n {
+        d.join(1024);
+    }
+    d.run_until(SECOND);
+    let before = d.s.migrations();
+    let w = d.windows(1, 10 * SECOND).pop().unwrap();
+    (d.s.migrations() - before, w)
+}
+
+#[test]
+fn failed_balance_relaxation_keeps_migrating() {
+    for (n, p) in [(3usize, 2usize), (10, 8)] {
+        let cfg = SchedConfig::new(p, MS);
+        let runs = [
+            (false, migrations_after_settling(Cfs::new(cfg), n, p)),
+            (false, migrations_after_settling(Eevdf::new(cfg), n, p)),
+            (true, migrations_after_settling(Cfs::with_balance_failed_relax(cfg), n, p)),
+            (true, migrations_after_settling(Eevdf::with_balance_failed_relax(cfg), n, p)),
+        ];
+        for (relax, (moved, w)) in runs {
+            // Work-conserving either way: the P CPUs were busy all the time.
+            assert_eq!(w.iter().sum::<Time>(), p as u64 * 10 * SECOND);
+            if relax {
+                assert!(moved >= 200, "{n} on {p}: only {moved} migrations in 10 s");
+            } else {
+                assert_eq!(moved, 0, "{n} on {p}: the strict balancer settled");
+            }
+        }
+    }
+}
+
+/// The fair reference for contrast: WFQ over one global queue gives each of
+/// three equal clients 2/3 of a CPU.
+#[test]
+fn a_global_queue_does_not_show_the_skew() {
+    let mut d = driver("wfq", 2, MS);
+    for _ in 0..3 {
+        d.join(1024);
+    }
+    let w = d.windows(1, 3 * SECOND).pop().unwrap();
+    for s in w {
+        assert!(s.abs_diff(2 * SECOND) <= 2 * MS, "{s}");
+    }
+}
+
+/// Weight 10 with two weight-1 clients on two CPUs: the balancer isolates the
+/// heavy client (its load can never be matched) and the light ones share the
+/// other CPU, which happens to be the readjusted ideal (1, 1/2, 1/2).
+#[test]
+fn infeasible_heavy_client_on_two_cpus_is_isolated() {
+    for name in ["cfs", "eevdf"] {
+        for order in [[10u64, 1, 1], [1, 1, 10]] {
+            let mut d = driver(name, 2, MS);
+            for w in order {
+                d.join(w);
+            }
+            d.run_until(SECOND);
+            let w = d.windows(1, 10 * SECOND).pop().unwrap();
+            let share: Vec<u64> = w.iter().map(|&s| s * 1000 / (10 * SECOND)).collect();
+            let heavy = order.iter().position(|&x| x == 10).unwrap();
+            for (i, &s) in share.iter().enumerate() {
+                let want = if i == heavy { 1000 } else { 500 };
+                assert!(s.abs_diff(want) <= 10, "{name} {order:?}: {share:?}");
+            }
+        }
+    }
+}
+
+/// Weight 10 with three weight-1 clients on three CPUs: the readjusted ideal
+/// caps the heavy client at one CPU and gives each light client 2/3; Linux
+/// leaves two light clients sharing a CPU (1/2 each, a quarter short) while
+/// the third owns one, because the busiest CPU by load is the heavy client's,
+/// whose only task is running, and the pair's CPU is below the average load.
+#[test]
+fn infeasible_weights_leave_light_clients_short() {
+    for name in ["cfs", "eevdf"] {
+        let mut d = driver(name, 3, MS);
+        for w in [10, 1, 1, 1] {
+            d.join(w);
+        }
+        d.run_until(SECOND);
+        for w in d.windows(5, SECOND) {
+            let mut lights = permille(&w[1..]);
+            lights.sort();
+            assert!(permille(&w)[0] >= 990, "{name}: heavy {:?}", permille(&w));
+            assert!(lights[0].abs_diff(500) <= 20 && lights[1].abs_diff(500) <= 20, "{name}: {lights:?}");
+            assert!(lights[2] >= 990, "{name}: {lights:?}");
+        }
+    }
+}
+
+fn balancer_moves_whole_tasks<R: FairRq>(mut s: LinuxSched<R>) {
+    let p = 0;
+    for i in 0..4 {
+        s.join(p, ClientId(i), Weight::new(1024).unwrap()).unwrap();
+    }
+    // Joins spread 2 + 2; move one to make 3 + 1.
+    let on1: Vec<u32> = (0..4).filter(|&i| s.entity(ClientId(i)).unwrap().cpu == 1).collect();
+    assert_eq!(on1.len(), 2);
+    s.migrate(1, 0, ClientId(on1[0]));
+    // 3w against w: average 2w, imbalance w, one task fits.
+    assert_eq!(s.load_balance(1), 1);
+    assert_eq!((s.rq(0).nr_running(), s.rq(1).nr_running()), (2, 2));
+    // 2w against 2w: nothing to do.
+    assert_eq!(s.load_balance(1), 0);
+    assert_eq!(s.load_balance(0), 0);
+    // Make the lone client heavy (3w) and move one more light client next
+    // to it: cpu0 holds w, cpu1 holds 3w + w + w.
+    s.set_weight(p, ClientId(on1[1]), Weight::new(3072).unwrap()).unwrap();
+    s.migrate(0, 1, ClientId(on1[0]));
+    assert_eq!((s.rq(0).nr_running(), s.rq(1).nr_running()), (1, 3));
+    // Average 3w, imbalance min(5w − 3w, 3w − w) = 2w: both light clients
+    // fit one after the other, the heavy one never does.
+    assert_eq!(s.load_balance(0), 2);
+    assert_eq!(s.rq(0).load(), 3 * 1024);
+    assert_eq!(s.rq(1).load(), 3 * 1024);
+}
+
+#[test]
+fn the_balancer_moves_only_whole_tasks_that_fit_the_imbalance() {
+    balancer_moves_whole_tasks(Cfs::new(SchedConfig::new(2, MS)));
+    balancer_moves_whole_tasks(Eevdf::new(SchedConfig::new(2, MS)));
+}
+
+/// A CPU whose only client blocks pulls a waiting one from the busiest CPU.
+fn newidle_pulls<R: FairRq>(s: LinuxSched<R>) {
+    let mut d = Driver::new(s, 2);
+    for _ in 0..3 {
+        d.join(1024);
+    }
+    d.run_until(100 * MS);
+    d.poll();
+    let lone = (0..2).find(|&k| d.s.rq(k).nr_running() == 1).expect("one CPU has a client to itself");
+    let (c, start, end) = d.running[lone].take().unwrap();
+    d.now = d.now.max(end);
+    let moved = d.s.migrations();
+    d.s.stopped(d.now, CpuId(lone as u32), c, end - start, StopReason::Blocked).unwrap();
+    d.poll();
+    assert!(d.running.iter().all(Option::is_some), "{}: cpu {lone} idles after {c} blocked", d.s.name());
+    assert_eq!(d.s.migrations(), moved + 1);
+}
+
+#[test]
+fn newidle_balance_keeps_cpus_busy() {
+    newidle_pulls(Cfs::new(SchedConfig::new(2, MS)));
+    newidle_pulls(Eevdf::new(SchedConfig::new(2, MS)));
+}
+
+fn one_cpu_lag(name: &str, weights: &[u64], quantum: Time, rounds: usize) -> (i128, i128) {
+    let mut d = driver(name, 1, quantum);
+    for &w in weights {
+        d.join(w);
+    }
+    let total: i128 = weights.iter().map(|&w| w as i128).sum();
+    let (mut lo, mut hi) = (0i128, 0i128);
+    for _ in 0..rounds {
+        d.step(|d, _| {
+            for (i, &w) in weights.iter().enumerate() {
+                // lag · W = t · w − s · W
+                let lag_w = d.now as i128 * w as i128 - d.served[i] as i128 * total;
+                lo = lo.min(lag_w / total);
+                hi = hi.max(lag_w / total);
+            }
+        });
+    }
+    (lo, hi)
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]
+
+    /// EEVDF on one CPU: every client stays within one request r of the
+    /// fluid ideal t·w/W (Stoica and Abdel-Wahab: −r < lag < max(r, q), and
+    /// here q = r), up to a microsecond of integer rounding.
+    #[test]
+    fn eevdf_one_cpu_lag_is_bounded(weights in proptest::collection::vec(1u64..=100_000, 1..12)) {
+        let q = MS;
+        let (lo, hi) = one_cpu_lag("eevdf", &weights, q, 600);
+        let bound = q as i128 + 1000;
+        prop_assert!(lo > -bound && hi < bound, "lag in [{lo}, {hi}]");
+    }
+
+    /// CFS on one CPU: lag stays within one scheduling period (latency or
+    /// nr · min_granularity) plus the start debit.
+    #[test]
+    fn cfs_one_cpu_lag_is_bounded(weights in proptest::collection::vec(1u64..=8192, 1..8)) {
+        let q = MS;
+        let period = (8 * q).max(weights.len() as u64 * q) as i128;
+        let (lo, hi) = one_cpu_lag("cfs", &weights, q, 400);
+        prop_assert!(lo >= -2 * period && hi <= 2 * period, "lag in [{lo}, {hi}], period {period}");
+    }
+
+    /// EEVDF picks exactly the eligible client with the earliest deadline,
+    /// eligibility being `V ≥ v` decided exactly (rationals, not the division-free form).
+    #[test]
+    fn eevdf_pick_is_eligible_earliest_deadline(
+        weights in proptest::collection::vec(1u64..=100_000, 2..10),
+        runs in proptest::collection::vec((0u64..3 * MS, any::<bool>()), 1..60),
+    ) {
+        let mut s = Eevdf::new(SchedConfig::new(1, MS));
+        for (i, &w) in weights.iter().enumerate() {
+            s.join(0, ClientId(i as u32), Weight::new(w).unwrap()).unwrap();
+        }
+        let mut now = 0;
+        for (ran, sleep_wake) in runs {
+            let rq = s.rq(0);
+            let queued = rq.queued();
+            // V exactly: Σ w v / Σ w over the queued clients (none running here).
+            let sum_w: i128 = queued.iter().map(|it| s.entity(it.client).unwrap().weight as i128).sum();
+            let sum_wv: i128 = queued.iter().map(|it| s.entity(it.client).unwrap().weight as i128 * it.vruntime as i128).sum();
+            let want = queued.iter().filter(|it| it.vruntime as i128 * sum_w <= sum_wv).map(|it| it.client).next();
+            prop_assert_eq!(rq.peek(), want);
+            let Decision::Run { client, .. } = s.pick(now, CpuId(0)).unwrap() else { panic!("idle") };
+            prop_assert_eq!(Some(client), want);
+            now += ran;
+            s.stopped(now, CpuId(0), client, ran, StopReason::Expired).unwrap();
+            if sleep_wake {
+                let c = ClientId((ran % weights.len() as u64) as u32);
+                s.block(now, c).unwrap();
+                s.wake(now, c).unwrap();
+            }
+        }
+    }
+}
+
+/// Figures for docs/ALGORITHMS.md:
+/// `cargo test -p propshare --test linux -- --ignored --nocapture report_figures`
+#[test]
+#[ignore]
+fn report_figures() {
+    let sets: [&[u64]; 4] = [&[1024, 1024, 1024], &[1, 2, 3, 4, 5], &[1, 8192], &[15, 1024, 88761, 335, 3121, 1024, 7]];
+    for name in ["cfs", "eevdf", "cfs+lbfail", "eevdf+lbfail"] {
+        for set in sets {
+            let (lo, hi) = one_cpu_lag(name, set, MS, 4000);
+            println!(
+                "{name} one CPU, q = 1 ms, weights {set:?}: lag in [{:.3}, {:.3}] ms",
+                lo as f64 / 1e6,
+                hi as f64 / 1e6
+            );
+        }
+        for (n, p, ws) in [
+            (3usize, 2usize, vec![1024u64; 3]),
+            (10, 8, vec![1024; 10]),
+            (3, 2, vec![10, 1, 1]),
+            (4, 3, vec![10, 1, 1, 1]),
+        ] {
+            let mut d = driver(name, p, MS);
+            for &w in &ws {
+                d.join(w);
+            }
+            d.run_until(SECOND);
+            let w = d.windows(1, 10 * SECOND).pop().unwrap();
+            let shares: Vec<f64> = w.iter().map(|&s| s as f64 / (10 * SECOND) as f64).collect();
+            println!("{name} {n} clients {ws:?} on {p} CPUs, CPUs per client over 10 s after 1 s: {shares:.3?}");
+        }
+    }
+}
+
+/// Decision cost (pick + the stop that follows it), printed, not asserted:
+/// `cargo test -p propshare --test linux -- --ignored --nocapture decision_cost` (the test profile is optimised)
+#[test]
+#[ignore]
+fn decision_cost() {
+    for name in ["cfs", "eevdf"] {
+        for (n, p) in [(1000usize, 8usize), (1_000_000, 8)] {
+            let mut d = driver(name, p, MS);
+            for i in 0..n {
+                d.join(1 + (i as u64 * 7919) % 4096);
+            }
+            d.run_until(100 * MS);
+            let decisions = 200_000;
+            let start = std::time::Instant::now();
+            for _ in 0..decisions {
+                d.step(|_, _| {});
+            }
+            let ns = start.elapsed().as_nanos() / decisions as u128;
+            println!("{name}: N = {n}, P = {p}: {ns} ns per decision (pick + stop, driver included)");
+        }
+    }
+}
