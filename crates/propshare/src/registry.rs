@@ -103,6 +103,11 @@ pub const SCHEDULERS: &[Entry] = &[
         summary: "EEVDF with the kernel's nr_balance_failed relaxation: too-heavy tasks move after failed balance passes",
         build: |c| Box::new(algo::eevdf::Eevdf::with_balance_failed_relax(c)),
     },
+    Entry {
+        name: "gdq",
+        summary: "grouped distributed queues, delta = 4, T = 20 quanta (Caprita, Nieh, Stein 2006)",
+        build: |c| Box::new(algo::gdq::Gdq::new(c)),
+    },
 ];
 
 /// A scheduler name that is not registered.

@@ -58,6 +58,7 @@ contract_tests! {
     contract_eevdf => "eevdf",
     contract_cfs_lbfail => "cfs+lbfail",
     contract_eevdf_lbfail => "eevdf+lbfail",
+    contract_gdq => "gdq",
 }
 
 /// Every registered scheduler must appear above.

@@ -2,6 +2,7 @@
 
 pub mod cfs;
 pub mod eevdf;
+pub mod gdq;
 pub mod linux;
 pub mod lottery;
 pub mod reweigh;
