@@ -58,6 +58,11 @@ contract_tests! {
     contract_eevdf => "eevdf",
     contract_cfs_lbfail => "cfs+lbfail",
     contract_eevdf_lbfail => "eevdf+lbfail",
+    contract_dfs => "dfs",
+    contract_dfs_notiebreak => "dfs-notiebreak",
+    contract_dfs_fa => "dfs-fa",
+    contract_dfs_fa_affinity => "dfs-fa+affinity",
+    contract_dfs_fa_readjust => "dfs-fa+readjust",
 }
 
 /// Every registered scheduler must appear above.
