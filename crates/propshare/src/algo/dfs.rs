@@ -376,6 +376,12 @@ impl Dfs {
         (self.phi_total.num > 0).then(|| self.deadline_of(k))
     }
 
+    /// `c`'s finish tag F = S + q̄/φ as an exact fraction `(num, den)`.
+    pub fn finish_tag(&self, c: ClientId) -> Option<(u128, u128)> {
+        let k = self.clients.get(c)?;
+        Some(((k.a.saturating_add(k.budget as u128)).saturating_mul(k.phi.den as u128), k.phi.num as u128))
+    }
+
     /// `c`'s Rule 2 group deadline ⌈G⌉ (0 for light clients, `u128::MAX` at w ≥ 1).
     pub fn group_deadline(&self, c: ClientId) -> Option<u128> {
         let k = self.clients.get(c)?;
@@ -384,28 +390,12 @@ impl Dfs {
 
     // ----- the formulas -----
 
-    /// Eq. 6: ⌈A/q⌉ q Φ < φ (V + p q), all cross-multiplied.
     fn eligible(&self, k: &Client) -> bool {
-        let q = self.quantum as u128;
-        let quanta = k.a.div_ceil(q);
-        let lhs = U256::mul(quanta.saturating_mul(q).saturating_mul(k.phi.den as u128), self.phi_total.num);
-        let rhs = U256::mul(
-            (k.phi.num as u128).saturating_mul(self.phi_total.den),
-            self.v_scaled.saturating_add((self.p_eff as u128).saturating_mul(q)),
-        );
-        lhs < rhs
+        eq6(k.a, k.phi, self.v_scaled, self.phi_total, self.p_eff, self.quantum)
     }
 
-    /// Eq. 7 and Rule 1: d = ⌈(A + q̄) Φ / (φ q p)⌉, and whether the ratio is not an integer.
     fn deadline_of(&self, k: &Client) -> (u128, bool) {
-        let q = self.quantum as u128;
-        let num =
-            U256::mul((k.a.saturating_add(k.budget as u128)).saturating_mul(k.phi.den as u128), self.phi_total.num);
-        let den =
-            U256::mul((k.phi.num as u128).saturating_mul(self.phi_total.den), q.saturating_mul(self.p_eff as u128));
-        let (quot, rem) = num.div_rem(den);
-        let frac = rem != U256::ZERO;
-        (quot.saturating_u128().saturating_add(frac as u128), frac)
+        eq7(k.a.saturating_add(k.budget as u128), k.phi, self.phi_total, self.p_eff, self.quantum)
     }
 
     /// Rule 2 (Gap 1): ⌈G⌉ = ⌈j u⌉ - 1, u = 1/(1 - w), j = ⌊(T + 1)/u⌋ + 1.
@@ -770,6 +760,29 @@ impl Scheduler for Dfs {
     }
 }
 
+/// Eq. 6 in exact integer form: a client with weighted service `a` = φ S and
+/// share `phi` is eligible iff ⌈a/q⌉ q Φ < φ (V + p q), where `v_scaled` = V = v Φ.
+fn eq6(a: u128, phi: Phi, v_scaled: u128, phi_total: Ratio, p: u64, q: Time) -> bool {
+    let q = q as u128;
+    let quanta = a.div_ceil(q);
+    let lhs = U256::mul(quanta.saturating_mul(q).saturating_mul(phi.den as u128), phi_total.num);
+    let rhs = U256::mul(
+        (phi.num as u128).saturating_mul(phi_total.den),
+        v_scaled.saturating_add((p as u128).saturating_mul(q)),
+    );
+    lhs < rhs
+}
+
+/// Eq. 7 and Rule 1: for `f` = φ F, d = ⌈F Φ/(q p)⌉ = ⌈f Φ/(φ q p)⌉, and
+/// whether that ratio is not an integer (PD²'s b-bit).
+fn eq7(f: u128, phi: Phi, phi_total: Ratio, p: u64, q: Time) -> (u128, bool) {
+    let num = U256::mul(f.saturating_mul(phi.den as u128), phi_total.num);
+    let den = U256::mul((phi.num as u128).saturating_mul(phi_total.den), (q as u128).saturating_mul(p as u128));
+    let (quot, rem) = num.div_rem(den);
+    let frac = rem != U256::ZERO;
+    (quot.saturating_u128().saturating_add(frac as u128), frac)
+}
+
 /// Just enough unsigned 256-bit arithmetic for exact cross-multiplied
 /// comparisons and divisions of products of two `u128`s.
 mod wide {
@@ -902,6 +915,94 @@ mod wide {
             let lo = U256::mul(x.lo, y);
             let hi = U256::mul(x.hi, y);
             U256 { hi: lo.hi.wrapping_add(hi.lo), lo: lo.lo }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    /// ⌈n/d⌉ for the literal evaluation.
+    fn ceil_div(n: u128, d: u128) -> u128 {
+        n.div_ceil(d)
+    }
+
+    proptest! {
+        /// T5: Eq. 6 as printed, evaluated literally with exact fractions, agrees
+        /// with the integer form. S = a/φ, v = V/Φ, φ = fn/fd, Φ = tn/td:
+        /// S φ/q + 1 ≤ ⌈φ (v/q + p/Φ)⌉, where φ(v/q + p/Φ) = φ (V + p q)/(Φ q).
+        #[test]
+        fn eq6_integer_form_is_the_printed_one(
+            a in 0u128..5_000, fnum in 1u64..40, fden in 1u64..4, v in 0u128..5_000,
+            tnum in 1u128..200, tden in 1u128..4, p in 1u64..9, q in 1u64..30,
+        ) {
+            let phi = Phi { num: fnum, den: fden };
+            let total = Ratio { num: tnum, den: tden };
+            // Left side S φ/q + 1 = a/q + 1 = (a + q)/q; right side
+            // ⌈ (fn/fd) (V + p q) td / (tn q) ⌉.
+            let rhs = ceil_div(fnum as u128 * (v + p as u128 * q as u128) * tden, fden as u128 * tnum * q as u128);
+            let literal = a + q as u128 <= rhs * q as u128;
+            prop_assert_eq!(eq6(a, phi, v, total, p, q), literal);
+        }
+
+        /// T6: the deadline is monotone in F (so EDF order is F order up to
+        /// ties), and the b-bit is exactly "F Φ/(q p) is not an integer".
+        #[test]
+        fn eq7_monotone_in_finish_tag(
+            f1 in 0u128..10_000, f2 in 0u128..10_000, fnum in 1u64..40, gnum in 1u64..40,
+            tnum in 1u128..300, p in 1u64..9, q in 1u64..30,
+        ) {
+            let total = Ratio { num: tnum, den: 1 };
+            let (phi, psi) = (Phi::whole(fnum), Phi::whole(gnum));
+            let (d1, b1) = eq7(f1, phi, total, p, q);
+            let (d2, _) = eq7(f2, psi, total, p, q);
+            // F1 = f1/fnum, F2 = f2/gnum.
+            if f1 * gnum as u128 <= f2 * fnum as u128 {
+                prop_assert!(d1 <= d2);
+            } else {
+                prop_assert!(d1 >= d2);
+            }
+            let x_num = f1 * tnum;
+            let x_den = fnum as u128 * q as u128 * p as u128;
+            prop_assert_eq!(d1, ceil_div(x_num, x_den));
+            prop_assert_eq!(b1, x_num % x_den != 0);
+        }
+    }
+
+    /// Rule 2 as printed (with the q_max repair), run incrementally, against the closed form.
+    #[test]
+    fn group_deadline_closed_form_matches_the_printed_loop() {
+        let q = 10;
+        for (p, weights) in [(2u64, vec![1u64, 1, 1]), (3, vec![5, 3, 2, 2]), (4, vec![7, 7, 7, 3, 2]), (2, vec![3, 2, 1])] {
+            let mut s = Dfs::new(SchedConfig::new(p as usize, q));
+            for (i, &w) in weights.iter().enumerate() {
+                s.join(0, ClientId(i as u32), Weight::new(w).unwrap()).unwrap();
+            }
+            let phi_sum: u64 = weights.iter().sum();
+            for (i, &w) in weights.iter().enumerate() {
+                let c = ClientId(i as u32);
+                // Exact rationals: G = pφ/(Φ - pφ), step Φ/(Φ - pφ), both over Φ - pφ.
+                let heavy = 2 * p * w >= phi_sum;
+                let den = (phi_sum - (p * w).min(phi_sum)) as u128;
+                let (mut g_num, step) = ((p * w) as u128, phi_sum as u128);
+                for slot in 0u128..60 {
+                    s.v_scaled = slot * (q as u128) * p as u128 + 3; // v just past slot `slot`
+                    let want = if !heavy {
+                        0
+                    } else if den == 0 {
+                        u128::MAX
+                    } else {
+                        // "whenever v ≥ ⌈G⌉ q p/Φ, G += Φ/(Φ - pφ)", i.e. slot ≥ ⌈G⌉.
+                        while slot >= g_num.div_ceil(den) {
+                            g_num += step;
+                        }
+                        g_num.div_ceil(den)
+                    };
+                    assert_eq!(s.group_of(&s.clients[c]), want, "p {p} weights {weights:?} client {i} slot {slot}");
+                }
+            }
         }
     }
 }
