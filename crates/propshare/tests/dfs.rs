@@ -4,7 +4,7 @@
 //! infeasible runnable set) and the affinity rule. Test ids T1-T19 refer to
 //! `papers/notes/003-dfs.md` §7.
 
-use propshare::algo::dfs::{Dfs, DfsOptions};
+use propshare::algo::dfs::{Dfs, DfsOptions, LastTie, TieRules};
 use propshare::{registry, ClientId, CpuId, Decision, SchedConfig, Scheduler, StopReason, Time, Weight};
 use proptest::prelude::*;
 
@@ -106,13 +106,24 @@ fn ideal(name: &str, p: usize, weights: &[u64], slots: u64) -> Result<(), String
     ideal_run(&mut *s, p, weights, slots)
 }
 
+fn ideal_with(opts: DfsOptions, p: usize, weights: &[u64], slots: u64) -> Result<(), String> {
+    let mut s = Dfs::with_options(SchedConfig::new(p, 1_000), opts, "test");
+    ideal_run(&mut s, p, weights, slots)
+}
+
+/// Tie rules with the remaining ties broken by id, not F (F order already
+/// holds most of Rule 1, which would hide what the rules do).
+fn rules(tie_rules: TieRules) -> DfsOptions {
+    DfsOptions { tie_rules, last_tie: LastTie::ClientId, ..DfsOptions::DFS }
+}
+
 fn feasible_set() -> impl Strategy<Value = (usize, Vec<u64>)> {
-    (2usize..=8)
-        .prop_flat_map(|p| (Just(p), proptest::collection::vec(1u64..=12, p + 1..=2 * p + 2)))
-        .prop_map(|(p, mut ws)| {
+    (2usize..=8).prop_flat_map(|p| (Just(p), proptest::collection::vec(1u64..=12, p + 1..=2 * p + 2))).prop_map(
+        |(p, mut ws)| {
             make_feasible(&mut ws, p as u64);
             (p, ws)
-        })
+        },
+    )
 }
 
 proptest! {
@@ -124,6 +135,27 @@ proptest! {
     fn dfs_is_pfair_in_the_ideal_setting((p, ws) in feasible_set()) {
         ideal("dfs", p, &ws, 120).map_err(TestCaseError::fail)?;
     }
+
+    /// The same with the ties the rules leave broken by id: the rules alone
+    /// give P-fairness (PD²), whatever the arbitrary last tie.
+    #[test]
+    fn pd2_rules_alone_give_pfairness((p, ws) in feasible_set()) {
+        ideal_with(rules(TieRules::Pd2), p, &ws, 120).map_err(TestCaseError::fail)?;
+    }
+}
+
+/// T4 with the rules switched off one by one (remaining ties by id), on 300
+/// seeded random sets with p from 3 to 8: no rules, and Rule 1 alone, each
+/// fail on some sets (an idle CPU or a lag of a whole quantum); Rules 1 and 2
+/// fail on none.
+#[test]
+fn each_tie_rule_is_needed() {
+    let sets = seeded_sets(300);
+    let fails = |opts: DfsOptions| sets.iter().filter(|(p, ws)| ideal_with(opts, *p, ws, 120).is_err()).count();
+    let (none, rule1, both) = (fails(rules(TieRules::None)), fails(rules(TieRules::BBit)), fails(rules(TieRules::Pd2)));
+    eprintln!("sets failing of {}: no rules {none}, Rule 1 only {rule1}, Rules 1 and 2 {both}", sets.len());
+    assert!(none > 0 && rule1 > 0, "no rules {none}, Rule 1 only {rule1}");
+    assert_eq!(both, 0);
 }
 
 /// Random feasible sets, seeded, p ≥ 3 (on 2 CPUs PD² needs no tie rules).
@@ -337,7 +369,7 @@ fn t17_partial_quanta_stall() {
         ran.push((k, client));
     }
     for (k, c) in ran {
-        s.stopped(10, CpuId(k as u32), c, 4, StopReason::Expired).unwrap();
+        s.stopped(10, CpuId(k), c, 4, StopReason::Expired).unwrap();
     }
     let v1 = s.virtual_time();
     assert!(v1.0 * v0.1 > v0.0 * v1.1, "v advanced: {v0:?} -> {v1:?}");
@@ -453,7 +485,19 @@ impl Async {
     fn new(s: Box<dyn Scheduler>, p: usize, q: Time, seed: u64) -> Async {
         let mut rng = Rng::new(seed);
         let ready_at = (0..p).map(|_| rng.range(0, q - 1)).collect();
-        Async { s, p, q, now: 0, rng, cpu: vec![None; p], ready_at, waiting: Vec::new(), next_id: 0, waste: 0, trace: Vec::new() }
+        Async {
+            s,
+            p,
+            q,
+            now: 0,
+            rng,
+            cpu: vec![None; p],
+            ready_at,
+            waiting: Vec::new(),
+            next_id: 0,
+            waste: 0,
+            trace: Vec::new(),
+        }
     }
 
     fn join(&mut self, weight: u64) {
@@ -682,7 +726,7 @@ fn t14_t15_affinity_window() {
         for &x in &ws {
             h.join(x);
         }
-        h.run(20_000, seed % 2 == 0, 0);
+        h.run(20_000, seed & 1 == 0, 0);
         h.trace
     };
     let affine = |t: &[(Time, usize, ClientId)]| {
@@ -705,7 +749,8 @@ fn t14_t15_affinity_window() {
     }
     // T15: α = ½ slot changes only choices among equal deadlines.
     let p = 4;
-    let mut s = Dfs::with_options(SchedConfig::new(p, q), DfsOptions { window: p, alpha: (1, 2), ..DfsOptions::FA }, "t");
+    let mut s =
+        Dfs::with_options(SchedConfig::new(p, q), DfsOptions { window: p, alpha: (1, 2), ..DfsOptions::FA }, "t");
     let mut rng = Rng::new(5);
     let ws = random_weights(&mut rng, 9, p);
     for (i, &x) in ws.iter().enumerate() {
@@ -778,4 +823,3 @@ fn huge_weights_and_times() {
         assert!(count[..3].iter().all(|&x| x >= 290), "{name}: {count:?}");
     }
 }
-

@@ -71,7 +71,8 @@
 //! # Variants (registry names)
 //!
 //! * `dfs`: Eqs. 4-7 with Rules 1 and 2; not work-conserving.
-//! * `dfs-notiebreak`: the same, ties by F then id (the paper's simulations).
+//! * `dfs-notiebreak`: the same without Rules 1 and 2 (the paper's simulations);
+//!   equal deadlines go by F, then id.
 //! * `dfs-fa`: DFS-FA as in the paper's kernel: fair airport, no tie rules, W = 1.
 //! * `dfs-fa+affinity`: DFS-FA with W = p, α = 2 slots.
 //! * `dfs-fa+readjust`: DFS-FA over readjusted weights ([`crate::readjust`]).
@@ -150,11 +151,33 @@ use crate::roster::{ClientTable, Roster, Status};
 use crate::scheduler::{Decision, Kick, SchedConfig, Scheduler};
 use wide::U256;
 
+/// Which of section 3.3's tie-breaking rules apply among equal deadlines.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TieRules {
+    /// None (the paper's simulations and kernel).
+    None,
+    /// Rule 1 only: b-bit 1 (F Φ/(q p) not an integer) first.
+    BBit,
+    /// Rules 1 and 2 (PD²): then the larger group deadline ⌈G⌉ first.
+    Pd2,
+}
+
+/// How ties left after the rules are broken ("arbitrarily", section 3.3).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LastTie {
+    /// Smaller finish tag, then smaller id: EQ order, costs nothing.
+    FinishTag,
+    /// Smaller id only (for tests: shows what the rules do on their own).
+    ClientId,
+}
+
 /// Which rules a DFS instance applies.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct DfsOptions {
-    /// PD² tie-breaking Rules 1 (b-bit) and 2 (group deadline), section 3.3.
-    pub tie_break: bool,
+    /// Tie-breaking rules among equal deadlines (section 3.3).
+    pub tie_rules: TieRules,
+    /// The order of whatever ties remain.
+    pub last_tie: LastTie,
     /// Fair airport (section 4.2): run the ineligible client with the smallest
     /// start tag when nothing is eligible. Makes the scheduler work-conserving.
     pub fair_airport: bool,
@@ -172,7 +195,8 @@ pub struct DfsOptions {
 impl DfsOptions {
     /// `dfs`: Eqs. 4-7 with the PD² tie rules.
     pub const DFS: DfsOptions = DfsOptions {
-        tie_break: true,
+        tie_rules: TieRules::Pd2,
+        last_tie: LastTie::FinishTag,
         fair_airport: false,
         readjust: false,
         window: 1,
@@ -180,9 +204,9 @@ impl DfsOptions {
         stall_breaker: true,
     };
     /// `dfs-notiebreak`: DFS with ties broken by finish tag, then id.
-    pub const NO_TIE_BREAK: DfsOptions = DfsOptions { tie_break: false, ..DfsOptions::DFS };
+    pub const NO_TIE_BREAK: DfsOptions = DfsOptions { tie_rules: TieRules::None, ..DfsOptions::DFS };
     /// `dfs-fa`: DFS-FA as in the paper's kernel.
-    pub const FA: DfsOptions = DfsOptions { tie_break: false, fair_airport: true, ..DfsOptions::DFS };
+    pub const FA: DfsOptions = DfsOptions { tie_rules: TieRules::None, fair_airport: true, ..DfsOptions::DFS };
     /// `dfs-fa+readjust`: DFS-FA over readjusted weights.
     pub const FA_READJUST: DfsOptions = DfsOptions { readjust: true, ..DfsOptions::FA };
 
@@ -586,9 +610,15 @@ impl Dfs {
     fn cand(&self, key: Key) -> Cand {
         let k = &self.clients[key.id];
         let (deadline, b_bit) =
-            if self.opts.tie_break || self.opts.window > 1 { self.deadline_of(k) } else { (0, false) };
-        let group = if self.opts.tie_break && b_bit { self.group_of(k) } else { 0 };
+            if self.scans_ties() || self.opts.window > 1 { self.deadline_of(k) } else { (0, false) };
+        let group = if self.opts.tie_rules == TieRules::Pd2 && b_bit { self.group_of(k) } else { 0 };
         Cand { key, deadline, b_bit, group }
+    }
+
+    /// Whether picks must look at the whole group of equal deadlines (EQ's F
+    /// order is not the priority order).
+    fn scans_ties(&self) -> bool {
+        self.opts.tie_rules != TieRules::None || self.opts.last_tie == LastTie::ClientId
     }
 
     /// The eligible client to run on `cpu`, by EDF, the tie rules and goodness.
@@ -611,7 +641,7 @@ impl Dfs {
             }
             if cands.len() >= w {
                 // With the tie rules, finish the group sharing the last deadline.
-                if !self.opts.tie_break {
+                if !self.scans_ties() {
                     break;
                 }
                 let c = self.cand(key);
@@ -624,14 +654,16 @@ impl Dfs {
             }
             cursor = Some(key);
         }
-        if self.opts.tie_break {
-            // PD²: deadline, then b-bit 1 first, then larger group deadline, then F order.
+        if self.scans_ties() {
+            // PD²: deadline, then b-bit 1 first, then larger group deadline, then the last tie.
+            let (rule1, rule2) = (self.opts.tie_rules != TieRules::None, self.opts.tie_rules == TieRules::Pd2);
+            let by_id = self.opts.last_tie == LastTie::ClientId;
             cands.sort_by(|x, y| {
                 x.deadline
                     .cmp(&y.deadline)
-                    .then(y.b_bit.cmp(&x.b_bit))
-                    .then(y.group.cmp(&x.group))
-                    .then(x.key.cmp(&y.key))
+                    .then(if rule1 { y.b_bit.cmp(&x.b_bit) } else { std::cmp::Ordering::Equal })
+                    .then(if rule2 { y.group.cmp(&x.group) } else { std::cmp::Ordering::Equal })
+                    .then(if by_id { x.key.id.cmp(&y.key.id) } else { x.key.cmp(&y.key) })
             });
             cands.truncate(w);
         }
@@ -975,7 +1007,9 @@ mod tests {
     #[test]
     fn group_deadline_closed_form_matches_the_printed_loop() {
         let q = 10;
-        for (p, weights) in [(2u64, vec![1u64, 1, 1]), (3, vec![5, 3, 2, 2]), (4, vec![7, 7, 7, 3, 2]), (2, vec![3, 2, 1])] {
+        for (p, weights) in
+            [(2u64, vec![1u64, 1, 1]), (3, vec![5, 3, 2, 2]), (4, vec![7, 7, 7, 3, 2]), (2, vec![3, 2, 1])]
+        {
             let mut s = Dfs::new(SchedConfig::new(p as usize, q));
             for (i, &w) in weights.iter().enumerate() {
                 s.join(0, ClientId(i as u32), Weight::new(w).unwrap()).unwrap();
