@@ -4,7 +4,7 @@
 //! infeasible runnable set) and the affinity rule. Test ids T1-T19 refer to
 //! `papers/notes/003-dfs.md` §7.
 
-use propshare::algo::dfs::{Dfs, DfsOptions, LastTie, TieRules};
+use propshare::algo::dfs::{Dfs, DfsOptions, LastTie, Reweight, TieRules};
 use propshare::{registry, ClientId, CpuId, Decision, SchedConfig, Scheduler, StopReason, Time, Weight};
 use proptest::prelude::*;
 
@@ -256,7 +256,9 @@ fn t2_worked_example_step_by_step() {
     assert_eq!(s.is_eligible(cid(2)), Some(true));
     assert_eq!(s.deadline(cid(0)).unwrap().0, 2);
     assert_eq!(s.deadline(cid(2)).unwrap().0, 2);
-    assert_eq!(slots(&mut s, 2, 1, 1, 1), vec![vec![0, 2]]);
+    let mut ran = slots(&mut s, 2, 1, 1, 1);
+    ran[0].sort();
+    assert_eq!(ran, vec![vec![0, 2]]);
     // Slot 2: v = 1, all eligible, d = (3, 4, 4).
     assert_eq!(s.virtual_time(), (4, 4));
     for (i, d) in [3, 4, 4].into_iter().enumerate() {
@@ -264,8 +266,9 @@ fn t2_worked_example_step_by_step() {
         assert_eq!(s.deadline(cid(i)).unwrap().0, d);
     }
     // A runs every slot, B and C alternate, no CPU ever idles.
-    let rest = slots(&mut s, 2, 1, 40, 2);
-    for (t, ran) in rest.iter().enumerate() {
+    let mut rest = slots(&mut s, 2, 1, 40, 2);
+    for (t, ran) in rest.iter_mut().enumerate() {
+        ran.sort();
         assert_eq!(ran.len(), 2, "slot {}", t + 2);
         assert_eq!(ran[0], 0);
         assert_eq!(ran[1], if t % 2 == 0 { 1 } else { 2 }, "slot {}", t + 2);
@@ -822,4 +825,35 @@ fn huge_weights_and_times() {
         // The three heavy clients each hold a whole CPU; the light one gets little.
         assert!(count[..3].iter().all(|&x| x >= 290), "{name}: {count:?}");
     }
+}
+
+/// Gap (weight changes): client 0 (weight 1) runs ahead of v next to a
+/// weight-10 client on 2 CPUs (as in T18), then a weight-2·10^9 client joins
+/// and client 0 is raised to 1.5·10^9. Keeping S leaves it a lead worth
+/// φ'(S - v) of service, so it waits ~10^11 quanta; keeping the lag φ(v - S)
+/// it gets its new share at once. (Found by the contract harness's liveness check.)
+#[test]
+fn reweight_keeps_lag() {
+    let q = 10;
+    let run = |reweight: Reweight| {
+        let opts = DfsOptions { reweight, ..DfsOptions::FA };
+        let mut s = Dfs::with_options(SchedConfig::new(2, q), opts, "t");
+        s.join(0, cid(0), w(1)).unwrap();
+        s.join(0, cid(1), w(10)).unwrap();
+        slots(&mut s, 2, q, 200, 0);
+        s.join(2000, cid(2), w(2_000_000_000)).unwrap();
+        s.set_weight(2000, cid(0), w(1_500_000_000)).unwrap();
+        // Client 1 first catches up the ~164 quanta it could not use while
+        // infeasible (its S is below v); count the 500 slots after that.
+        let after = slots(&mut s, 2, q, 700, 200);
+        (runs_of(&after, 0).len(), runs_of(&after[200..], 0).len())
+    };
+    let keep_start = run(Reweight::KeepStart);
+    let keep_lag = run(Reweight::KeepLag);
+    eprintln!("reweight: keep S {keep_start:?}, keep lag {keep_lag:?}");
+    assert_eq!(keep_start.0, 0, "keeping S starves the raised client");
+    // Client 2 (w = 2·2/3.5 > 1) can use only one CPU; client 0 outweighs
+    // client 1 by 1.5·10^8, so it gets almost all of the other one (its share
+    // under readjustment), through the GSQ and the ASQ.
+    assert!(keep_lag.1 >= 495, "keeping the lag: {keep_lag:?}");
 }

@@ -82,9 +82,10 @@
 //! join, leave, block, wake, stopped: O(log N) (B-trees), plus O(P log N)
 //! with readjustment (re-keying the at most P capped clients). pick: O(log N)
 //! per client examined; without the tie rules it examines the first W
-//! eligible clients, with them the whole group sharing the W-th deadline
-//! (clients with equal tags, worst case N); every move between EQ and IQ is
-//! O(log N) and happens at most once per eligibility change.
+//! eligible clients, with them also the rest of the group sharing the W-th
+//! deadline, one client per distinct (F, φ) in it (clients with equal F and
+//! φ are skipped in one step); every move between EQ and IQ is O(log N) and
+//! happens at most once per eligibility change.
 //!
 //! # Gaps (where the paper is silent or garbled, and what we decided)
 //!
@@ -113,9 +114,13 @@
 //!   only at quantum end, block and exit. The host re-polls idle CPUs.
 //! * Gap: runs taken from the ASQ are charged like any other run (S += q/φ),
 //!   the paper's single accounting path (section 6).
-//! * Gap: weight changes (`setshare`) keep S: A is rescaled by φ'/φ, rounded
-//!   up (at most 1 ns of weighted service). The same holds when readjustment
-//!   changes a capped client's φ.
+//! * Gap: weight changes (`setshare`, and readjustment changing a capped
+//!   client's φ) keep the client's lag in service, φ(v - S): S' = v - (v - S)
+//!   φ/φ' (floored at 0; A' = A + ⌈φ'v⌉ - ⌈φv⌉), which leaves v where it was.
+//!   Keeping S instead ([`Reweight::KeepStart`], the notes' suggestion) lets a
+//!   client that ran ahead at weight 1 keep a lead worth φ'(S - v) of service
+//!   when raised to weight 10^9: it starves for ~10^9 quanta (test
+//!   `reweight_keeps_lag`; the contract harness found it).
 //! * Gap: when Φ changes, v is kept, so V = vΦ is rescaled and rounded up (v
 //!   grows by less than 1 ns/Φ: still monotone). When nothing is runnable, v
 //!   stays frozen at its last value (section 3.3), which the clamp already
@@ -171,6 +176,17 @@ pub enum LastTie {
     ClientId,
 }
 
+/// What a share change keeps (the paper is silent; see the module Gap).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Reweight {
+    /// The lag in service, φ(v - S): S moves towards v in proportion φ/φ'
+    /// (floored at S = 0), and v is undisturbed.
+    KeepLag,
+    /// The start tag S (the notes' suggestion): a client that ran ahead at a
+    /// low weight and is then raised keeps a lead worth φ'(S - v) of service.
+    KeepStart,
+}
+
 /// Which rules a DFS instance applies.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct DfsOptions {
@@ -190,6 +206,8 @@ pub struct DfsOptions {
     /// Without fair airport: when nothing is eligible and no CPU is busy, run
     /// the ASQ head rather than idle forever (see the module Gap).
     pub stall_breaker: bool,
+    /// What a share change (set_weight, readjustment) keeps.
+    pub reweight: Reweight,
 }
 
 impl DfsOptions {
@@ -202,6 +220,7 @@ impl DfsOptions {
         window: 1,
         alpha: (0, 1),
         stall_breaker: true,
+        reweight: Reweight::KeepLag,
     };
     /// `dfs-notiebreak`: DFS with ties broken by finish tag, then id.
     pub const NO_TIE_BREAK: DfsOptions = DfsOptions { tie_rules: TieRules::None, ..DfsOptions::DFS };
@@ -231,17 +250,20 @@ impl Ratio {
     }
 }
 
-/// A queue key: the rational `num / den`, then the client id.
+/// A queue key: the rational `num / den`, then `tie` (EQ: the client's φ, so
+/// that clients with equal F and φ, which tie on every rule, are adjacent),
+/// then the client id.
 #[derive(Clone, Copy, Debug)]
 struct Key {
     num: u128,
     den: u128,
+    tie: u128,
     id: ClientId,
 }
 
 impl Ord for Key {
     fn cmp(&self, o: &Key) -> std::cmp::Ordering {
-        U256::mul(self.num, o.den).cmp(&U256::mul(o.num, self.den)).then(self.id.cmp(&o.id))
+        U256::mul(self.num, o.den).cmp(&U256::mul(o.num, self.den)).then(self.tie.cmp(&o.tie)).then(self.id.cmp(&o.id))
     }
 }
 impl PartialOrd for Key {
@@ -445,6 +467,7 @@ impl Dfs {
         Key {
             num: (k.a.saturating_add(k.budget as u128)).saturating_mul(k.phi.den as u128),
             den: k.phi.num as u128,
+            tie: ((k.phi.num as u128) << 64) | k.phi.den as u128,
             id: c,
         }
     }
@@ -454,7 +477,7 @@ impl Dfs {
         let hat = k.a.div_ceil(q).saturating_mul(q);
         let den = k.phi.num as u128;
         let b = k.phi.den as u128;
-        (Key { num: hat.saturating_mul(b), den, id: c }, Key { num: k.a.saturating_mul(b), den, id: c })
+        (Key { num: hat.saturating_mul(b), den, tie: 0, id: c }, Key { num: k.a.saturating_mul(b), den, tie: 0, id: c })
     }
 
     // ----- queues -----
@@ -512,19 +535,32 @@ impl Dfs {
 
     // ----- shares, Φ and v -----
 
-    /// Give `c` the share `phi`, keeping its start tag S (Gap: weight changes).
+    /// Give `c` the share `phi`, keeping its lag φ(v - S) (or S; Gap: weight changes).
     fn set_phi(&mut self, c: ClientId, phi: Phi) {
-        let Some(k) = self.clients.get(c) else { return };
+        let Some(&k) = self.clients.get(c) else { return };
         if k.phi.num == phi.num && k.phi.den == phi.den {
             return;
         }
         let queued = self.dequeue(c);
+        let a = match self.opts.reweight {
+            Reweight::KeepLag => {
+                // φ'(v - S') = φ(v - S): A' = A + ⌈φ'v⌉ - ⌈φv⌉, at least 0.
+                let (now_v, new_v) = (self.a_at_v(k.phi), self.a_at_v(phi));
+                if new_v >= now_v {
+                    k.a.saturating_add(new_v - now_v)
+                } else {
+                    k.a.saturating_sub(now_v - new_v)
+                }
+            }
+            Reweight::KeepStart => {
+                // A' = ⌈A φ'/φ⌉ = ⌈A a' b / (b' a)⌉.
+                let num = U256::mul(k.a, (phi.num as u128).saturating_mul(k.phi.den as u128));
+                let den = U256::from((phi.den as u128).saturating_mul(k.phi.num as u128));
+                let (quot, rem) = num.div_rem(den);
+                quot.saturating_u128().saturating_add((rem != U256::ZERO) as u128)
+            }
+        };
         let k = &mut self.clients[c];
-        // A' = ⌈A φ'/φ⌉ = ⌈A a' b / (b' a)⌉.
-        let num = U256::mul(k.a, (phi.num as u128).saturating_mul(k.phi.den as u128));
-        let den = U256::from((phi.den as u128).saturating_mul(k.phi.num as u128));
-        let (quot, rem) = num.div_rem(den);
-        let a = quot.saturating_u128().saturating_add((rem != U256::ZERO) as u128);
         let old = std::mem::replace(&mut k.a, a);
         k.phi = phi;
         if self.roster.status(c).is_ok_and(Status::is_runnable) {
@@ -652,7 +688,10 @@ impl Dfs {
             } else {
                 cands.push(self.cand(key));
             }
-            cursor = Some(key);
+            // Past the window, the clients after `key` with the same F and φ tie
+            // with it on every rule and lose on id: skip them in one step.
+            let skip = cands.len() >= w && self.opts.last_tie == LastTie::FinishTag;
+            cursor = Some(if skip { Key { id: ClientId(u32::MAX), ..key } } else { key });
         }
         if self.scans_ties() {
             // PD²: deadline, then b-bit 1 first, then larger group deadline, then the last tie.
