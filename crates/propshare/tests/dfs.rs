@@ -173,12 +173,12 @@ fn seeded_sets(count: u64) -> Vec<(usize, Vec<u64>)> {
 }
 
 /// T4, second half: without the tie rules the construction is not P-fair.
-/// `dfs-notiebreak` breaks equal deadlines by F, then id. That order already
-/// holds most of Rule 1 (among equal deadlines, an integer F Φ/(q p) has the
-/// largest F), so failures are rare: one of 5,000 random sets (p 3..8, weights
-/// 1..20, 300 slots; `search_notiebreak`). This is that set: on 7 CPUs, at slot
-/// 41 a CPU idles and the P-fair lower bound breaks; with Rules 1 and 2 the
-/// same set is P-fair for 2,000 slots.
+/// `dfs-notiebreak` breaks equal deadlines by F, then φ, then id. That order
+/// already holds most of Rule 1 (among equal deadlines, an integer F Φ/(q p)
+/// has the largest F), so failures are rare: 26 of 5,000 random sets (p 3..8,
+/// weights 1..20, 300 slots; `search_notiebreak`). This is one: on 7 CPUs, at
+/// slot 41 a CPU idles and the P-fair lower bound breaks; with Rules 1 and 2
+/// the same set is P-fair for 2,000 slots.
 #[test]
 fn without_tie_rules_pfairness_fails() {
     let ws = [5, 6, 6, 8, 8, 8, 8, 8];
