@@ -857,3 +857,45 @@ fn reweight_keeps_lag() {
     // under readjustment), through the GSQ and the ASQ.
     assert!(keep_lag.1 >= 495, "keeping the lag: {keep_lag:?}");
 }
+
+/// Cost figure (not a test of anything; run with `--ignored --nocapture`):
+/// ns per decision (pick plus the stop that charges it) with N CPU-bound
+/// clients of weights 1..=16 on P CPUs, CPUs stopping in turn with runs of
+/// 1..=q ns (so queues churn and eligibility changes).
+#[test]
+#[ignore]
+fn decision_cost() {
+    let q = 10_000_000;
+    for name in ["dfs", "dfs-notiebreak", "dfs-fa", "dfs-fa+affinity", "dfs-fa+readjust", "wfq"] {
+        for p in [2usize, 8, 32] {
+            let mut line = format!("{name:16} P={p:2}:");
+            for n in [16usize, 256, 4096, 65536] {
+                if n < p {
+                    continue;
+                }
+                let mut s = registry::build(name, SchedConfig::new(p, q)).unwrap();
+                let mut rng = Rng::new(n as u64);
+                for i in 0..n {
+                    s.join(0, cid(i), w(rng.range(1, 16))).unwrap();
+                }
+                let mut now = 0;
+                let mut on: Vec<Option<(ClientId, Time)>> = vec![None; p];
+                let rounds = 200_000;
+                let start = std::time::Instant::now();
+                for r in 0..rounds {
+                    let k = r % p;
+                    if let Some((c, t0)) = on[k].take() {
+                        now += rng.range(1, q / p as u64);
+                        s.stopped(now, CpuId(k as u32), c, (now - t0).min(q), StopReason::Expired).unwrap();
+                    }
+                    if let Decision::Run { client, .. } = s.pick(now, CpuId(k as u32)).unwrap() {
+                        on[k] = Some((client, now));
+                    }
+                }
+                let ns = start.elapsed().as_nanos() as f64 / rounds as f64;
+                line += &format!("  N={n}: {ns:.0} ns");
+            }
+            eprintln!("{line}");
+        }
+    }
+}
