@@ -689,9 +689,6 @@ impl Dfs {
             }
             if cands.len() >= w {
                 // With the tie rules, finish the group sharing the last deadline.
-                if !self.scans_ties() {
-                    break;
-                }
                 let c = self.cand(key);
                 if c.deadline > cands[cands.len() - 1].deadline {
                     break;
@@ -699,6 +696,9 @@ impl Dfs {
                 cands.push(c);
             } else {
                 cands.push(self.cand(key));
+                if cands.len() >= w && !self.scans_ties() {
+                    break;
+                }
             }
             // Past the window, the clients after `key` with the same F and φ tie
             // with it on every rule and lose on id: skip them in one step.
@@ -887,6 +887,9 @@ mod wide {
 
         /// The exact product `a · b`.
         pub fn mul(a: u128, b: u128) -> U256 {
+            if (a | b) >> 64 == 0 {
+                return U256 { hi: 0, lo: a * b };
+            }
             let (a1, a0) = (a >> 64, a & LOW);
             let (b1, b0) = (b >> 64, b & LOW);
             let (p00, p01, p10, p11) = (a0 * b0, a0 * b1, a1 * b0, a1 * b1);
