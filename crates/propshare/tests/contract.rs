@@ -62,6 +62,11 @@ contract_tests! {
     contract_sfs => "sfs",
     contract_sfs_heuristic => "sfs+heuristic",
     contract_sfs_affinity => "sfs+affinity",
+    contract_dfs => "dfs",
+    contract_dfs_notiebreak => "dfs-notiebreak",
+    contract_dfs_fa => "dfs-fa",
+    contract_dfs_fa_affinity => "dfs-fa+affinity",
+    contract_dfs_fa_readjust => "dfs-fa+readjust",
 }
 
 /// Every registered scheduler must appear above.
