@@ -1,6 +1,7 @@
 //! One file per algorithm, each behind [`crate::Scheduler`].
 
 pub mod cfs;
+pub mod dfs;
 pub mod eevdf;
 pub mod gdq;
 pub mod gr3;
@@ -10,6 +11,7 @@ pub mod lottery;
 pub mod reweigh;
 pub mod rr;
 pub mod sfq;
+pub mod sfs;
 pub mod srr;
 pub mod stride;
 pub mod vtrr;
