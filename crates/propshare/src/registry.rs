@@ -103,6 +103,26 @@ pub const SCHEDULERS: &[Entry] = &[
         summary: "EEVDF with the kernel's nr_balance_failed relaxation: too-heavy tasks move after failed balance passes",
         build: |c| Box::new(algo::eevdf::Eevdf::with_balance_failed_relax(c)),
     },
+    Entry {
+        name: "dwrr",
+        summary: "distributed weighted round-robin over a CFS-like local queue (Li et al. PPoPP 2009)",
+        build: |c| Box::new(algo::dwrr::DwrrCfs::registered(c, false)),
+    },
+    Entry {
+        name: "dwrr+carry",
+        summary: "DWRR, CFS-like local queue, slice overrun carried into the next round",
+        build: |c| Box::new(algo::dwrr::DwrrCfs::registered(c, true)),
+    },
+    Entry {
+        name: "dwrr-rr",
+        summary: "DWRR over a round-robin local queue (the O(1) port's role)",
+        build: |c| Box::new(algo::dwrr::DwrrRr::registered(c, false)),
+    },
+    Entry {
+        name: "dwrr-rr+carry",
+        summary: "DWRR over round robin, slice overrun carried into the next round",
+        build: |c| Box::new(algo::dwrr::DwrrRr::registered(c, true)),
+    },
 ];
 
 /// A scheduler name that is not registered.

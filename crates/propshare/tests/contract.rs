@@ -58,6 +58,10 @@ contract_tests! {
     contract_eevdf => "eevdf",
     contract_cfs_lbfail => "cfs+lbfail",
     contract_eevdf_lbfail => "eevdf+lbfail",
+    contract_dwrr => "dwrr",
+    contract_dwrr_carry => "dwrr+carry",
+    contract_dwrr_rr => "dwrr-rr",
+    contract_dwrr_rr_carry => "dwrr-rr+carry",
 }
 
 /// Every registered scheduler must appear above.

@@ -13,3 +13,4 @@ pub mod vtrr;
 pub mod wf2q;
 pub mod wfq;
 pub mod wrr;
+pub mod dwrr;
