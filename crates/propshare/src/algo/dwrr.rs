@@ -388,9 +388,9 @@ impl<L: LocalQueue> Dwrr<L> {
     /// The clients waiting in CPU `k`'s round-active, in local dispatch
     /// order (the running one excluded), and in its round-expired.
     pub fn queues(&self, k: CpuId) -> (Vec<ClientId>, Vec<ClientId>) {
-        self.cpus
-            .get(k.index())
-            .map_or((Vec::new(), Vec::new()), |p| (p.active_q().in_order().collect(), p.expired_q().in_order().collect()))
+        self.cpus.get(k.index()).map_or((Vec::new(), Vec::new()), |p| {
+            (p.active_q().in_order().collect(), p.expired_q().in_order().collect())
+        })
     }
 
     /// Clients moved between CPUs by round balancing so far.
@@ -566,8 +566,12 @@ impl<L: LocalQueue> Dwrr<L> {
     /// Step 1 (i): look at every other CPU once, from p+1 round the ring.
     fn survey(&self, p: usize, h: u64) -> Survey {
         let n = self.cpus.len();
-        let mut s =
-            Survey { first_behind: None, most_loaded: None, any_eligible: None, total_load: self.cpus[p].load() as u128 };
+        let mut s = Survey {
+            first_behind: None,
+            most_loaded: None,
+            any_eligible: None,
+            total_load: self.cpus[p].load() as u128,
+        };
         let mut best = 0;
         for k in (1..n).map(|i| (p + i) % n) {
             let q = &self.cpus[k];
@@ -659,7 +663,10 @@ impl<L: LocalQueue> Dwrr<L> {
                 for c in p.queues[slot].in_order() {
                     let x = self.clients.get(c).ok_or_else(|| format!("departed {c} queued on cpu {k}"))?;
                     if x.cpu != k || x.place != Place::Queued(slot) {
-                        return Err(format!("{c} is in queue {slot} of cpu {k} but recorded {:?} on {}", x.place, x.cpu));
+                        return Err(format!(
+                            "{c} is in queue {slot} of cpu {k} but recorded {:?} on {}",
+                            x.place, x.cpu
+                        ));
                     }
                     if x.used >= self.slice_of(x.weight) {
                         return Err(format!("{c} waits on cpu {k} with its round slice used up"));
@@ -667,7 +674,10 @@ impl<L: LocalQueue> Dwrr<L> {
                     load += L::load(x.weight);
                 }
                 if load != p.loads[slot] {
-                    return Err(format!("cpu {k}: queue {slot} load is {} but its clients weigh {load}", p.loads[slot]));
+                    return Err(format!(
+                        "cpu {k}: queue {slot} load is {} but its clients weigh {load}",
+                        p.loads[slot]
+                    ));
                 }
             }
         }

@@ -1,6 +1,7 @@
 //! One file per algorithm, each behind [`crate::Scheduler`].
 
 pub mod cfs;
+pub mod dwrr;
 pub mod eevdf;
 pub mod linux;
 pub mod lottery;
@@ -13,4 +14,3 @@ pub mod vtrr;
 pub mod wf2q;
 pub mod wfq;
 pub mod wrr;
-pub mod dwrr;
