@@ -96,11 +96,14 @@
 //!   round-expired, so sleeping never buys a second slice in one round.
 //! * Gap (A11): a weight decrease that leaves a queued client's `used` at or
 //!   over its new slice expires it at once (a running one at its stop); in
-//!   round-expired the carry is clamped below the new slice.
+//!   round-expired the carry is clamped below the new slice. The CFS-like
+//!   key is rescaled by `old/new` on every weight change (as Linux's
+//!   `reweight_entity`), or a client that ran light and became heavy would
+//!   wait behind heavy clients whose virtual runtime hardly moves.
 //! * Gap (A5, A12): `highest` is a 64-bit atomic maximum ([`Highest`]),
 //!   never lowered; idle means the CPU owns no client, and its round is 0.
-//! * Gap: a CPU whose last client blocks or leaves becomes idle (round 0) at
-//!   once rather than at its next pick; its next pick would do the same.
+//! * Gap: a CPU whose last client blocks, leaves or is stolen becomes idle
+//!   (round 0) at once rather than at its next pick, which would do the same.
 //! * Gap (loads): arrival placement compares the load of every client a CPU
 //!   owns (round-active, round-expired, running); the most loaded source
 //!   p_b counts round-active only (running client included, as Linux does),
@@ -117,6 +120,12 @@
 //!   `highest` (until that CPU advances, at most `w_max·B`), so
 //!   [`Scheduler::work_conserving`] is false.
 //! * Gap (A8): no affinity masks, no real-time class, no hotplug.
+//! * Gap (Theorem 1 under churn): the proof assumes a fixed runnable set;
+//!   with arrivals the bound does not hold, since every arrival gets a whole
+//!   slice in the current round and a stream of them can hold a round open
+//!   while a client that finished it waits (tests/dwrr.rs,
+//!   `arrivals_can_hold_a_round_open_without_bound`). We keep the paper's
+//!   rule; from any state, once the set is fixed, the bound holds.
 
 pub mod local;
 
