@@ -105,23 +105,23 @@ pub const SCHEDULERS: &[Entry] = &[
     },
     Entry {
         name: "dwrr",
-        summary: "distributed weighted round-robin over a CFS-like local queue (Li et al. PPoPP 2009)",
-        build: |c| Box::new(algo::dwrr::DwrrCfs::registered(c, false)),
-    },
-    Entry {
-        name: "dwrr+carry",
-        summary: "DWRR, CFS-like local queue, slice overrun carried into the next round",
-        build: |c| Box::new(algo::dwrr::DwrrCfs::registered(c, true)),
-    },
-    Entry {
-        name: "dwrr-rr",
-        summary: "DWRR over a round-robin local queue (the O(1) port's role)",
+        summary: "distributed weighted round-robin over per-CPU round-robin queues (Li et al. PPoPP 2009)",
         build: |c| Box::new(algo::dwrr::DwrrRr::registered(c, false)),
     },
     Entry {
-        name: "dwrr-rr+carry",
-        summary: "DWRR over round robin, slice overrun carried into the next round",
+        name: "dwrr+carry",
+        summary: "DWRR, slice overrun carried into the next round",
         build: |c| Box::new(algo::dwrr::DwrrRr::registered(c, true)),
+    },
+    Entry {
+        name: "dwrr-cfs",
+        summary: "DWRR over per-CPU CFS-like vruntime queues (the paper's Linux 2.6.24 port)",
+        build: |c| Box::new(algo::dwrr::DwrrCfs::registered(c, false)),
+    },
+    Entry {
+        name: "dwrr-cfs+carry",
+        summary: "DWRR over CFS-like queues, slice overrun carried into the next round",
+        build: |c| Box::new(algo::dwrr::DwrrCfs::registered(c, true)),
     },
 ];
 

@@ -60,8 +60,8 @@ contract_tests! {
     contract_eevdf_lbfail => "eevdf+lbfail",
     contract_dwrr => "dwrr",
     contract_dwrr_carry => "dwrr+carry",
-    contract_dwrr_rr => "dwrr-rr",
-    contract_dwrr_rr_carry => "dwrr-rr+carry",
+    contract_dwrr_cfs => "dwrr-cfs",
+    contract_dwrr_cfs_carry => "dwrr-cfs+carry",
 }
 
 /// Every registered scheduler must appear above.

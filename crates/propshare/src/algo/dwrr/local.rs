@@ -8,10 +8,11 @@
 //! paper's patch.
 //!
 //! * [`RoundRobinQueue`]: FIFO, one quantum per turn; the O(1) scheduler with
-//!   equal priorities. O(1) per operation.
+//!   equal priorities (the paper's first port, Linux 2.6.22). O(1) per
+//!   operation. The default (`dwrr`).
 //! * [`VruntimeQueue`]: CFS-like, runs the client with the least virtual
-//!   runtime (`ran / w`); the Linux 2.6.24 port, the paper's main one.
-//!   O(log n) per operation.
+//!   runtime (`ran / w`); the Linux 2.6.24 port (`dwrr-cfs`). O(log n) per
+//!   operation.
 //!
 //! # Frames
 //!
@@ -40,7 +41,7 @@ pub trait LocalQueue: Debug + Default {
     /// Per-client policy state (its virtual runtime, or nothing).
     type Key: Copy + Debug + Default;
 
-    /// Appended to `dwrr` in the registry name (`""` for the paper's default).
+    /// Appended to `dwrr` in the registry name (`""` for the default, round robin).
     const SUFFIX: &'static str;
 
     /// This policy's load of a client of weight `w` (CFS: the weight; RR: 1),
@@ -96,7 +97,7 @@ pub struct RoundRobinQueue {
 
 impl LocalQueue for RoundRobinQueue {
     type Key = ();
-    const SUFFIX: &'static str = "-rr";
+    const SUFFIX: &'static str = "";
 
     fn load(_w: Weight) -> u64 {
         1
@@ -137,7 +138,7 @@ impl LocalQueue for VruntimeQueue {
     /// Virtual runtime: absolute while in (or running from) a queue, an
     /// offset from the queue's `min_vruntime` while outside.
     type Key = VTime;
-    const SUFFIX: &'static str = "";
+    const SUFFIX: &'static str = "-cfs";
 
     fn load(w: Weight) -> u64 {
         w.get()
