@@ -54,8 +54,9 @@
 //! One [`CpuPart`] per CPU (round, the two queues, the running client, their
 //! loads) and the global [`Highest`]. Every cross-CPU step is a named function
 //! between two per-CPU parts: [`Dwrr::migrate`] and the stealing policies built
-//! on it. Per-client state (weight, `used`, owner, local key) is in a
-//! [`ClientTable`], guarded in a concurrent host by the owner CPU's lock.
+//! on it. Per-client state (weight, `used`, owner, local key, round-robin
+//! links) is in dense [`ClientTable`]s, O(N) in all rather than per CPU;
+//! in a concurrent host an entry is guarded by its owner CPU's lock.
 //!
 //! # Cost
 //!
@@ -279,13 +280,13 @@ impl<L: LocalQueue> CpuPart<L> {
         self.loads[self.active]
     }
 
-    fn enqueue(&mut self, slot: Slot, c: ClientId, key: &mut L::Key, load: u64) {
-        self.queues[slot].enter(c, key);
+    fn enqueue(&mut self, links: &mut L::Links, slot: Slot, c: ClientId, key: &mut L::Key, load: u64) {
+        self.queues[slot].enter(links, c, key);
         self.loads[slot] += load;
     }
 
-    fn dequeue(&mut self, slot: Slot, c: ClientId, key: &mut L::Key, load: u64) {
-        self.queues[slot].exit(c, key);
+    fn dequeue(&mut self, links: &mut L::Links, slot: Slot, c: ClientId, key: &mut L::Key, load: u64) {
+        self.queues[slot].exit(links, c, key);
         self.loads[slot] -= load;
     }
 
@@ -328,6 +329,8 @@ pub struct Dwrr<L: LocalQueue> {
     highest: Highest,
     cpus: Vec<CpuPart<L>>,
     clients: ClientTable<Client<L::Key>>,
+    /// The local policy's per-client links (see [`LocalQueue::Links`]).
+    links: L::Links,
     migrations: u64,
 }
 
@@ -368,6 +371,7 @@ impl<L: LocalQueue> Dwrr<L> {
             highest: Highest::default(),
             cpus: (0..cfg.cpus).map(|_| CpuPart::default()).collect(),
             clients: ClientTable::new(),
+            links: L::Links::default(),
             migrations: 0,
         }
     }
@@ -402,7 +406,7 @@ impl<L: LocalQueue> Dwrr<L> {
     /// order (the running one excluded), and in its round-expired.
     pub fn queues(&self, k: CpuId) -> (Vec<ClientId>, Vec<ClientId>) {
         self.cpus.get(k.index()).map_or((Vec::new(), Vec::new()), |p| {
-            (p.active_q().in_order().collect(), p.expired_q().in_order().collect())
+            (p.active_q().in_order(&self.links).collect(), p.expired_q().in_order(&self.links).collect())
         })
     }
 
@@ -459,7 +463,7 @@ impl<L: LocalQueue> Dwrr<L> {
         let slot = if into_expired { p.expired_slot() } else { p.active };
         x.cpu = k;
         x.place = Place::Queued(slot);
-        p.enqueue(slot, c, &mut x.key, L::load(x.weight));
+        p.enqueue(&mut self.links, slot, c, &mut x.key, L::load(x.weight));
     }
 
     /// Take waiting client `c` off its CPU (it blocks or leaves).
@@ -470,7 +474,7 @@ impl<L: LocalQueue> Dwrr<L> {
             return;
         };
         let k = x.cpu;
-        self.cpus[k].dequeue(slot, c, &mut x.key, L::load(x.weight));
+        self.cpus[k].dequeue(&mut self.links, slot, c, &mut x.key, L::load(x.weight));
         x.place = Place::Blocked;
         self.idle_if_empty(k);
     }
@@ -499,10 +503,10 @@ impl<L: LocalQueue> Dwrr<L> {
         let x = &mut self.clients[c];
         let p = &mut self.cpus[x.cpu];
         let load = L::load(x.weight);
-        p.dequeue(p.active, c, &mut x.key, load);
+        p.dequeue(&mut self.links, p.active, c, &mut x.key, load);
         x.used = used;
         x.place = Place::Queued(p.expired_slot());
-        p.enqueue(p.expired_slot(), c, &mut x.key, load);
+        p.enqueue(&mut self.links, p.expired_slot(), c, &mut x.key, load);
     }
 
     // ----- cross-CPU steps: each between two per-CPU parts -----
@@ -519,8 +523,8 @@ impl<L: LocalQueue> Dwrr<L> {
         };
         debug_assert_eq!(x.cpu, from);
         let load = L::load(x.weight);
-        src.dequeue(slot, c, &mut x.key, load);
-        dst.enqueue(dst.active, c, &mut x.key, load);
+        src.dequeue(&mut self.links, slot, c, &mut x.key, load);
+        dst.enqueue(&mut self.links, dst.active, c, &mut x.key, load);
         x.cpu = to;
         x.place = Place::Queued(dst.active);
         self.migrations += 1;
@@ -531,7 +535,7 @@ impl<L: LocalQueue> Dwrr<L> {
     /// round-expired (a CPU in round highest-1) to `to`'s round-active.
     pub fn steal_expired_half(&mut self, from: usize, to: usize) -> usize {
         let q = self.cpus[from].expired_q();
-        let take: Vec<ClientId> = q.in_order().take(q.len().div_ceil(2)).collect();
+        let take: Vec<ClientId> = q.in_order(&self.links).take(q.len().div_ceil(2)).collect();
         for &c in &take {
             self.migrate(from, to, c);
         }
@@ -545,7 +549,7 @@ impl<L: LocalQueue> Dwrr<L> {
         let p = self.cpus.len() as u128;
         let mut load = self.cpus[to].load() as u128;
         let mut take = Vec::new();
-        for c in self.cpus[from].active_q().in_order() {
+        for c in self.cpus[from].active_q().in_order(&self.links) {
             if load * p >= total_load {
                 break;
             }
@@ -566,8 +570,8 @@ impl<L: LocalQueue> Dwrr<L> {
     pub fn steal_one(&mut self, from: usize, to: usize) -> usize {
         let h = self.highest.get();
         let src = &self.cpus[from];
-        let behind = if src.round != h { src.expired_q().in_order().next() } else { None };
-        match behind.or_else(|| src.active_q().in_order().next()) {
+        let behind = if src.round != h { src.expired_q().in_order(&self.links).next() } else { None };
+        match behind.or_else(|| src.active_q().in_order(&self.links).next()) {
             Some(c) => {
                 self.migrate(from, to, c);
                 1
@@ -673,7 +677,7 @@ impl<L: LocalQueue> Dwrr<L> {
             let run = p.running.map_or(0, |c| L::load(self.clients[c].weight));
             for slot in 0..2 {
                 let mut load = if slot == p.active { run } else { 0 };
-                for c in p.queues[slot].in_order() {
+                for c in p.queues[slot].in_order(&self.links) {
                     let x = self.clients.get(c).ok_or_else(|| format!("departed {c} queued on cpu {k}"))?;
                     if x.cpu != k || x.place != Place::Queued(slot) {
                         return Err(format!(
@@ -773,9 +777,9 @@ impl<L: LocalQueue> Scheduler for Dwrr<L> {
         match x.place {
             Place::Queued(slot) => {
                 p.loads[slot] = p.loads[slot] - old + new;
-                p.queues[slot].exit(c, &mut y.key);
+                p.queues[slot].exit(&mut self.links, c, &mut y.key);
                 L::rescale(&mut y.key, x.weight, w);
-                p.queues[slot].enter(c, &mut y.key);
+                p.queues[slot].enter(&mut self.links, c, &mut y.key);
             }
             Place::Running => {
                 p.loads[p.active] = p.loads[p.active] - old + new;
@@ -813,7 +817,7 @@ impl<L: LocalQueue> Scheduler for Dwrr<L> {
             self.round_balance(k);
         }
         let p = &mut self.cpus[k];
-        let Some(c) = p.queues[p.active].take_next() else {
+        let Some(c) = p.queues[p.active].take_next(&mut self.links) else {
             debug_check!(self, "an idle pick");
             return Ok(Decision::Idle);
         };
@@ -843,12 +847,12 @@ impl<L: LocalQueue> Scheduler for Dwrr<L> {
                 p.loads[active] -= load;
                 x.used = used_next;
                 x.place = Place::Queued(p.expired_slot());
-                p.enqueue(p.expired_slot(), c, &mut x.key, load);
+                p.enqueue(&mut self.links, p.expired_slot(), c, &mut x.key, load);
             }
             StopReason::Expired | StopReason::Preempted => {
                 x.used = used;
                 x.place = Place::Queued(active);
-                p.queues[active].put_back(c, &mut x.key);
+                p.queues[active].put_back(&mut self.links, c, &mut x.key);
             }
             StopReason::Blocked => {
                 p.queues[active].release(&mut x.key);
