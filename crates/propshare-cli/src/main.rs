@@ -221,9 +221,12 @@ fn simulate(a: SimArgs, html: bool) -> Result<(), Failure> {
     for run in &result.runs {
         print_metrics(run);
     }
+    for (name, median, p99) in &result.costs {
+        println!("{name}: {median} ns per decision (median), {p99} ns (p99), wall clock");
+    }
     print_verdicts(&result);
     if html {
-        write_report(&out, &format!("propshare: {}", scn.name), &scn.description, std::slice::from_ref(&result))?;
+        write_report(&out, &format!("propshare: {}", scn.name), &scn.description, "", std::slice::from_ref(&result))?;
         println!("\nreport: {}", out.join("index.html").display());
     } else {
         println!("\noutputs in {}", out.display());
@@ -267,10 +270,16 @@ fn reproduce(dir: &Path, out: &Path, quiet: bool) -> Result<(), Failure> {
         results.push(r);
     }
     pb.finish_and_clear();
+    let bench_note = if out.join("bench.html").exists() {
+        " Decision cost: see bench.html (written by `propshare bench --out` this directory)."
+    } else {
+        " Decision cost: run `propshare bench` (writes bench.html here)."
+    };
     write_report(
         out,
         "propshare: the papers reproduced",
         "Each section runs a scenario from scenarios/papers/ on the schedulers it names, and compares our figures with the paper's claims. Lag is ideal (exact fluid reference with weight readjustment) minus received service; service error is the papers' own metric for static sets.",
+        bench_note,
         &results,
     )?;
     for r in &results {

@@ -38,7 +38,7 @@ fn instructions(scheduler: &str, clients: usize, decisions: u64) -> u64 {
     let _ = std::fs::remove_file(&out_file);
     text.lines()
         .find_map(|l| l.strip_prefix("totals:").or_else(|| l.strip_prefix("summary:")))
-        .and_then(|v| v.trim().split_whitespace().next()?.parse().ok())
+        .and_then(|v| v.split_whitespace().next()?.parse().ok())
         .expect("a totals line")
 }
 

@@ -139,7 +139,15 @@ fn section(out: &mut String, r: &ScenarioResult) {
 }
 
 /// Write `dir/index.html` for `results`, grouped by paper, under `title`.
-pub fn write_report(dir: &Path, title: &str, intro: &str, results: &[ScenarioResult]) -> std::io::Result<()> {
+/// `cost_note` is a sentence about decision cost; a link to `bench.html` is
+/// added when that page exists beside the report.
+pub fn write_report(
+    dir: &Path,
+    title: &str,
+    intro: &str,
+    cost_note: &str,
+    results: &[ScenarioResult],
+) -> std::io::Result<()> {
     let mut out = String::new();
     let _ = writeln!(
         out,
@@ -147,7 +155,12 @@ pub fn write_report(dir: &Path, title: &str, intro: &str, results: &[ScenarioRes
         esc(title),
         STYLE
     );
-    let _ = writeln!(out, "<h1>{}</h1><p>{}</p>", esc(title), esc(intro));
+    let _ = writeln!(out, "<h1>{}</h1><p>{}{}</p>", esc(title), esc(intro), esc(cost_note));
+    if dir.join("bench.html").exists() {
+        out.push_str(
+            "<p><a href=\"bench.html\">Decision cost of every scheduler (ns per decision against N and P)</a></p>\n",
+        );
+    }
     let claims: Vec<_> = results.iter().flat_map(|r| &r.verdicts).collect();
     if !claims.is_empty() {
         let ok = claims.iter().filter(|v| v.matches).count();

@@ -104,6 +104,26 @@ pub const SCHEDULERS: &[Entry] = &[
         build: |c| Box::new(algo::eevdf::Eevdf::with_balance_failed_relax(c)),
     },
     Entry {
+        name: "gdq",
+        summary: "grouped distributed queues, delta = 4, T = 20 quanta (Caprita, Nieh, Stein 2006)",
+        build: |c| Box::new(algo::gdq::Gdq::new(c)),
+    },
+    Entry {
+        name: "sfs",
+        summary: "surplus fair scheduling, exact least-surplus pick over readjusted weights (Chandra et al. 2000)",
+        build: |c| Box::new(algo::sfs::Sfs::new(c)),
+    },
+    Entry {
+        name: "sfs+heuristic",
+        summary: "SFS examining only the first 20 clients of each queue (SFS paper section 3.2)",
+        build: |c| Box::new(algo::sfs::Sfs::with_heuristic(c)),
+    },
+    Entry {
+        name: "sfs+affinity",
+        summary: "SFS preferring the client that last ran on the CPU among the 4 least surpluses, within one quantum of surplus (section 2.4)",
+        build: |c| Box::new(algo::sfs::Sfs::with_affinity(c)),
+    },
+    Entry {
         name: "dwrr",
         summary: "distributed weighted round-robin over per-CPU round-robin queues (Li et al. PPoPP 2009)",
         build: |c| Box::new(algo::dwrr::DwrrRr::registered(c, false)),

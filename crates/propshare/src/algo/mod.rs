@@ -3,11 +3,13 @@
 pub mod cfs;
 pub mod dwrr;
 pub mod eevdf;
+pub mod gdq;
 pub mod linux;
 pub mod lottery;
 pub mod reweigh;
 pub mod rr;
 pub mod sfq;
+pub mod sfs;
 pub mod srr;
 pub mod stride;
 pub mod vtrr;
