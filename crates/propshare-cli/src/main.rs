@@ -19,6 +19,8 @@ use propshare_sim::scenario::Scenario;
 #[global_allocator]
 static ALLOC: bench_cmd::CountingAlloc = bench_cmd::CountingAlloc;
 
+mod run_cmd;
+
 #[derive(Parser)]
 #[command(
     name = "propshare",
@@ -101,6 +103,8 @@ enum Command {
     },
     /// List the registered schedulers.
     List,
+    /// Schedule real Linux processes by weight (needs root).
+    Run(Box<run_cmd::RunArgs>),
 }
 
 #[derive(Args)]
@@ -151,6 +155,7 @@ fn main() {
         Some(Command::Simulate(a)) => simulate(a, false),
         Some(Command::Compare(a)) => simulate(a, true),
         Some(Command::Demo { scheduler, cpus }) => demo(&scheduler, cpus),
+        Some(Command::Run(args)) => run_cmd::main(*args),
         Some(Command::Bench { scheduler, quick, grid, out, quiet }) => (|| {
             let list = match scheduler {
                 Some(l) => {

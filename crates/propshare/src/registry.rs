@@ -124,6 +124,31 @@ pub const SCHEDULERS: &[Entry] = &[
         build: |c| Box::new(algo::sfs::Sfs::with_affinity(c)),
     },
     Entry {
+        name: "dfs",
+        summary: "deadline fair scheduling with PD2 tie rules, P-fair, not work-conserving (Chandra et al. RTAS 2001)",
+        build: |c| Box::new(algo::dfs::Dfs::new(c)),
+    },
+    Entry {
+        name: "dfs-notiebreak",
+        summary: "DFS without the PD2 tie rules, as in the paper's simulations (RTAS 2001 section 4.1)",
+        build: |c| Box::new(algo::dfs::Dfs::no_tie_break(c)),
+    },
+    Entry {
+        name: "dfs-fa",
+        summary: "DFS-FA: DFS plus the fair-airport start-tag queue, work-conserving (RTAS 2001 section 4.2)",
+        build: |c| Box::new(algo::dfs::Dfs::fair_airport(c)),
+    },
+    Entry {
+        name: "dfs-fa+affinity",
+        summary: "DFS-FA with the goodness affinity rule, W = P, alpha = 2 slots (RTAS 2001 section 5)",
+        build: |c| Box::new(algo::dfs::Dfs::fair_airport_affinity(c)),
+    },
+    Entry {
+        name: "dfs-fa+readjust",
+        summary: "DFS-FA over readjusted weights (SFS paper section 2.2); fixes DFS-FA starvation",
+        build: |c| Box::new(algo::dfs::Dfs::fair_airport_readjusted(c)),
+    },
+    Entry {
         name: "dwrr",
         summary: "distributed weighted round-robin over per-CPU round-robin queues (Li et al. PPoPP 2009)",
         build: |c| Box::new(algo::dwrr::DwrrRr::registered(c, false)),

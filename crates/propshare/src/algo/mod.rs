@@ -1,6 +1,7 @@
 //! One file per algorithm, each behind [`crate::Scheduler`].
 
 pub mod cfs;
+pub mod dfs;
 pub mod dwrr;
 pub mod eevdf;
 pub mod gdq;
