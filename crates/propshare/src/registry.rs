@@ -168,6 +168,26 @@ pub const SCHEDULERS: &[Entry] = &[
         summary: "GR3MP with the join/leave work rescale tied to the heavier neighbour",
         build: |c| Box::new(algo::gr3mp::Gr3Mp::new(c, "gr3mp+fairjoin", algo::gr3::RescaleRule::Predecessor)),
     },
+    Entry {
+        name: "dwrr",
+        summary: "distributed weighted round-robin over per-CPU round-robin queues (Li et al. PPoPP 2009)",
+        build: |c| Box::new(algo::dwrr::DwrrRr::registered(c, false)),
+    },
+    Entry {
+        name: "dwrr+carry",
+        summary: "DWRR, slice overrun carried into the next round",
+        build: |c| Box::new(algo::dwrr::DwrrRr::registered(c, true)),
+    },
+    Entry {
+        name: "dwrr-cfs",
+        summary: "DWRR over per-CPU CFS-like vruntime queues (the paper's Linux 2.6.24 port)",
+        build: |c| Box::new(algo::dwrr::DwrrCfs::registered(c, false)),
+    },
+    Entry {
+        name: "dwrr-cfs+carry",
+        summary: "DWRR over CFS-like queues, slice overrun carried into the next round",
+        build: |c| Box::new(algo::dwrr::DwrrCfs::registered(c, true)),
+    },
 ];
 
 /// A scheduler name that is not registered.

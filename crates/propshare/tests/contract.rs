@@ -71,6 +71,10 @@ contract_tests! {
     contract_gr3mp => "gr3mp",
     contract_gr3_fairjoin => "gr3+fairjoin",
     contract_gr3mp_fairjoin => "gr3mp+fairjoin",
+    contract_dwrr => "dwrr",
+    contract_dwrr_carry => "dwrr+carry",
+    contract_dwrr_cfs => "dwrr-cfs",
+    contract_dwrr_cfs_carry => "dwrr-cfs+carry",
 }
 
 /// Every registered scheduler must appear above.

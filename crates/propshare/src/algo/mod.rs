@@ -2,6 +2,7 @@
 
 pub mod cfs;
 pub mod dfs;
+pub mod dwrr;
 pub mod eevdf;
 pub mod gdq;
 pub mod gr3;
