@@ -70,10 +70,18 @@ fn configs(quick: bool, grid: bool) -> Vec<(usize, usize)> {
 }
 
 /// Run the benchmark and write table, CSV, plots and an HTML page to `out`.
-pub fn bench(schedulers: &[String], quick: bool, grid: bool, out: &Path, quiet: bool) -> anyhow::Result<()> {
+/// `sizes`, if given, replaces the built-in (N, P) list.
+pub fn bench(
+    schedulers: &[String],
+    quick: bool,
+    grid: bool,
+    sizes: Option<Vec<(usize, usize)>>,
+    out: &Path,
+    quiet: bool,
+) -> anyhow::Result<()> {
     std::fs::create_dir_all(out)?;
     let (batches, batch) = if quick { (30, 200) } else { (200, 1000) };
-    let cfgs = configs(quick, grid);
+    let cfgs = sizes.unwrap_or_else(|| configs(quick, grid));
     let mut results: Vec<(BenchResult, f64)> = Vec::new();
     let started = Instant::now();
     if !quiet {

@@ -70,6 +70,12 @@ enum Command {
         /// Every (N, P) combination instead of an N sweep at P = 8 and a P sweep.
         #[arg(long)]
         grid: bool,
+        /// Measure exactly these client counts (with --cpus), instead of the built-in sweep.
+        #[arg(long, value_delimiter = ',', requires = "cpus")]
+        clients: Option<Vec<usize>>,
+        /// CPU counts for --clients.
+        #[arg(long, value_delimiter = ',')]
+        cpus: Option<Vec<usize>>,
         /// Output directory for bench.csv, plots and bench.html.
         #[arg(long, default_value = "report")]
         out: PathBuf,
@@ -156,7 +162,18 @@ fn main() {
         Some(Command::Compare(a)) => simulate(a, true),
         Some(Command::Demo { scheduler, cpus }) => demo(&scheduler, cpus),
         Some(Command::Run(args)) => run_cmd::main(*args),
-        Some(Command::Bench { scheduler, quick, grid, out, quiet }) => (|| {
+        Some(Command::Bench { scheduler, quick, grid, clients, cpus, out, quiet }) => (|| {
+            let sizes = match (clients, cpus) {
+                (Some(ns), Some(ps)) => {
+                    let v: Vec<(usize, usize)> = ps.iter().flat_map(|&p| ns.iter().map(move |&n| (n, p))).collect();
+                    if v.iter().any(|&(n, p)| p == 0 || n < 2 * p) {
+                        return Err(bad_input(anyhow::anyhow!("need --cpus >= 1 and every --clients >= 2 x --cpus")));
+                    }
+                    Some(v)
+                }
+                (None, Some(_)) => return Err(bad_input(anyhow::anyhow!("--cpus needs --clients"))),
+                _ => None,
+            };
             let list = match scheduler {
                 Some(l) => {
                     for s in &l {
@@ -166,7 +183,7 @@ fn main() {
                 }
                 None => registry::names().map(String::from).collect(),
             };
-            bench_cmd::bench(&list, quick, grid, &out, quiet).map_err(Failure::from)
+            bench_cmd::bench(&list, quick, grid, sizes, &out, quiet).map_err(Failure::from)
         })(),
         Some(Command::BenchSim { scheduler, quick }) => registry::find(&scheduler)
             .map_err(bad_input)
