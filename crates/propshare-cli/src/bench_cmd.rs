@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Instant;
 
 use propshare::{registry, Weight, MS};
-use propshare_sim::bench::{measure, BenchDriver, BenchResult};
+use propshare_sim::bench::{measure_driver, BenchDriver, BenchResult};
 use propshare_sim::engine::{ClientSpec, Engine, SimConfig};
 use propshare_sim::output::write_atomic;
 use propshare_sim::plot::{line_chart, Scale, Series};
@@ -37,15 +37,6 @@ unsafe impl GlobalAlloc for CountingAlloc {
 
 fn live() -> usize {
     LIVE.load(Ordering::Relaxed)
-}
-
-/// Bytes of scheduler state per client: live heap after joining `n` clients on `cpus` CPUs, over n.
-fn bytes_per_client(name: &str, n: usize, cpus: usize) -> Result<f64, String> {
-    let before = live();
-    let d = BenchDriver::new(name, n, cpus)?;
-    let after = live();
-    drop(d);
-    Ok(after.saturating_sub(before) as f64 / n as f64)
 }
 
 /// The sizes measured: an N sweep at P = 8 and a P sweep at N = 65536
@@ -96,8 +87,11 @@ pub fn bench(
     println!("{:<20} {:>9} {:>6} {:>12} {:>12} {:>14}", "scheduler", "N", "P", "median ns", "p99 ns", "bytes/client");
     for name in schedulers {
         for &(n, p) in &cfgs {
-            let r = measure(name, n, p, batches, batch).map_err(anyhow::Error::msg)?;
-            let bytes = bytes_per_client(name, n, p).map_err(anyhow::Error::msg)?;
+            let before = live();
+            let mut driver = BenchDriver::new(name, n, p).map_err(anyhow::Error::msg)?;
+            let bytes = live().saturating_sub(before) as f64 / n as f64;
+            let r = measure_driver(&mut driver, name, n, p, batches, batch);
+            drop(driver);
             println!("{:<20} {:>9} {:>6} {:>12.1} {:>12.1} {:>14.1}", name, n, p, r.median_ns, r.p99_ns, bytes);
             results.push((r, bytes));
         }

@@ -105,22 +105,27 @@ pub struct BenchResult {
 /// Time decisions of `name` with `n` clients on `cpus` CPUs: warm up, then
 /// `batches` batches of `batch` decisions; the median and p99 are over the
 /// batches' mean cost (one clock read per batch, not per decision). Slow
-/// schedulers are cut short by a time budget (warm-up at most 1 s,
-/// measurement at most 2 s, but never fewer than 10 batches).
+/// schedulers are cut short by a time budget (warm-up at most 0.5 s,
+/// measurement at most 1 s, but never fewer than 10 batches).
 pub fn measure(name: &str, n: usize, cpus: usize, batches: usize, batch: usize) -> Result<BenchResult, String> {
     let mut d = BenchDriver::new(name, n, cpus)?;
+    Ok(measure_driver(&mut d, name, n, cpus, batches, batch))
+}
+
+/// [`measure`] on a driver already set up (so the caller can weigh its memory).
+pub fn measure_driver(d: &mut BenchDriver, name: &str, n: usize, cpus: usize, batches: usize, batch: usize) -> BenchResult {
     let warm = (2 * n).clamp(1000, 200_000);
     let t_warm = Instant::now();
     for i in 0..warm {
         d.step();
-        if i % 256 == 255 && t_warm.elapsed().as_secs() >= 1 {
+        if i % 256 == 255 && t_warm.elapsed().as_millis() >= 500 {
             break;
         }
     }
     let mut samples = Vec::with_capacity(batches);
     let t_measure = Instant::now();
     for k in 0..batches {
-        if k >= 10 && t_measure.elapsed().as_secs() >= 2 {
+        if k >= 10 && t_measure.elapsed().as_millis() >= 1000 {
             break;
         }
         let t0 = Instant::now();
@@ -131,12 +136,12 @@ pub fn measure(name: &str, n: usize, cpus: usize, batches: usize, batch: usize) 
     }
     samples.sort_by(f64::total_cmp);
     let at = |q: f64| samples[((samples.len() as f64 * q).ceil() as usize).clamp(1, samples.len()) - 1];
-    Ok(BenchResult {
+    BenchResult {
         scheduler: name.to_string(),
         clients: n,
         cpus,
         median_ns: at(0.5),
         p99_ns: at(0.99),
         decisions: (samples.len() * batch) as u64,
-    })
+    }
 }
