@@ -346,24 +346,198 @@ pub enum SimError {
     Config(String),
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+/// A client or machine event (CPU stops live in [`StopQueue`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Event {
-    Arrive(usize),
-    Depart(usize),
-    SetWeight(usize, usize),
-    Wake(usize),
-    CpuStop { cpu: usize, generation: u64 },
-    CpuStart(usize),
+    Arrive(u32),
+    Depart(u32),
+    SetWeight(u32, u32),
+    Wake(u32),
+    CpuStart(u32),
     SampleGrid,
 }
 
+/// Order of events at one instant: client events, then CPU stops, then CPU
+/// starts, then grid samples; within a class, the order they were scheduled.
+const CLASS_CLIENT: u64 = 0;
+/// CPU stops ([`StopQueue`]) come between client events and CPU starts.
+const CLASS_CPU_START: u64 = 2;
+const CLASS_SAMPLE: u64 = 3;
+const SEQ_BITS: u32 = 56;
+
 impl Event {
-    fn class(&self) -> u8 {
+    fn class(&self) -> u64 {
         match self {
-            Event::CpuStop { .. } => 1,
-            Event::CpuStart(_) => 2,
-            Event::SampleGrid => 3,
-            _ => 0,
+            Event::CpuStart(_) => CLASS_CPU_START,
+            Event::SampleGrid => CLASS_SAMPLE,
+            _ => CLASS_CLIENT,
+        }
+    }
+}
+
+/// A scheduled event, ordered by (time, class, sequence number).
+#[derive(Clone, Copy, Debug)]
+struct Entry {
+    t: Time,
+    /// class << SEQ_BITS | sequence number: unique, so the order is total.
+    order: u64,
+    ev: Event,
+}
+
+impl Entry {
+    #[inline]
+    fn key(&self) -> (Time, u64) {
+        (self.t, self.order)
+    }
+
+    #[inline]
+    fn class(&self) -> u64 {
+        self.order >> SEQ_BITS
+    }
+}
+
+impl PartialEq for Entry {
+    fn eq(&self, other: &Entry) -> bool {
+        self.key() == other.key()
+    }
+}
+
+impl Eq for Entry {}
+
+impl PartialOrd for Entry {
+    fn partial_cmp(&self, other: &Entry) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for Entry {
+    fn cmp(&self, other: &Entry) -> std::cmp::Ordering {
+        self.key().cmp(&other.key())
+    }
+}
+
+/// Client and machine events: those known at construction (arrivals,
+/// departures, weight changes, CPU starts) in one sorted array read by a
+/// cursor, the others (wake-ups, grid samples) in a heap; the next event is
+/// the smaller of the two heads. A million arrivals cost one sort, not a
+/// million heap operations.
+#[derive(Default)]
+struct EventQueue {
+    fixed: Vec<Entry>,
+    next_fixed: usize,
+    heap: BinaryHeap<Reverse<Entry>>,
+    seq: u64,
+}
+
+impl EventQueue {
+    fn entry(&mut self, t: Time, ev: Event) -> Entry {
+        self.seq += 1;
+        Entry { t, order: ev.class() << SEQ_BITS | self.seq, ev }
+    }
+
+    /// Schedule an event known at construction (call [`EventQueue::seal`] after the last).
+    fn push_fixed(&mut self, t: Time, ev: Event) {
+        let e = self.entry(t, ev);
+        self.fixed.push(e);
+    }
+
+    /// Sort the construction-time events. Keys are unique, so an unstable sort is exact.
+    fn seal(&mut self) {
+        self.fixed.sort_unstable_by_key(Entry::key);
+    }
+
+    fn push(&mut self, t: Time, ev: Event) {
+        let e = self.entry(t, ev);
+        self.heap.push(Reverse(e));
+    }
+
+    #[inline]
+    fn peek(&self) -> Option<&Entry> {
+        let f = self.fixed.get(self.next_fixed);
+        match (f, self.heap.peek()) {
+            (Some(a), Some(Reverse(b))) => Some(if a.key() <= b.key() { a } else { b }),
+            (Some(a), None) => Some(a),
+            (None, Some(Reverse(b))) => Some(b),
+            (None, None) => None,
+        }
+    }
+
+    /// Pop the next event if it is at `t` and its class is at most `max_class`.
+    #[inline]
+    fn pop_at(&mut self, t: Time, max_class: u64) -> Option<Event> {
+        let e = *self.peek()?;
+        if e.t != t || e.class() > max_class {
+            return None;
+        }
+        if self.fixed.get(self.next_fixed).is_some_and(|f| f.key() == e.key()) {
+            self.next_fixed += 1;
+        } else {
+            self.heap.pop();
+        }
+        Some(e.ev)
+    }
+}
+
+/// The end of a run on a CPU, ordered by (time, generation): the order in
+/// which the old single queue handled them (generations increase with every
+/// pick, as sequence numbers did). Stale entries (the run was preempted or
+/// its client left) stay queued and are skipped when popped; they still mark
+/// an instant at which idle CPUs are polled, as before.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+struct Stop {
+    t: Time,
+    generation: u64,
+    cpu: u32,
+}
+
+/// CPU stops. Runs of equal length started in time order end in time order,
+/// so most stops arrive in order: those go to a FIFO (O(1)); the rest go to
+/// a heap (O(log P)). The next stop is the smaller of the two heads.
+#[derive(Default)]
+struct StopQueue {
+    fifo: std::collections::VecDeque<Stop>,
+    heap: BinaryHeap<Reverse<Stop>>,
+}
+
+impl StopQueue {
+    #[inline]
+    fn push(&mut self, s: Stop) {
+        // Generations increase, so (t, generation) ≥ the back's iff t ≥ its t.
+        if self.fifo.back().is_none_or(|b| b.t <= s.t) {
+            self.fifo.push_back(s);
+        } else {
+            self.heap.push(Reverse(s));
+        }
+    }
+
+    #[inline]
+    fn peek_time(&self) -> Option<Time> {
+        match (self.fifo.front(), self.heap.peek()) {
+            (Some(a), Some(Reverse(b))) => Some(a.t.min(b.t)),
+            (Some(a), None) => Some(a.t),
+            (None, Some(Reverse(b))) => Some(b.t),
+            (None, None) => None,
+        }
+    }
+
+    /// Pop the next stop if it is at `t`.
+    #[inline]
+    fn pop_at(&mut self, t: Time) -> Option<Stop> {
+        let from_heap = match (self.fifo.front(), self.heap.peek()) {
+            (Some(a), Some(Reverse(b))) => b < a,
+            (Some(_), None) => false,
+            (None, Some(_)) => true,
+            (None, None) => return None,
+        };
+        if from_heap {
+            if self.heap.peek().is_some_and(|Reverse(b)| b.t == t) {
+                return self.heap.pop().map(|Reverse(b)| b);
+            }
+            None
+        } else if self.fifo.front().is_some_and(|a| a.t == t) {
+            self.fifo.pop_front()
+        } else {
+            None
         }
     }
 }
@@ -420,13 +594,14 @@ pub struct Engine<S: Scheduler> {
     cfg: SimConfig,
     clients: Vec<SimClient>,
     cpus: Vec<Option<Running>>,
-    cpu_ready: Vec<bool>,
     /// Service start of the latest run on each CPU.
     running_start: Vec<Time>,
     last_on_cpu: Vec<Option<usize>>,
     generation: u64,
-    queue: BinaryHeap<Reverse<(Time, u8, u64, Event)>>,
-    seq: u64,
+    queue: EventQueue,
+    stops: StopQueue,
+    /// Bit k set: CPU k has started and runs nothing (polled at every instant).
+    idle_ready: Vec<u64>,
     now: Time,
     fluid: Fluid,
     rng: Pcg64Mcg,
@@ -508,12 +683,12 @@ impl<S: Scheduler> Engine<S> {
             fluid: Fluid::new(cfg.cpus),
             rng: Pcg64Mcg::seed_from_u64(cfg.seed),
             cpus: vec![None; cfg.cpus],
-            cpu_ready: vec![false; cfg.cpus],
             running_start: vec![0; cfg.cpus],
             last_on_cpu: vec![None; cfg.cpus],
             generation: 0,
-            queue: BinaryHeap::new(),
-            seq: 0,
+            queue: EventQueue::default(),
+            stops: StopQueue::default(),
+            idle_ready: vec![0; cfg.cpus.div_ceil(64)],
             now: 0,
             static_set,
             work_done: 0,
@@ -564,25 +739,45 @@ impl<S: Scheduler> Engine<S> {
         for i in 0..e.clients.len() {
             let spec = &e.clients[i].spec;
             let (arrive, depart, changes) = (spec.arrive, spec.depart, spec.weight_changes.len());
-            e.push(arrive, Event::Arrive(i));
+            let i = i as u32;
+            e.queue.push_fixed(arrive, Event::Arrive(i));
             if let Some(d) = depart {
-                e.push(d.max(arrive), Event::Depart(i));
+                e.queue.push_fixed(d.max(arrive), Event::Depart(i));
             }
             for k in 0..changes {
-                let t = e.clients[i].spec.weight_changes[k].0;
-                e.push(t.max(arrive), Event::SetWeight(i, k));
+                let t = e.clients[i as usize].spec.weight_changes[k].0;
+                e.queue.push_fixed(t.max(arrive), Event::SetWeight(i, k as u32));
             }
         }
         for cpu in 0..e.cfg.cpus {
             let offset = e.cfg.cpu_offsets.get(cpu).copied().unwrap_or(0);
-            e.push(offset, Event::CpuStart(cpu));
+            e.queue.push_fixed(offset, Event::CpuStart(cpu as u32));
         }
+        e.queue.seal();
         Ok(e)
     }
 
     fn push(&mut self, t: Time, ev: Event) {
-        self.seq += 1;
-        self.queue.push(Reverse((t, ev.class(), self.seq, ev)));
+        self.queue.push(t, ev);
+    }
+
+    /// The next instant with an event (a stale CPU stop counts: idle CPUs are polled then).
+    #[inline]
+    fn next_instant(&self) -> Option<Time> {
+        match (self.queue.peek().map(|e| e.t), self.stops.peek_time()) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
+    #[inline]
+    fn set_idle_ready(&mut self, cpu: usize, on: bool) {
+        let bit = 1u64 << (cpu % 64);
+        if on {
+            self.idle_ready[cpu / 64] |= bit;
+        } else {
+            self.idle_ready[cpu / 64] &= !bit;
+        }
     }
 
     fn id(i: usize) -> ClientId {
@@ -600,17 +795,21 @@ impl<S: Scheduler> Engine<S> {
     /// Run to the horizon, reporting trace events to `trace`.
     pub fn run(mut self, trace: &mut dyn FnMut(TraceEvent)) -> Result<SimReport, SimError> {
         let horizon = self.cfg.horizon;
-        while let Some(&Reverse((t, _, _, _))) = self.queue.peek() {
+        while let Some(t) = self.next_instant() {
             if t > horizon {
                 break;
             }
             self.account_idle(t);
             self.now = t;
-            while let Some(&Reverse((t2, _, _, ev))) = self.queue.peek() {
-                if t2 != t {
-                    break;
-                }
-                self.queue.pop();
+            // Handling an event at t schedules nothing at t, so the three
+            // classes can be drained in turn.
+            while let Some(ev) = self.queue.pop_at(t, CLASS_CLIENT) {
+                self.handle(ev, trace)?;
+            }
+            while let Some(s) = self.stops.pop_at(t) {
+                self.cpu_stop(s.cpu as usize, s.generation, trace)?;
+            }
+            while let Some(ev) = self.queue.pop_at(t, CLASS_SAMPLE) {
                 self.handle(ev, trace)?;
             }
             self.poll_idle(trace)?;
@@ -685,6 +884,7 @@ impl<S: Scheduler> Engine<S> {
         let now = self.now;
         match ev {
             Event::Arrive(i) => {
+                let i = i as usize;
                 let w = self.clients[i].weight;
                 let kick = self.sched.join(now, Self::id(i), w).map_err(|e| self.refused(e))?;
                 self.fluid.join(now, Self::id(i), w);
@@ -693,11 +893,12 @@ impl<S: Scheduler> Engine<S> {
                 trace(TraceEvent::Join { t: now, client: &self.clients[i].spec.name, weight: w.get() });
                 self.kick(kick, trace)?;
             }
-            Event::Depart(i) => match self.clients[i].state {
+            Event::Depart(i) => match self.clients[i as usize].state {
                 State::Running(cpu) => {
                     self.stop(cpu, StopReason::Left, trace)?;
                 }
                 State::Waiting | State::Blocked => {
+                    let i = i as usize;
                     self.sample(i);
                     self.sched.leave(now, Self::id(i)).map_err(|e| self.refused(e))?;
                     self.depart(i, trace);
@@ -705,6 +906,7 @@ impl<S: Scheduler> Engine<S> {
                 State::Absent | State::Gone => {}
             },
             Event::SetWeight(i, k) => {
+                let (i, k) = (i as usize, k as usize);
                 if matches!(self.clients[i].state, State::Absent | State::Gone) {
                     return Ok(());
                 }
@@ -716,6 +918,7 @@ impl<S: Scheduler> Engine<S> {
                 trace(TraceEvent::Weight { t: now, client: &self.clients[i].spec.name, weight: w.get() });
             }
             Event::Wake(i) => {
+                let i = i as usize;
                 if self.clients[i].state != State::Blocked {
                     return Ok(());
                 }
@@ -728,17 +931,6 @@ impl<S: Scheduler> Engine<S> {
                 trace(TraceEvent::Wake { t: now, client: &self.clients[i].spec.name });
                 self.kick(kick, trace)?;
             }
-            Event::CpuStop { cpu, generation } => {
-                if self.cpus[cpu].is_some_and(|r| r.generation == generation) {
-                    let r = self.cpus[cpu].expect("running");
-                    let c = &self.clients[r.client];
-                    let phase_done = matches!(c.spec.behavior, Behavior::Phases { .. })
-                        && c.phase_left <= now.saturating_sub(r.start);
-                    let reason = if phase_done { StopReason::Blocked } else { StopReason::Expired };
-                    self.stop(cpu, reason, trace)?;
-                    self.pick(cpu, trace)?;
-                }
-            }
             Event::SampleGrid => {
                 for k in 0..self.series_clients.len() {
                     self.sample(self.series_clients[k]);
@@ -748,11 +940,29 @@ impl<S: Scheduler> Engine<S> {
                 }
             }
             Event::CpuStart(cpu) => {
-                self.cpu_ready[cpu] = true;
+                let cpu = cpu as usize;
                 self.ready_cpus += 1;
+                if self.cpus[cpu].is_none() {
+                    self.set_idle_ready(cpu, true);
+                }
             }
         }
         Ok(())
+    }
+
+    /// A run on `cpu` reaches its end: stop it and pick again, unless the
+    /// stop is stale (that run was preempted or its client left).
+    fn cpu_stop(&mut self, cpu: usize, generation: u64, trace: &mut dyn FnMut(TraceEvent)) -> Result<(), SimError> {
+        let Some(r) = self.cpus[cpu] else { return Ok(()) };
+        if r.generation != generation {
+            return Ok(());
+        }
+        let c = &self.clients[r.client];
+        let phase_done =
+            matches!(c.spec.behavior, Behavior::Phases { .. }) && c.phase_left <= self.now.saturating_sub(r.start);
+        let reason = if phase_done { StopReason::Blocked } else { StopReason::Expired };
+        self.stop(cpu, reason, trace)?;
+        self.pick(cpu, trace)
     }
 
     fn kick(&mut self, kick: Option<CpuId>, trace: &mut dyn FnMut(TraceEvent)) -> Result<(), SimError> {
@@ -833,9 +1043,14 @@ impl<S: Scheduler> Engine<S> {
         self.work_done + running as Time
     }
 
+    /// Ask every started idle CPU, in CPU order, for a client. A pick changes
+    /// only its own CPU, so the idle set can be read a word at a time.
     fn poll_idle(&mut self, trace: &mut dyn FnMut(TraceEvent)) -> Result<(), SimError> {
-        for cpu in 0..self.cpus.len() {
-            if self.cpus[cpu].is_none() && self.cpu_ready[cpu] {
+        for word in 0..self.idle_ready.len() {
+            let mut bits = self.idle_ready[word];
+            while bits != 0 {
+                let cpu = word * 64 + bits.trailing_zeros() as usize;
+                bits &= bits - 1;
                 self.pick(cpu, trace)?;
             }
         }
@@ -885,9 +1100,10 @@ impl<S: Scheduler> Engine<S> {
         self.generation += 1;
         let r = Running { client: i, start: now + cost, generation: self.generation };
         self.cpus[cpu] = Some(r);
+        self.set_idle_ready(cpu, false);
         self.running_start[cpu] = r.start;
         self.set_state(i, State::Running(cpu));
-        self.push(now + cost + run_for, Event::CpuStop { cpu, generation: r.generation });
+        self.stops.push(Stop { t: now + cost + run_for, generation: r.generation, cpu: cpu as u32 });
         Ok(())
     }
 
@@ -917,6 +1133,7 @@ impl<S: Scheduler> Engine<S> {
         // Sample before crediting: received_now already counts the partial run.
         self.sample(i);
         self.cpus[cpu] = None;
+        self.set_idle_ready(cpu, true);
         let ran = self.credit(cpu, r, now, trace);
         let clock = self.cost.is_some().then(std::time::Instant::now);
         let result = self.sched.stopped(now, CpuId(cpu as u32), Self::id(i), ran, reason);
@@ -935,7 +1152,7 @@ impl<S: Scheduler> Engine<S> {
                 let wake = now + sleep.sample(&mut self.rng).max(1);
                 self.fluid.block(now, Self::id(i));
                 trace(TraceEvent::Block { t: now, client: &self.clients[i].spec.name });
-                self.push(wake, Event::Wake(i));
+                self.push(wake, Event::Wake(i as u32));
             }
             StopReason::Left => self.depart(i, trace),
         }
