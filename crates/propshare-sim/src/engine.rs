@@ -351,7 +351,7 @@ pub enum SimError {
 enum Event {
     Arrive(u32),
     Depart(u32),
-    SetWeight(u32, u32),
+    SetWeight(u32, Weight),
     Wake(u32),
     CpuStart(u32),
     SampleGrid,
@@ -546,34 +546,85 @@ impl StopQueue {
 enum State {
     Absent,
     Waiting,
-    Running(usize),
+    Running(u32),
     Blocked,
     Gone,
 }
 
-struct SimClient {
-    spec: ClientSpec,
-    state: State,
-    weight: Weight,
-    /// CPU time left in the current run phase (phased clients).
-    phase_left: Time,
-    received: Time,
-    last_cpu: Option<usize>,
-    woke_at: Option<Time>,
-    stats: ClientStats,
-    lag_samples: u64,
-    acc: LagAcc,
-    static_share: Option<u128>,
-    in_series: bool,
-}
+/// "None" for the u32 fields of [`SimClient`] and `last_on_cpu`.
+const NONE: u32 = u32::MAX;
+/// "None" for `woke_at` (times stay below 2^50 ns).
+const NEVER: Time = Time::MAX;
 
-/// Running lag extremes, in fixed point (ns · 2^FRAC).
-#[derive(Clone, Copy, Debug, Default)]
-struct LagAcc {
+/// One client's state during a run, kept small: memory per client is a
+/// target (at most 1 KB with the scheduler and the fluid reference at a
+/// million clients). [`ClientStats`] are built from it at the end.
+struct SimClient {
+    /// Lag extremes and service-error range, fixed point (ns · 2^FRAC).
     max_lag: i128,
     min_lag: i128,
+    err_min: i128,
+    err_max: i128,
+    /// φ_C/Φ_T in fixed point, for the service error of static sets (once `has_share`).
+    static_share: u128,
     abs_lag_ns_sum: f64,
-    service_error: Option<(i128, i128)>,
+    lag_samples: u64,
+    received: Time,
+    /// CPU time left in the current run phase (phased clients).
+    phase_left: Time,
+    /// When it woke, until its next run (NEVER: not waiting for one).
+    woke_at: Time,
+    runs: u64,
+    migrations: u64,
+    /// Ideal service at departure (or at the horizon), ns.
+    ideal: f64,
+    weight: Weight,
+    /// Weight at arrival.
+    weight0: Weight,
+    state: State,
+    /// CPU of its last run (NONE: never ran).
+    last_cpu: u32,
+    /// Its slot in `series` if its lag is recorded over time (NONE: not).
+    series: u32,
+    has_share: bool,
+    has_err: bool,
+    name: String,
+    /// Run and sleep phase lengths (phased clients only).
+    phases: Option<Box<(Dist, Dist)>>,
+    wake_latencies: Vec<Time>,
+}
+
+impl SimClient {
+    fn new(spec: ClientSpec) -> SimClient {
+        SimClient {
+            max_lag: 0,
+            min_lag: 0,
+            err_min: 0,
+            err_max: 0,
+            static_share: 0,
+            abs_lag_ns_sum: 0.0,
+            lag_samples: 0,
+            received: 0,
+            phase_left: 0,
+            woke_at: NEVER,
+            runs: 0,
+            migrations: 0,
+            ideal: 0.0,
+            weight: spec.weight,
+            weight0: spec.weight,
+            state: State::Absent,
+            last_cpu: NONE,
+            series: NONE,
+            has_share: false,
+            has_err: false,
+            phases: match spec.behavior {
+                Behavior::CpuBound => None,
+                Behavior::Phases { run, sleep } => Some(Box::new((run, sleep))),
+            },
+            name: spec.name,
+            wake_latencies: Vec::new(),
+        }
+    }
 }
 
 fn ns_of_fixed(v: i128) -> f64 {
@@ -596,7 +647,8 @@ pub struct Engine<S: Scheduler> {
     cpus: Vec<Option<Running>>,
     /// Service start of the latest run on each CPU.
     running_start: Vec<Time>,
-    last_on_cpu: Vec<Option<usize>>,
+    /// Client of the latest run on each CPU (NONE: none yet).
+    last_on_cpu: Vec<u32>,
     generation: u64,
     queue: EventQueue,
     stops: StopQueue,
@@ -616,8 +668,12 @@ pub struct Engine<S: Scheduler> {
     start_sum: u128,
     report: SimReport,
     windows: Vec<(Time, Time)>,
+    /// CPU time per client and window: client i, window k at `i * windows.len() + k`.
+    window_received: Vec<Time>,
     series_every: Option<Time>,
+    /// The clients whose lag is recorded over time, and their series (by slot).
     series_clients: Vec<usize>,
+    series: Vec<Vec<(Time, f64)>>,
     cost: Option<CostHistogram>,
     /// Per CPU: ns spent in `pick` for the run in progress (cost measurement).
     pick_cost: Vec<u64>,
@@ -629,8 +685,9 @@ impl<S: Scheduler> Engine<S> {
     pub fn sample_lag(&mut self, clients: &[usize], every: Option<Time>) {
         for &i in clients {
             if let Some(c) = self.clients.get_mut(i) {
-                if !c.in_series {
-                    c.in_series = true;
+                if c.series == NONE {
+                    c.series = self.series.len() as u32;
+                    self.series.push(Vec::new());
                     self.series_clients.push(i);
                 }
             }
@@ -644,9 +701,7 @@ impl<S: Scheduler> Engine<S> {
     /// Also measure each client's CPU time inside these time windows `[start, end)`.
     pub fn windows(&mut self, windows: &[(Time, Time)]) {
         self.windows = windows.to_vec();
-        for c in &mut self.clients {
-            c.stats.window_received = vec![0; windows.len()];
-        }
+        self.window_received = vec![0; windows.len() * self.clients.len()];
     }
 
     /// Measure the wall-clock cost of every decision (pick plus its `stopped`).
@@ -679,14 +734,33 @@ impl<S: Scheduler> Engine<S> {
             overhead: 0,
             decision_cost: None,
         };
-        let mut e = Engine {
-            fluid: Fluid::new(cfg.cpus),
+        // Events known now, in the order the specs give them (sequence numbers order ties).
+        let mut queue = EventQueue::default();
+        for (i, spec) in clients.iter().enumerate() {
+            let (i, arrive) = (i as u32, spec.arrive);
+            queue.push_fixed(arrive, Event::Arrive(i));
+            if let Some(d) = spec.depart {
+                queue.push_fixed(d.max(arrive), Event::Depart(i));
+            }
+            for &(t, w) in &spec.weight_changes {
+                queue.push_fixed(t.max(arrive), Event::SetWeight(i, w));
+            }
+        }
+        for cpu in 0..cfg.cpus {
+            let offset = cfg.cpu_offsets.get(cpu).copied().unwrap_or(0);
+            queue.push_fixed(offset, Event::CpuStart(cpu as u32));
+        }
+        queue.seal();
+        let mut fluid = Fluid::new(cfg.cpus);
+        fluid.reserve(clients.len());
+        Ok(Engine {
+            fluid,
             rng: Pcg64Mcg::seed_from_u64(cfg.seed),
             cpus: vec![None; cfg.cpus],
             running_start: vec![0; cfg.cpus],
-            last_on_cpu: vec![None; cfg.cpus],
+            last_on_cpu: vec![NONE; cfg.cpus],
             generation: 0,
-            queue: EventQueue::default(),
+            queue,
             stops: StopQueue::default(),
             idle_ready: vec![0; cfg.cpus.div_ceil(64)],
             now: 0,
@@ -698,63 +772,16 @@ impl<S: Scheduler> Engine<S> {
             start_sum: 0,
             report,
             windows: Vec::new(),
+            window_received: Vec::new(),
             series_every: None,
             series_clients: Vec::new(),
+            series: Vec::new(),
             cost: None,
             pick_cost: vec![0; cfg.cpus],
-            clients: clients
-                .into_iter()
-                .map(|spec| SimClient {
-                    weight: spec.weight,
-                    stats: ClientStats {
-                        name: spec.name.clone(),
-                        weight: spec.weight.get(),
-                        received: 0,
-                        ideal: 0.0,
-                        max_lag: 0.0,
-                        min_lag: 0.0,
-                        mean_abs_lag: 0.0,
-                        service_error: None,
-                        wake_latencies: Vec::new(),
-                        runs: 0,
-                        migrations: 0,
-                        lag_series: Vec::new(),
-                        window_received: Vec::new(),
-                    },
-                    spec,
-                    state: State::Absent,
-                    phase_left: 0,
-                    received: 0,
-                    last_cpu: None,
-                    woke_at: None,
-                    lag_samples: 0,
-                    acc: LagAcc::default(),
-                    static_share: None,
-                    in_series: false,
-                })
-                .collect(),
+            clients: clients.into_iter().map(SimClient::new).collect(),
             sched,
             cfg,
-        };
-        for i in 0..e.clients.len() {
-            let spec = &e.clients[i].spec;
-            let (arrive, depart, changes) = (spec.arrive, spec.depart, spec.weight_changes.len());
-            let i = i as u32;
-            e.queue.push_fixed(arrive, Event::Arrive(i));
-            if let Some(d) = depart {
-                e.queue.push_fixed(d.max(arrive), Event::Depart(i));
-            }
-            for k in 0..changes {
-                let t = e.clients[i as usize].spec.weight_changes[k].0;
-                e.queue.push_fixed(t.max(arrive), Event::SetWeight(i, k as u32));
-            }
-        }
-        for cpu in 0..e.cfg.cpus {
-            let offset = e.cfg.cpu_offsets.get(cpu).copied().unwrap_or(0);
-            e.queue.push_fixed(offset, Event::CpuStart(cpu as u32));
-        }
-        e.queue.seal();
-        Ok(e)
+        })
     }
 
     fn push(&mut self, t: Time, ev: Event) {
@@ -780,14 +807,17 @@ impl<S: Scheduler> Engine<S> {
         }
     }
 
+    #[inline]
     fn id(i: usize) -> ClientId {
         ClientId(i as u32)
     }
 
+    #[cold]
     fn refused(&self, source: SchedError) -> SimError {
         SimError::Refused { scheduler: self.report.scheduler.clone(), t: self.now, source }
     }
 
+    #[cold]
     fn broke(&self, what: String) -> SimError {
         SimError::Contract { scheduler: self.report.scheduler.clone(), t: self.now, what }
     }
@@ -828,27 +858,38 @@ impl<S: Scheduler> Engine<S> {
             }
         }
         for i in 0..self.clients.len() {
-            let ideal = match self.clients[i].state {
-                State::Absent | State::Gone => None,
-                _ => Some(self.fluid.ideal(horizon, Self::id(i))),
-            };
-            let c = &mut self.clients[i];
-            if let Some(ideal) = ideal {
-                c.stats.ideal = ns_of_service(ideal);
+            if !matches!(self.clients[i].state, State::Absent | State::Gone) {
+                self.clients[i].ideal = ns_of_service(self.fluid.ideal(horizon, Self::id(i)));
             }
-            c.stats.received = c.received;
-            c.stats.mean_abs_lag = if c.lag_samples > 0 { c.acc.abs_lag_ns_sum / c.lag_samples as f64 } else { 0.0 };
-            c.stats.max_lag = ns_of_fixed(c.acc.max_lag);
-            c.stats.min_lag = ns_of_fixed(c.acc.min_lag);
-            c.stats.service_error = c.acc.service_error.map(|(a, b)| (ns_of_fixed(a), ns_of_fixed(b)));
         }
-        let mut report = self.report;
-        report.decision_cost = self.cost;
-        report.clients = self.clients.into_iter().map(|c| c.stats).collect();
+        // Free the scheduler, the fluid and the queues before the results are built.
+        let Engine { clients, mut report, cost, windows, window_received, mut series, .. } = self;
+        let w = windows.len();
+        report.decision_cost = cost;
+        report.clients = clients
+            .into_iter()
+            .enumerate()
+            .map(|(i, c)| ClientStats {
+                weight: c.weight0.get(),
+                received: c.received,
+                ideal: c.ideal,
+                max_lag: ns_of_fixed(c.max_lag),
+                min_lag: ns_of_fixed(c.min_lag),
+                mean_abs_lag: if c.lag_samples > 0 { c.abs_lag_ns_sum / c.lag_samples as f64 } else { 0.0 },
+                service_error: c.has_err.then(|| (ns_of_fixed(c.err_min), ns_of_fixed(c.err_max))),
+                wake_latencies: c.wake_latencies,
+                runs: c.runs,
+                migrations: c.migrations,
+                lag_series: if c.series == NONE { Vec::new() } else { std::mem::take(&mut series[c.series as usize]) },
+                window_received: window_received.get(i * w..(i + 1) * w).map(<[Time]>::to_vec).unwrap_or_default(),
+                name: c.name,
+            })
+            .collect();
         Ok(report)
     }
 
     /// Change client i's state, keeping the O(1) counters in step.
+    #[inline]
     fn set_state(&mut self, i: usize, new: State) {
         let old = std::mem::replace(&mut self.clients[i].state, new);
         if old == State::Waiting {
@@ -858,20 +899,17 @@ impl<S: Scheduler> Engine<S> {
             self.waiting += 1;
         }
         if let State::Running(cpu) = old {
-            let start = self.clients_start(cpu);
+            let start = self.running_start[cpu as usize];
             self.busy_cpus -= 1;
             self.start_sum -= start as u128;
         }
         if let State::Running(cpu) = new {
             self.busy_cpus += 1;
-            self.start_sum += self.clients_start(cpu) as u128;
+            self.start_sum += self.running_start[cpu as usize] as u128;
         }
     }
 
-    fn clients_start(&self, cpu: usize) -> Time {
-        self.running_start[cpu]
-    }
-
+    #[inline]
     fn account_idle(&mut self, until: Time) {
         if until <= self.now {
             return;
@@ -890,32 +928,33 @@ impl<S: Scheduler> Engine<S> {
                 self.fluid.join(now, Self::id(i), w);
                 self.set_state(i, State::Waiting);
                 self.start_phase(i);
-                trace(TraceEvent::Join { t: now, client: &self.clients[i].spec.name, weight: w.get() });
+                trace(TraceEvent::Join { t: now, client: &self.clients[i].name, weight: w.get() });
                 self.kick(kick, trace)?;
             }
-            Event::Depart(i) => match self.clients[i as usize].state {
-                State::Running(cpu) => {
-                    self.stop(cpu, StopReason::Left, trace)?;
+            Event::Depart(i) => {
+                let i = i as usize;
+                match self.clients[i].state {
+                    State::Running(cpu) => {
+                        self.stop(cpu as usize, StopReason::Left, trace)?;
+                    }
+                    State::Waiting | State::Blocked => {
+                        self.sample(i);
+                        self.sched.leave(now, Self::id(i)).map_err(|e| self.refused(e))?;
+                        self.depart(i, trace);
+                    }
+                    State::Absent | State::Gone => {}
                 }
-                State::Waiting | State::Blocked => {
-                    let i = i as usize;
-                    self.sample(i);
-                    self.sched.leave(now, Self::id(i)).map_err(|e| self.refused(e))?;
-                    self.depart(i, trace);
-                }
-                State::Absent | State::Gone => {}
-            },
-            Event::SetWeight(i, k) => {
-                let (i, k) = (i as usize, k as usize);
+            }
+            Event::SetWeight(i, w) => {
+                let i = i as usize;
                 if matches!(self.clients[i].state, State::Absent | State::Gone) {
                     return Ok(());
                 }
-                let w = self.clients[i].spec.weight_changes[k].1;
                 self.sched.set_weight(now, Self::id(i), w).map_err(|e| self.refused(e))?;
                 self.fluid.set_weight(now, Self::id(i), w);
                 self.clients[i].weight = w;
                 self.static_set = false;
-                trace(TraceEvent::Weight { t: now, client: &self.clients[i].spec.name, weight: w.get() });
+                trace(TraceEvent::Weight { t: now, client: &self.clients[i].name, weight: w.get() });
             }
             Event::Wake(i) => {
                 let i = i as usize;
@@ -926,9 +965,9 @@ impl<S: Scheduler> Engine<S> {
                 self.fluid.wake(now, Self::id(i));
                 self.sample(i);
                 self.set_state(i, State::Waiting);
-                self.clients[i].woke_at = Some(now);
+                self.clients[i].woke_at = now;
                 self.start_phase(i);
-                trace(TraceEvent::Wake { t: now, client: &self.clients[i].spec.name });
+                trace(TraceEvent::Wake { t: now, client: &self.clients[i].name });
                 self.kick(kick, trace)?;
             }
             Event::SampleGrid => {
@@ -952,14 +991,14 @@ impl<S: Scheduler> Engine<S> {
 
     /// A run on `cpu` reaches its end: stop it and pick again, unless the
     /// stop is stale (that run was preempted or its client left).
+    #[inline]
     fn cpu_stop(&mut self, cpu: usize, generation: u64, trace: &mut dyn FnMut(TraceEvent)) -> Result<(), SimError> {
         let Some(r) = self.cpus[cpu] else { return Ok(()) };
         if r.generation != generation {
             return Ok(());
         }
         let c = &self.clients[r.client];
-        let phase_done =
-            matches!(c.spec.behavior, Behavior::Phases { .. }) && c.phase_left <= self.now.saturating_sub(r.start);
+        let phase_done = c.phases.is_some() && c.phase_left <= self.now.saturating_sub(r.start);
         let reason = if phase_done { StopReason::Blocked } else { StopReason::Expired };
         self.stop(cpu, reason, trace)?;
         self.pick(cpu, trace)
@@ -976,7 +1015,8 @@ impl<S: Scheduler> Engine<S> {
     }
 
     fn start_phase(&mut self, i: usize) {
-        if let Behavior::Phases { run, .. } = self.clients[i].spec.behavior {
+        if let Some(p) = &self.clients[i].phases {
+            let run = p.0;
             self.clients[i].phase_left = run.sample(&mut self.rng).max(1);
         }
     }
@@ -985,59 +1025,61 @@ impl<S: Scheduler> Engine<S> {
         let ideal = self.fluid.leave(self.now, Self::id(i));
         self.set_state(i, State::Gone);
         let c = &mut self.clients[i];
-        c.stats.ideal = ns_of_service(ideal);
-        trace(TraceEvent::Leave { t: self.now, client: &c.spec.name });
+        c.ideal = ns_of_service(ideal);
+        trace(TraceEvent::Leave { t: self.now, client: &c.name });
     }
 
     /// Lag and service-error sample for client i at `now`. Integer
     /// arithmetic only (fixed point, [`FRAC`] bits): this runs twice per quantum.
+    #[inline]
     fn sample(&mut self, i: usize) {
-        if matches!(self.clients[i].state, State::Absent | State::Gone) {
-            return;
-        }
-        let ideal: Service = self.fluid.ideal(self.now, Self::id(i));
-        let received = self.received_now(i);
-        let lag = ideal as i128 - ((received as i128) << FRAC);
-        let work = self.work_now();
-        if self.static_set && self.clients[i].static_share.is_none() {
-            // φ_C/Φ_T = rate / P', fixed for a static set.
-            let (num, den) = self.fluid.rate(Self::id(i));
-            let p = self.cfg.cpus.min(self.clients.len()) as u128;
-            self.clients[i].static_share = Some(((num as u128) << FRAC) / (den as u128 * p).max(1));
-        }
-        let c = &mut self.clients[i];
-        let acc = &mut c.acc;
-        if c.lag_samples == 0 {
-            acc.max_lag = lag;
-            acc.min_lag = lag;
-        }
-        acc.max_lag = acc.max_lag.max(lag);
-        acc.min_lag = acc.min_lag.min(lag);
-        c.lag_samples += 1;
-        acc.abs_lag_ns_sum += ((lag >> FRAC) as i64).unsigned_abs() as f64;
-        if c.in_series {
-            c.stats.lag_series.push((self.now, lag as f64 / (1u128 << FRAC) as f64));
-        }
-        if let (true, Some(share)) = (self.static_set, c.static_share) {
-            // e = w_C − W_T φ_C/Φ_T.
-            let e = ((received as i128) << FRAC) - (work as u128 * share) as i128;
-            let r = acc.service_error.get_or_insert((e, e));
-            r.0 = r.0.min(e);
-            r.1 = r.1.max(e);
-        }
-    }
-
-    fn received_now(&self, i: usize) -> Time {
+        let now = self.now;
         let c = &self.clients[i];
-        match c.state {
-            State::Running(cpu) => {
-                let r = self.cpus[cpu].expect("running");
-                c.received + self.now.saturating_sub(r.start)
+        let received = match c.state {
+            State::Absent | State::Gone => return,
+            State::Running(cpu) => c.received + now.saturating_sub(self.running_start[cpu as usize]),
+            State::Waiting | State::Blocked => c.received,
+        };
+        let ideal: Service = self.fluid.ideal(now, Self::id(i));
+        let lag = ideal as i128 - ((received as i128) << FRAC);
+        let error = if self.static_set {
+            if !self.clients[i].has_share {
+                // φ_C/Φ_T = rate / P', fixed for a static set.
+                let (num, den) = self.fluid.rate(Self::id(i));
+                let p = self.cfg.cpus.min(self.clients.len()) as u128;
+                let c = &mut self.clients[i];
+                c.static_share = ((num as u128) << FRAC) / (den as u128 * p).max(1);
+                c.has_share = true;
             }
-            _ => c.received,
+            // e = w_C − W_T φ_C/Φ_T.
+            Some(((received as i128) << FRAC) - (self.work_now() as u128 * self.clients[i].static_share) as i128)
+        } else {
+            None
+        };
+        let c = &mut self.clients[i];
+        if c.lag_samples == 0 {
+            c.max_lag = lag;
+            c.min_lag = lag;
+        } else {
+            c.max_lag = c.max_lag.max(lag);
+            c.min_lag = c.min_lag.min(lag);
+        }
+        c.lag_samples += 1;
+        c.abs_lag_ns_sum += ((lag >> FRAC) as i64).unsigned_abs() as f64;
+        if c.series != NONE {
+            self.series[c.series as usize].push((now, lag as f64 / (1u128 << FRAC) as f64));
+        }
+        if let Some(e) = error {
+            if c.has_err {
+                c.err_min = c.err_min.min(e);
+                c.err_max = c.err_max.max(e);
+            } else {
+                (c.err_min, c.err_max, c.has_err) = (e, e, true);
+            }
         }
     }
 
+    #[inline]
     fn work_now(&self) -> Time {
         let running = (self.busy_cpus as u128 * self.now as u128).saturating_sub(self.start_sum);
         self.work_done + running as Time
@@ -1057,6 +1099,7 @@ impl<S: Scheduler> Engine<S> {
         Ok(())
     }
 
+    #[inline]
     fn pick(&mut self, cpu: usize, _trace: &mut dyn FnMut(TraceEvent)) -> Result<(), SimError> {
         let now = self.now;
         let clock = self.cost.is_some().then(std::time::Instant::now);
@@ -1076,56 +1119,57 @@ impl<S: Scheduler> Engine<S> {
         }
         self.sample(i);
         let mut cost = 0;
-        if self.last_on_cpu[cpu] != Some(i) {
+        if self.last_on_cpu[cpu] != i as u32 {
             cost += self.cfg.switch_cost;
             self.report.context_switches += 1;
         }
         let c = &mut self.clients[i];
-        if c.last_cpu.is_some_and(|k| k != cpu) {
+        if c.last_cpu != NONE && c.last_cpu != cpu as u32 {
             cost += self.cfg.migration_cost;
-            c.stats.migrations += 1;
+            c.migrations += 1;
         }
-        c.stats.runs += 1;
-        c.last_cpu = Some(cpu);
-        if let Some(w) = c.woke_at.take() {
-            c.stats.wake_latencies.push(now - w);
+        c.runs += 1;
+        c.last_cpu = cpu as u32;
+        if c.woke_at != NEVER {
+            c.wake_latencies.push(now - c.woke_at);
+            c.woke_at = NEVER;
         }
-        let run_for = match c.spec.behavior {
-            Behavior::CpuBound => slice,
-            Behavior::Phases { .. } => slice.min(c.phase_left),
-        };
+        let run_for = if c.phases.is_some() { slice.min(c.phase_left) } else { slice };
         self.report.decisions += 1;
         self.report.overhead += cost;
-        self.last_on_cpu[cpu] = Some(i);
+        self.last_on_cpu[cpu] = i as u32;
         self.generation += 1;
         let r = Running { client: i, start: now + cost, generation: self.generation };
         self.cpus[cpu] = Some(r);
         self.set_idle_ready(cpu, false);
         self.running_start[cpu] = r.start;
-        self.set_state(i, State::Running(cpu));
+        self.set_state(i, State::Running(cpu as u32));
         self.stops.push(Stop { t: now + cost + run_for, generation: r.generation, cpu: cpu as u32 });
         Ok(())
     }
 
     /// Credit the run on `cpu` up to `end` and emit its trace interval.
+    #[inline]
     fn credit(&mut self, cpu: usize, r: Running, end: Time, trace: &mut dyn FnMut(TraceEvent)) -> Time {
         let ran = end.saturating_sub(r.start);
         let c = &mut self.clients[r.client];
         c.received += ran;
+        let w = self.windows.len();
         for (k, &(w0, w1)) in self.windows.iter().enumerate() {
             let (a, b) = (r.start.max(w0), end.min(w1));
             if b > a {
-                c.stats.window_received[k] += b - a;
+                self.window_received[r.client * w + k] += b - a;
             }
         }
         self.work_done += ran;
         self.report.busy += ran;
         if end > r.start {
-            trace(TraceEvent::Run { cpu, client: &c.spec.name, start: r.start, end });
+            trace(TraceEvent::Run { cpu, client: &c.name, start: r.start, end });
         }
         ran
     }
 
+    #[inline]
     fn stop(&mut self, cpu: usize, reason: StopReason, trace: &mut dyn FnMut(TraceEvent)) -> Result<(), SimError> {
         let now = self.now;
         let r = self.cpus[cpu].expect("running");
@@ -1147,11 +1191,11 @@ impl<S: Scheduler> Engine<S> {
             StopReason::Expired | StopReason::Preempted => self.set_state(i, State::Waiting),
             StopReason::Blocked => {
                 self.set_state(i, State::Blocked);
-                let c = &self.clients[i];
-                let Behavior::Phases { sleep, .. } = c.spec.behavior else { unreachable!("only phased clients block") };
+                let Some(p) = &self.clients[i].phases else { unreachable!("only phased clients block") };
+                let sleep = p.1;
                 let wake = now + sleep.sample(&mut self.rng).max(1);
                 self.fluid.block(now, Self::id(i));
-                trace(TraceEvent::Block { t: now, client: &self.clients[i].spec.name });
+                trace(TraceEvent::Block { t: now, client: &self.clients[i].name });
                 self.push(wake, Event::Wake(i as u32));
             }
             StopReason::Left => self.depart(i, trace),

@@ -102,6 +102,25 @@ impl Fluid {
         }
     }
 
+    /// Make room for clients with ids below `n` (avoids regrowing the table
+    /// while a million clients join).
+    pub fn reserve(&mut self, n: usize) {
+        if n > 0 && self.clients.get(ClientId(n as u32 - 1)).is_none() {
+            // Grow once to n slots; the placeholder is removed at once.
+            let c = ClientId(n as u32 - 1);
+            let placeholder = FluidClient {
+                weight: Weight::ONE,
+                runnable: false,
+                capped: false,
+                base: 0,
+                v_mark: 0,
+                t_mark: 0,
+            };
+            self.clients.insert(c, placeholder);
+            self.clients.remove(c);
+        }
+    }
+
     /// The readjustment in force.
     pub fn readjustment(&self) -> Readjustment {
         self.readjustment
