@@ -220,9 +220,8 @@ impl SimRun {
 
 /// Simulate `n` CPU-bound clients (bench weights) on `p` CPUs for `quanta_per_cpu` quanta of 10 ms.
 fn sim_run(scheduler: &str, n: usize, p: usize, quanta_per_cpu: u64) -> anyhow::Result<SimRun> {
-    let clients: Vec<ClientSpec> = (0..n)
-        .map(|i| ClientSpec::cpu_bound(format!("c{i}"), propshare_sim::bench::bench_weight(i as u32)))
-        .collect();
+    let clients: Vec<ClientSpec> =
+        (0..n).map(|i| ClientSpec::cpu_bound(format!("c{i}"), propshare_sim::bench::bench_weight(i as u32))).collect();
     let cfg = SimConfig::new(p, 10 * MS, 10 * MS * quanta_per_cpu);
     let before = reset_peak();
     let sched = registry::build(scheduler, propshare::SchedConfig { cpus: p, quantum: cfg.quantum, seed: 1 })?;

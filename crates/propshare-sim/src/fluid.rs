@@ -108,14 +108,8 @@ impl Fluid {
         if n > 0 && self.clients.get(ClientId(n as u32 - 1)).is_none() {
             // Grow once to n slots; the placeholder is removed at once.
             let c = ClientId(n as u32 - 1);
-            let placeholder = FluidClient {
-                weight: Weight::ONE,
-                runnable: false,
-                capped: false,
-                base: 0,
-                v_mark: 0,
-                t_mark: 0,
-            };
+            let placeholder =
+                FluidClient { weight: Weight::ONE, runnable: false, capped: false, base: 0, v_mark: 0, t_mark: 0 };
             self.clients.insert(c, placeholder);
             self.clients.remove(c);
         }
