@@ -120,6 +120,7 @@ impl Fluid {
         self.readjustment
     }
 
+    #[inline]
     fn advance(&mut self, now: Time) {
         debug_assert!(now >= self.last, "fluid time went backwards");
         let r = self.readjustment;
@@ -134,6 +135,7 @@ impl Fluid {
         self.last = self.last.max(now);
     }
 
+    #[inline]
     fn value(&self, c: &FluidClient, now: Time) -> Service {
         if !c.runnable {
             c.base
@@ -250,6 +252,7 @@ impl Fluid {
     }
 
     /// Client `c`'s ideal service from its join to `now` (`now` ≥ the last event).
+    #[inline]
     pub fn ideal(&mut self, now: Time, c: ClientId) -> Service {
         self.advance(now);
         self.clients.get(c).map(|e| self.value(e, now)).unwrap_or(0)
