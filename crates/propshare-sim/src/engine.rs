@@ -1253,11 +1253,10 @@ mod tests {
         }
         queue.seal();
         let mut generation = 0;
-        let mut now = 0;
         let mut got = Vec::new();
         let mut want = Vec::new();
         while let Some(Reverse((t, _, _, _))) = reference.peek().copied() {
-            now = t;
+            let now = t;
             while let Some(&Reverse((t2, _, _, tag))) = reference.peek() {
                 if t2 != t {
                     break;
