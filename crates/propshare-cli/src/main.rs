@@ -19,6 +19,8 @@ use propshare_sim::scenario::Scenario;
 #[global_allocator]
 static ALLOC: bench_cmd::CountingAlloc = bench_cmd::CountingAlloc;
 
+mod run_cmd;
+
 #[derive(Parser)]
 #[command(
     name = "propshare",
@@ -110,6 +112,8 @@ enum Command {
     },
     /// List the registered schedulers.
     List,
+    /// Schedule real Linux processes by weight (needs root).
+    Run(Box<run_cmd::RunArgs>),
 }
 
 #[derive(Args)]
@@ -160,6 +164,7 @@ fn main() {
         Some(Command::Simulate(a)) => simulate(a, false),
         Some(Command::Compare(a)) => simulate(a, true),
         Some(Command::Demo { scheduler, cpus }) => demo(&scheduler, cpus),
+        Some(Command::Run(args)) => run_cmd::main(*args),
         Some(Command::Bench { scheduler, quick, grid, out, quiet }) => (|| {
             let list = match scheduler {
                 Some(l) => {
@@ -236,6 +241,9 @@ fn simulate(a: SimArgs, html: bool) -> Result<(), Failure> {
     pb.finish_and_clear();
     for run in &result.runs {
         print_metrics(run);
+    }
+    for (name, median, p99) in &result.costs {
+        println!("{name}: {median} ns per decision (median), {p99} ns (p99), wall clock");
     }
     print_verdicts(&result);
     if html {

@@ -104,15 +104,25 @@ pub struct BenchResult {
 
 /// Time decisions of `name` with `n` clients on `cpus` CPUs: warm up, then
 /// `batches` batches of `batch` decisions; the median and p99 are over the
-/// batches' mean cost (one clock read per batch, not per decision).
+/// batches' mean cost (one clock read per batch, not per decision). Slow
+/// schedulers are cut short by a time budget (warm-up at most 1 s,
+/// measurement at most 2 s, but never fewer than 10 batches).
 pub fn measure(name: &str, n: usize, cpus: usize, batches: usize, batch: usize) -> Result<BenchResult, String> {
     let mut d = BenchDriver::new(name, n, cpus)?;
     let warm = (2 * n).clamp(1000, 200_000);
-    for _ in 0..warm {
+    let t_warm = Instant::now();
+    for i in 0..warm {
         d.step();
+        if i % 256 == 255 && t_warm.elapsed().as_secs() >= 1 {
+            break;
+        }
     }
     let mut samples = Vec::with_capacity(batches);
-    for _ in 0..batches {
+    let t_measure = Instant::now();
+    for k in 0..batches {
+        if k >= 10 && t_measure.elapsed().as_secs() >= 2 {
+            break;
+        }
         let t0 = Instant::now();
         for _ in 0..batch {
             d.step();
@@ -127,6 +137,6 @@ pub fn measure(name: &str, n: usize, cpus: usize, batches: usize, batch: usize) 
         cpus,
         median_ns: at(0.5),
         p99_ns: at(0.99),
-        decisions: (batches * batch) as u64,
+        decisions: (samples.len() * batch) as u64,
     })
 }

@@ -263,7 +263,9 @@ impl Host<'_> {
         let ratio = (total / min).saturating_add(1);
         let turn = 8 * (runnable.len() as u64 + self.cpus as u64) * self.quantum;
         let budget_ns = (self.now.saturating_add(turn)).saturating_mul(ratio);
-        let budget = (budget_ns / self.quantum.max(1)).saturating_mul(self.cpus as u64);
+        // Weighted round robin may run each other client for its whole weight
+        // in quanta before returning: Σw quanta per round.
+        let budget = (budget_ns / self.quantum.max(1)).saturating_add(total).saturating_mul(self.cpus as u64);
         if budget > 200_000 {
             return Ok(());
         }

@@ -192,6 +192,12 @@ impl FeasibleSet {
         Readjustment::compute(self.by_weight.iter().map(|(Reverse(w), _)| w.get()), self.total, self.len(), cpus)
     }
 
+    /// Every client with its weight, heaviest first (ties by id); `.rev()`
+    /// reads it from the lightest end.
+    pub fn iter(&self) -> impl DoubleEndedIterator<Item = (ClientId, Weight)> + '_ {
+        self.by_weight.iter().map(|&(Reverse(w), c)| (c, w))
+    }
+
     /// The `m` heaviest clients (the capped ones of a readjustment with `capped = m`).
     pub fn heaviest(&self, m: usize) -> impl Iterator<Item = (ClientId, Weight)> + '_ {
         self.by_weight.iter().take(m).map(|&(Reverse(w), c)| (c, w))

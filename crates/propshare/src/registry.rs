@@ -103,6 +103,91 @@ pub const SCHEDULERS: &[Entry] = &[
         summary: "EEVDF with the kernel's nr_balance_failed relaxation: too-heavy tasks move after failed balance passes",
         build: |c| Box::new(algo::eevdf::Eevdf::with_balance_failed_relax(c)),
     },
+    Entry {
+        name: "gdq",
+        summary: "grouped distributed queues, delta = 4, T = 20 quanta (Caprita, Nieh, Stein 2006)",
+        build: |c| Box::new(algo::gdq::Gdq::new(c)),
+    },
+    Entry {
+        name: "sfs",
+        summary: "surplus fair scheduling, exact least-surplus pick over readjusted weights (Chandra et al. 2000)",
+        build: |c| Box::new(algo::sfs::Sfs::new(c)),
+    },
+    Entry {
+        name: "sfs+heuristic",
+        summary: "SFS examining only the first 20 clients of each queue (SFS paper section 3.2)",
+        build: |c| Box::new(algo::sfs::Sfs::with_heuristic(c)),
+    },
+    Entry {
+        name: "sfs+affinity",
+        summary: "SFS preferring the client that last ran on the CPU among the 4 least surpluses, within one quantum of surplus (section 2.4)",
+        build: |c| Box::new(algo::sfs::Sfs::with_affinity(c)),
+    },
+    Entry {
+        name: "dfs",
+        summary: "deadline fair scheduling with PD2 tie rules, P-fair, not work-conserving (Chandra et al. RTAS 2001)",
+        build: |c| Box::new(algo::dfs::Dfs::new(c)),
+    },
+    Entry {
+        name: "dfs-notiebreak",
+        summary: "DFS without the PD2 tie rules, as in the paper's simulations (RTAS 2001 section 4.1)",
+        build: |c| Box::new(algo::dfs::Dfs::no_tie_break(c)),
+    },
+    Entry {
+        name: "dfs-fa",
+        summary: "DFS-FA: DFS plus the fair-airport start-tag queue, work-conserving (RTAS 2001 section 4.2)",
+        build: |c| Box::new(algo::dfs::Dfs::fair_airport(c)),
+    },
+    Entry {
+        name: "dfs-fa+affinity",
+        summary: "DFS-FA with the goodness affinity rule, W = P, alpha = 2 slots (RTAS 2001 section 5)",
+        build: |c| Box::new(algo::dfs::Dfs::fair_airport_affinity(c)),
+    },
+    Entry {
+        name: "dfs-fa+readjust",
+        summary: "DFS-FA over readjusted weights (SFS paper section 2.2); fixes DFS-FA starvation",
+        build: |c| Box::new(algo::dfs::Dfs::fair_airport_readjusted(c)),
+    },
+    Entry {
+        name: "gr3",
+        summary: "group ratio round robin, O(1) (Caprita et al. 2005 section 2); on P > 1 CPUs it is gr3mp",
+        build: |c| Box::new(algo::gr3mp::Gr3Mp::new(c, "gr3", algo::gr3::RescaleRule::Paper)),
+    },
+    Entry {
+        name: "gr3mp",
+        summary: "GR3 on P CPUs: central queue, frontlogs, readjustment through groups (Caprita et al. 2005 section 3)",
+        build: |c| Box::new(algo::gr3mp::Gr3Mp::new(c, "gr3mp", algo::gr3::RescaleRule::Paper)),
+    },
+    Entry {
+        name: "gr3+fairjoin",
+        summary: "GR3 with the join/leave work rescale tied to the heavier neighbour (fixes starvation after churn)",
+        build: |c| Box::new(algo::gr3mp::Gr3Mp::new(c, "gr3+fairjoin", algo::gr3::RescaleRule::Predecessor)),
+    },
+    Entry {
+        name: "gr3mp+fairjoin",
+        summary: "GR3MP with the join/leave work rescale tied to the heavier neighbour",
+        build: |c| Box::new(algo::gr3mp::Gr3Mp::new(c, "gr3mp+fairjoin", algo::gr3::RescaleRule::Predecessor)),
+    },
+    Entry {
+        name: "dwrr",
+        summary: "distributed weighted round-robin over per-CPU round-robin queues (Li et al. PPoPP 2009)",
+        build: |c| Box::new(algo::dwrr::DwrrRr::registered(c, false)),
+    },
+    Entry {
+        name: "dwrr+carry",
+        summary: "DWRR, slice overrun carried into the next round",
+        build: |c| Box::new(algo::dwrr::DwrrRr::registered(c, true)),
+    },
+    Entry {
+        name: "dwrr-cfs",
+        summary: "DWRR over per-CPU CFS-like vruntime queues (the paper's Linux 2.6.24 port)",
+        build: |c| Box::new(algo::dwrr::DwrrCfs::registered(c, false)),
+    },
+    Entry {
+        name: "dwrr-cfs+carry",
+        summary: "DWRR over CFS-like queues, slice overrun carried into the next round",
+        build: |c| Box::new(algo::dwrr::DwrrCfs::registered(c, true)),
+    },
 ];
 
 /// A scheduler name that is not registered.

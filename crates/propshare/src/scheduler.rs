@@ -46,7 +46,7 @@
 //! * If [`Scheduler::work_conserving`] is true: after the host has polled
 //!   every idle CPU, no CPU is idle while a runnable client is not running.
 //!   Algorithms that idle on purpose (DFS without its auxiliary scheduler,
-//!   GDQ between decisions, per-CPU queues between load balances) say false.
+//!   per-CPU queues between load balances) say false.
 //!
 //! Distributed algorithms keep their state split into one part per CPU and a
 //! small global part, with every cross-CPU step a named operation between two

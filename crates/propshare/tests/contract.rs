@@ -58,6 +58,23 @@ contract_tests! {
     contract_eevdf => "eevdf",
     contract_cfs_lbfail => "cfs+lbfail",
     contract_eevdf_lbfail => "eevdf+lbfail",
+    contract_gdq => "gdq",
+    contract_sfs => "sfs",
+    contract_sfs_heuristic => "sfs+heuristic",
+    contract_sfs_affinity => "sfs+affinity",
+    contract_dfs => "dfs",
+    contract_dfs_notiebreak => "dfs-notiebreak",
+    contract_dfs_fa => "dfs-fa",
+    contract_dfs_fa_affinity => "dfs-fa+affinity",
+    contract_dfs_fa_readjust => "dfs-fa+readjust",
+    contract_gr3 => "gr3",
+    contract_gr3mp => "gr3mp",
+    contract_gr3_fairjoin => "gr3+fairjoin",
+    contract_gr3mp_fairjoin => "gr3mp+fairjoin",
+    contract_dwrr => "dwrr",
+    contract_dwrr_carry => "dwrr+carry",
+    contract_dwrr_cfs => "dwrr-cfs",
+    contract_dwrr_cfs_carry => "dwrr-cfs+carry",
 }
 
 /// Every registered scheduler must appear above.

@@ -1,12 +1,18 @@
 //! One file per algorithm, each behind [`crate::Scheduler`].
 
 pub mod cfs;
+pub mod dfs;
+pub mod dwrr;
 pub mod eevdf;
+pub mod gdq;
+pub mod gr3;
+pub mod gr3mp;
 pub mod linux;
 pub mod lottery;
 pub mod reweigh;
 pub mod rr;
 pub mod sfq;
+pub mod sfs;
 pub mod srr;
 pub mod stride;
 pub mod vtrr;

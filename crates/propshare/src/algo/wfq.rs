@@ -29,8 +29,9 @@
 
 use std::collections::BTreeSet;
 
+use super::reweigh::{same_phi, Reweigh};
 use crate::model::{ClientId, CpuId, SchedError, StopReason, Time, Weight};
-use crate::readjust::{FeasibleSet, Phi, Readjustment};
+use crate::readjust::Phi;
 use crate::roster::{ClientTable, Roster, Status};
 use crate::scheduler::{Decision, Kick, SchedConfig, Scheduler};
 use crate::vtime::{tag_delta, VTime, VirtualClock};
@@ -50,13 +51,10 @@ struct Tags {
 pub struct Wfq {
     roster: Roster,
     quantum: Time,
-    readjust: bool,
     clock: VirtualClock,
     tags: ClientTable<Tags>,
     queue: BTreeSet<(VTime, ClientId)>,
-    /// Runnable clients by weight (maintained only with readjustment).
-    feasible: FeasibleSet,
-    capped: Vec<ClientId>,
+    reweigh: Reweigh,
 }
 
 impl Wfq {
@@ -65,18 +63,16 @@ impl Wfq {
         Wfq {
             roster: Roster::new(cfg.cpus),
             quantum: cfg.quantum,
-            readjust: false,
             clock: VirtualClock::default(),
             tags: ClientTable::new(),
             queue: BTreeSet::new(),
-            feasible: FeasibleSet::new(),
-            capped: Vec::new(),
+            reweigh: Reweigh::new(false),
         }
     }
 
     /// WFQ over readjusted weights (`wfq+readjust`).
     pub fn with_readjustment(cfg: SchedConfig) -> Wfq {
-        Wfq { readjust: true, ..Wfq::new(cfg) }
+        Wfq { reweigh: Reweigh::new(true), ..Wfq::new(cfg) }
     }
 
     fn enqueue(&mut self, c: ClientId) {
@@ -94,33 +90,16 @@ impl Wfq {
     /// After the runnable set or a weight changed at `now` (clock already
     /// advanced): new fluid rate, and new φ for clients whose cap changed.
     fn refresh(&mut self) {
-        if !self.readjust {
-            let r = Readjustment {
-                cpus: self.roster.cpus().min(self.roster.runnable()) as u64,
-                capped: 0,
-                feasible_weight: self.roster.runnable_weight(),
-            };
-            self.clock.set_rate(&r);
-            return;
-        }
-        let r = self.feasible.readjust(self.roster.cpus());
+        let (r, changes) = self.reweigh.refresh(&self.roster);
         self.clock.set_rate(&r);
-        let now_capped: Vec<ClientId> = self.feasible.heaviest(r.capped).map(|(c, _)| c).collect();
-        let old = std::mem::take(&mut self.capped);
-        for c in old.into_iter().filter(|c| !now_capped.contains(c)) {
-            if let Ok(w) = self.roster.weight(c) {
-                self.set_phi(c, Phi::whole(w.get()));
-            }
+        for (c, phi) in changes {
+            self.set_phi(c, phi);
         }
-        for &c in &now_capped {
-            self.set_phi(c, r.capped_phi());
-        }
-        self.capped = now_capped;
     }
 
     fn set_phi(&mut self, c: ClientId, phi: Phi) {
         let Some(t) = self.tags.get(c) else { return };
-        if t.phi.num == phi.num && t.phi.den == phi.den {
+        if same_phi(t.phi, phi) {
             return;
         }
         let queued = self.roster.status(c) == Ok(Status::Runnable);
@@ -137,15 +116,13 @@ impl Wfq {
         let v = self.clock.value();
         let t = &mut self.tags[c];
         t.start = t.start.max(v);
-        if self.readjust {
-            self.feasible.insert(c, w);
-        }
+        self.reweigh.insert(c, w);
     }
 }
 
 impl Scheduler for Wfq {
     fn name(&self) -> &str {
-        if self.readjust {
+        if self.reweigh.enabled() {
             "wfq+readjust"
         } else {
             "wfq"
@@ -168,7 +145,7 @@ impl Scheduler for Wfq {
         self.clock.advance(now);
         if was == Status::Runnable {
             self.dequeue(c);
-            self.feasible.remove(c, w);
+            self.reweigh.remove(c, w);
         }
         self.tags.remove(c);
         self.refresh();
@@ -179,7 +156,7 @@ impl Scheduler for Wfq {
         self.roster.block(c)?;
         self.clock.advance(now);
         self.dequeue(c);
-        self.feasible.remove(c, self.roster.weight(c)?);
+        self.reweigh.remove(c, self.roster.weight(c)?);
         self.refresh();
         Ok(())
     }
@@ -200,8 +177,8 @@ impl Scheduler for Wfq {
         let old = self.roster.set_weight(c, w)?;
         self.clock.advance(now);
         if status.is_runnable() {
-            self.feasible.remove(c, old);
-            self.feasible.insert(c, w);
+            self.reweigh.remove(c, old);
+            self.reweigh.insert(c, w);
         }
         self.set_phi(c, Phi::whole(w.get()));
         self.refresh();
@@ -228,11 +205,11 @@ impl Scheduler for Wfq {
         match why {
             StopReason::Expired | StopReason::Preempted => self.enqueue(c),
             StopReason::Blocked => {
-                self.feasible.remove(c, w);
+                self.reweigh.remove(c, w);
                 self.refresh();
             }
             StopReason::Left => {
-                self.feasible.remove(c, w);
+                self.reweigh.remove(c, w);
                 self.tags.remove(c);
                 self.refresh();
             }

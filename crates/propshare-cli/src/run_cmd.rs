@@ -1,0 +1,163 @@
+//! `propshare run`: schedule real Linux processes by weight (see the
+//! `propshare-proc` crate). Kept apart from the other subcommands: it only
+//! turns flags into [`propshare_proc::RunOptions`] and prints the report.
+
+use clap::{Args, ValueEnum};
+use propshare_proc::{Accounting, Charge, Mode, ProcError, RunOptions};
+use std::path::PathBuf;
+
+/// Linux's own weighting, for side-by-side runs.
+#[derive(Clone, Copy, Debug, ValueEnum)]
+pub enum Baseline {
+    /// CFS with nice values mapped from the weights (kernel sched_prio_to_weight).
+    Nice,
+    /// cgroup v1 cpu.shares proportional to the weights, in a cpuset of --cpus.
+    Shares,
+}
+
+/// CPU-time accounting.
+#[derive(Clone, Copy, Debug, ValueEnum)]
+pub enum Acct {
+    /// perf task-clock, else schedstat.
+    Auto,
+    /// perf task-clock only.
+    Perf,
+    /// /proc/<pid>/task/*/schedstat.
+    Schedstat,
+}
+
+/// What a full slice is charged.
+#[derive(Clone, Copy, Debug, ValueEnum)]
+pub enum ChargeArg {
+    /// The CPU time really used.
+    Cpu,
+    /// The wall time the CPU was held (robust when other load shares the CPUs).
+    Slot,
+}
+
+/// Options of `propshare run`.
+#[derive(Args, Debug)]
+#[command(
+    after_help = "JOBS: `-w WEIGHT [-n NAME] -- COMMAND ARGS...` or `-w WEIGHT [-n NAME] -p PID`, separated by `:::`.\n\
+Example: propshare run --cpus 0,1 --quantum 10ms --report -w 3 -- ./a ::: -w 1 -- ./b\n\
+Exit status: 0 done, 1 failure, 2 bad input. Every managed process is resumed and its affinity restored on exit,\n\
+on SIGINT/SIGTERM, on errors, and (through a guardian process) if the scheduler is SIGKILLed."
+)]
+pub struct RunArgs {
+    /// CPUs to schedule on, e.g. `0,1` or `0-3` (default: all we may use).
+    #[arg(long, value_name = "LIST")]
+    cpus: Option<String>,
+    /// Quantum, e.g. `10ms`.
+    #[arg(long, default_value = "10ms")]
+    quantum: String,
+    /// Scheduler (a registry name; see `propshare list`).
+    #[arg(long, default_value = "wfq+readjust")]
+    scheduler: String,
+    /// Seed for randomised schedulers.
+    #[arg(long, default_value_t = 0)]
+    seed: u64,
+    /// Stop after this long (e.g. `10s`); default: when every job has exited.
+    #[arg(long)]
+    duration: Option<String>,
+    /// Run under Linux's own weighting instead of our scheduler.
+    #[arg(long, value_enum)]
+    baseline: Option<Baseline>,
+    /// TOML jobs file (`[[job]]` with `weight`, `name`, and `cmd = [...]` or `pid`).
+    #[arg(long, value_name = "FILE")]
+    jobs: Option<PathBuf>,
+    /// Listen for `add`, `weight NAME W`, `list`, `quit` on this Unix socket.
+    #[arg(long, value_name = "SOCKET")]
+    control: Option<PathBuf>,
+    /// Write a JSON Lines trace (same schema as the simulator's).
+    #[arg(long, value_name = "FILE")]
+    trace: Option<PathBuf>,
+    /// Print per process: weight, ideal share, achieved share, max lag.
+    #[arg(long)]
+    report: bool,
+    /// Write the report as JSON.
+    #[arg(long, value_name = "FILE")]
+    json: Option<PathBuf>,
+    /// Scenario name for the trace.
+    #[arg(long, default_value = "run")]
+    scenario: String,
+    /// Run the controller at SCHED_FIFO priority 1 (default: normal priority).
+    #[arg(long)]
+    fifo: bool,
+    /// CPU-time accounting.
+    #[arg(long, value_enum, default_value = "auto")]
+    accounting: Acct,
+    /// What a run that used its whole slice is charged.
+    #[arg(long, value_enum, default_value = "cpu")]
+    charge: ChargeArg,
+    /// The jobs (see below).
+    #[arg(trailing_var_arg = true, allow_hyphen_values = true, value_name = "JOBS")]
+    job: Vec<String>,
+}
+
+fn options(a: RunArgs) -> Result<(RunOptions, bool, Option<PathBuf>), ProcError> {
+    let mut jobs = match &a.jobs {
+        Some(f) => propshare_proc::read_jobs_file(f)?,
+        None => Vec::new(),
+    };
+    jobs.extend(propshare_proc::parse_jobs(&a.job)?);
+    let opts = RunOptions {
+        jobs,
+        cpus: a.cpus.as_deref().map(propshare_proc::parse_cpus).transpose()?,
+        quantum: propshare_proc::parse_duration(&a.quantum)?,
+        scheduler: a.scheduler,
+        seed: a.seed,
+        duration: a.duration.as_deref().map(propshare_proc::parse_duration).transpose()?,
+        mode: match a.baseline {
+            None => Mode::Propshare,
+            Some(Baseline::Nice) => Mode::BaselineNice,
+            Some(Baseline::Shares) => Mode::BaselineShares,
+        },
+        accounting: match a.accounting {
+            Acct::Auto => Accounting::Auto,
+            Acct::Perf => Accounting::Perf,
+            Acct::Schedstat => Accounting::Schedstat,
+        },
+        charge: match a.charge {
+            ChargeArg::Cpu => Charge::Cpu,
+            ChargeArg::Slot => Charge::Slot,
+        },
+        control: a.control,
+        trace: a.trace,
+        scenario: a.scenario,
+        fifo: a.fifo,
+        handle_signals: true,
+        verbose: true,
+        ..RunOptions::default()
+    };
+    Ok((opts, a.report, a.json))
+}
+
+/// Run and exit: status 0 done, 1 failure, 2 bad input.
+pub fn main(a: RunArgs) -> ! {
+    let code = match options(a).and_then(|(o, report, json)| Ok((propshare_proc::run(o)?, report, json))) {
+        Ok((r, report, json)) => {
+            if report {
+                print!("{}", r.to_table());
+            } else {
+                eprintln!(
+                    "propshare run: {} ({} processes, {:.2} s)",
+                    r.ended,
+                    r.clients.len(),
+                    r.wall_ns as f64 / 1e9
+                );
+            }
+            match json.map(|p| std::fs::write(&p, serde_json::to_string_pretty(&r).unwrap_or_default())) {
+                Some(Err(e)) => {
+                    eprintln!("propshare run: error: writing the JSON report: {e}");
+                    1
+                }
+                _ => 0,
+            }
+        }
+        Err(e) => {
+            eprintln!("propshare run: error: {e}");
+            e.exit_code()
+        }
+    };
+    std::process::exit(code)
+}

@@ -1,0 +1,198 @@
+//! `propshare run` as a user runs it: exit statuses, and signals to the
+//! scheduler process (SIGINT, SIGTERM, SIGKILL) never leave a process stopped
+//! or pinned. Needs root; skips with a printed reason otherwise.
+
+use std::process::{Child, Command, Stdio};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+static SERIAL: Mutex<()> = Mutex::new(());
+
+fn is_root() -> bool {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| s.lines().find(|l| l.starts_with("Uid:")).map(|l| l.split_whitespace().nth(1) == Some("0")))
+        .unwrap_or(false)
+}
+
+fn bin() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_propshare"))
+}
+
+fn state(pid: u32) -> Option<char> {
+    let s = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    s[s.rfind(')')? + 2..].chars().next()
+}
+
+/// Cpus_allowed_list of every thread of `pid`.
+fn affinities(pid: u32) -> Vec<String> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(format!("/proc/{pid}/task")).unwrap() {
+        let p = e.unwrap().path().join("status");
+        let s = std::fs::read_to_string(p).unwrap_or_default();
+        if let Some(l) = s.lines().find(|l| l.starts_with("Cpus_allowed_list:")) {
+            out.push(l.split_whitespace().nth(1).unwrap_or("").to_string());
+        }
+    }
+    out
+}
+
+/// The first CPU this process may use (a CI container may not give us CPU 0).
+fn first_cpu() -> String {
+    let s = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    let list = s
+        .lines()
+        .find(|l| l.starts_with("Cpus_allowed_list:"))
+        .and_then(|l| l.split_whitespace().nth(1))
+        .unwrap_or("0");
+    list.split([',', '-']).next().unwrap_or("0").to_string()
+}
+
+struct Victim(Child);
+
+impl Victim {
+    fn new() -> Victim {
+        Victim(Command::new("sh").args(["-c", "while :; do :; done"]).spawn().unwrap())
+    }
+    fn pid(&self) -> u32 {
+        self.0.id()
+    }
+}
+
+impl Drop for Victim {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn assert_released(v: &[Victim], orig: &[String], what: &str) {
+    let t = Instant::now();
+    let ok = |v: &Victim| state(v.pid()) != Some('T') && affinities(v.pid()) == orig;
+    while !v.iter().all(ok) && t.elapsed() < Duration::from_secs(3) {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    for x in v {
+        assert_ne!(state(x.pid()), Some('T'), "{what}: {} left stopped", x.pid());
+        assert_eq!(affinities(x.pid()), orig, "{what}: {} affinity not restored", x.pid());
+    }
+}
+
+/// Start `propshare run` on three attached spinners (one CPU) and wait until it has stopped two.
+fn start_run(v: &[Victim]) -> Child {
+    let mut args: Vec<String> = vec!["run".into(), "--cpus".into(), first_cpu(), "--duration".into(), "60s".into()];
+    for (i, x) in v.iter().enumerate() {
+        if i > 0 {
+            args.push(":::".into());
+        }
+        args.extend(["-w".into(), "1".into(), "-p".into(), x.pid().to_string()]);
+    }
+    let child = bin().args(&args).stdout(Stdio::null()).spawn().unwrap();
+    let t = Instant::now();
+    while v.iter().filter(|x| state(x.pid()) == Some('T')).count() < 2 {
+        assert!(t.elapsed() < Duration::from_secs(10), "propshare run never took control");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    std::thread::sleep(Duration::from_millis(100));
+    child
+}
+
+fn signal_test(sig: i32, name: &str) {
+    if !is_root() {
+        eprintln!("SKIPPED: not root");
+        return;
+    }
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let v: Vec<Victim> = (0..3).map(|_| Victim::new()).collect();
+    let orig = affinities(v[0].pid());
+    let mut child = start_run(&v);
+    // SAFETY: signalling our own child.
+    unsafe { libc_kill(child.id() as i32, sig) };
+    let status = child.wait().unwrap();
+    if sig != 9 {
+        assert_eq!(status.code(), Some(0), "{name}: exit status {status:?}");
+    }
+    assert_released(&v, &orig, name);
+}
+
+extern "C" {
+    #[link_name = "kill"]
+    fn libc_kill(pid: i32, sig: i32) -> i32;
+}
+
+#[test]
+fn sigint_releases_everything() {
+    signal_test(2, "SIGINT");
+}
+
+#[test]
+fn sigterm_releases_everything() {
+    signal_test(15, "SIGTERM");
+}
+
+#[test]
+fn sigkill_releases_everything_through_the_guardian() {
+    signal_test(9, "SIGKILL");
+}
+
+#[test]
+fn bad_input_exits_2() {
+    if !is_root() {
+        eprintln!("SKIPPED: not root");
+        return;
+    }
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let v = Victim::new();
+    let orig = affinities(v.pid());
+    let p = v.pid().to_string();
+    let cases: Vec<Vec<&str>> = vec![
+        vec!["run", "-w", "1", "-p", &p, ":::", "-w", "1", "--", "/no/such/cmd"],
+        vec!["run", "-w", "1", "-p", &p, ":::", "-w", "1", "-p", "999999999"],
+        vec!["run", "-w", "0", "-p", &p],
+        vec!["run", "--cpus", "4000", "-w", "1", "-p", &p],
+        vec!["run", "--scheduler", "nope", "-w", "1", "-p", &p],
+        vec!["run", "--quantum", "10 parsecs", "-w", "1", "-p", &p],
+        vec!["run", "-w", "1", "-p", "1"],
+        vec!["run"],
+    ];
+    for c in cases {
+        let out = bin().args(&c).output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{c:?}: {err}");
+        assert!(err.contains("error"), "{c:?}: no message: {err}");
+        assert_released(std::slice::from_ref(&v), &orig, &format!("{c:?}"));
+    }
+}
+
+#[test]
+fn report_prints_the_table() {
+    if !is_root() {
+        eprintln!("SKIPPED: not root");
+        return;
+    }
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let cpu = first_cpu();
+    let out = bin()
+        .args([
+            "run",
+            "--cpus",
+            &cpu,
+            "--duration",
+            "0.5s",
+            "--report",
+            "-w",
+            "3",
+            "-n",
+            "heavy",
+            "--",
+            "sh",
+            "-c",
+            "while :; do :; done",
+        ])
+        .args([":::", "-w", "1", "-n", "light", "--", "sh", "-c", "while :; do :; done"])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{text}");
+    assert!(text.contains("ideal%") && text.contains("heavy") && text.contains("light"), "{text}");
+}

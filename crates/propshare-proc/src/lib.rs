@@ -1,0 +1,97 @@
+//! # propshare-proc: schedule real Linux processes by weight, from user space
+//!
+//! The same scheduler code as the simulator (any name in
+//! [`propshare::registry`]) decides, every quantum, which process runs on
+//! which CPU; this crate makes Linux obey: the chosen process is pinned to its
+//! CPU (every thread) and continued with SIGCONT, the others are stopped with
+//! SIGSTOP. CPU time is measured with perf task-clock counters (or, failing
+//! that, `/proc/<pid>/task/*/schedstat`) and reported to the scheduler as the
+//! real time run. Blocking is inferred from CPU use; exits from pidfds.
+//!
+//! ```no_run
+//! use propshare_proc::{run, JobSpec, RunOptions};
+//! let report = run(RunOptions {
+//!     jobs: vec![JobSpec::command(3, &["./a"]), JobSpec::command(1, &["./b"])],
+//!     duration: Some(10_000_000_000),
+//!     ..RunOptions::default()
+//! })?;
+//! print!("{}", report.to_table());
+//! # Ok::<(), propshare_proc::ProcError>(())
+//! ```
+//!
+//! * [`run`]: the controller loop, its guarantees and its rules ([`run()`]).
+//! * [`guardian`]: the forked watchdog that resumes everything if we are SIGKILLed.
+//! * [`spec`]: the `-w 3 -- ./a ::: -w 1 -p PID` syntax and the TOML jobs file.
+//! * [`control`]: the control socket (add jobs, change weights while running).
+//! * [`metrics`]: the fluid reference with readjustment, lag, the JSON Lines trace.
+//! * [`baseline`]: Linux's own weighting (nice, cgroup v1 `cpu.shares`) for comparison.
+//!
+//! # Trace schema (JSON Lines, integer ns)
+//!
+//! ```text
+//! {"ev":"meta","scheduler":S,"cpus":P,"quantum_ns":Q,"seed":N,"scenario":NAME}
+//! {"ev":"join","t":T,"client":ID,"weight":W}
+//! {"ev":"leave","t":T,"client":ID}   {"ev":"block",...}   {"ev":"wake",...}
+//! {"ev":"weight","t":T,"client":ID,"weight":W}
+//! {"ev":"run","cpu":K,"client":ID,"start":T0,"end":T1}
+//! ```
+//!
+//! `cpu` is the index among the managed CPUs. For real processes a run's
+//! `end - start` is the CPU time the process really used in that slot (at
+//! most the wall time), so summing runs gives received service.
+
+#![warn(missing_docs)]
+
+pub mod baseline;
+pub mod control;
+pub mod error;
+pub mod guardian;
+pub mod metrics;
+pub mod run;
+pub mod spec;
+pub mod sys;
+
+pub use error::ProcError;
+pub use run::{run, Accounting, Charge, ClientReport, Mode, RunOptions, RunReport};
+pub use spec::{parse_jobs, parse_jobs_toml, read_jobs_file, JobSpec, Target};
+
+/// Parse a duration such as `10ms`, `2.5s`, `500us`, `100000ns` or `3` (seconds) into ns.
+pub fn parse_duration(s: &str) -> Result<u64, ProcError> {
+    let s = s.trim();
+    let split = s.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(s.len());
+    let (num, unit) = s.split_at(split);
+    let scale: f64 = match unit.trim() {
+        "ns" => 1.0,
+        "us" | "µs" => 1e3,
+        "ms" => 1e6,
+        "s" | "" => 1e9,
+        "m" | "min" => 60e9,
+        _ => return Err(ProcError::usage(format!("bad duration {s:?}: use e.g. 10ms, 2s, 500us"))),
+    };
+    let v: f64 = num.parse().map_err(|_| ProcError::usage(format!("bad duration {s:?}: use e.g. 10ms, 2s, 500us")))?;
+    let ns = (v * scale).round();
+    if !ns.is_finite() || ns < 0.0 || ns > u64::MAX as f64 / 2.0 {
+        return Err(ProcError::usage(format!("duration {s:?} is out of range")));
+    }
+    Ok(ns as u64)
+}
+
+/// Parse a CPU list such as `0,1` or `0-3` into CPU numbers.
+pub fn parse_cpus(s: &str) -> Result<Vec<usize>, ProcError> {
+    sys::parse_cpu_list(s).map(|m| m.cpus()).map_err(ProcError::usage)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations() {
+        assert_eq!(parse_duration("10ms").unwrap(), 10_000_000);
+        assert_eq!(parse_duration("2.5s").unwrap(), 2_500_000_000);
+        assert_eq!(parse_duration("3").unwrap(), 3_000_000_000);
+        assert_eq!(parse_duration("500us").unwrap(), 500_000);
+        assert!(parse_duration("ms").is_err());
+        assert!(parse_duration("10 parsecs").is_err());
+    }
+}
