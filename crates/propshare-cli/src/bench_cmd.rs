@@ -18,10 +18,13 @@ use propshare_sim::plot::{line_chart, Scale, Series};
 pub struct CountingAlloc;
 
 static LIVE: AtomicUsize = AtomicUsize::new(0);
+/// The largest LIVE since the last [`reset_peak`].
+static PEAK: AtomicUsize = AtomicUsize::new(0);
 
 unsafe impl GlobalAlloc for CountingAlloc {
     unsafe fn alloc(&self, l: Layout) -> *mut u8 {
-        LIVE.fetch_add(l.size(), Ordering::Relaxed);
+        let now = LIVE.fetch_add(l.size(), Ordering::Relaxed) + l.size();
+        PEAK.fetch_max(now, Ordering::Relaxed);
         unsafe { System.alloc(l) }
     }
     unsafe fn dealloc(&self, p: *mut u8, l: Layout) {
@@ -29,7 +32,9 @@ unsafe impl GlobalAlloc for CountingAlloc {
         unsafe { System.dealloc(p, l) }
     }
     unsafe fn realloc(&self, p: *mut u8, l: Layout, new: usize) -> *mut u8 {
-        LIVE.fetch_add(new, Ordering::Relaxed);
+        // Old and new blocks may both be live during the copy: count that.
+        let now = LIVE.fetch_add(new, Ordering::Relaxed) + new;
+        PEAK.fetch_max(now, Ordering::Relaxed);
         LIVE.fetch_sub(l.size(), Ordering::Relaxed);
         unsafe { System.realloc(p, l, new) }
     }
@@ -37,6 +42,27 @@ unsafe impl GlobalAlloc for CountingAlloc {
 
 fn live() -> usize {
     LIVE.load(Ordering::Relaxed)
+}
+
+/// Start a new peak measurement; returns the live bytes now.
+fn reset_peak() -> usize {
+    let now = live();
+    PEAK.store(now, Ordering::Relaxed);
+    now
+}
+
+fn peak() -> usize {
+    PEAK.load(Ordering::Relaxed)
+}
+
+/// CPU time of the calling thread, ns, if the OS reports it. On a shared
+/// machine this is the figure to compare: wall time also counts the time
+/// other processes held the core.
+fn thread_cpu_ns() -> Option<u64> {
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: clock_gettime writes one timespec through a valid pointer.
+    let rc = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    (rc == 0).then(|| ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64)
 }
 
 /// The sizes measured: an N sweep at P = 8 and a P sweep at N = 65536
@@ -169,36 +195,83 @@ pub fn bench(
     Ok(())
 }
 
-/// `bench-sim`: simulator throughput and memory at scale.
-pub fn bench_sim(scheduler: &str, quick: bool) -> anyhow::Result<()> {
+/// One bench-sim measurement.
+struct SimRun {
+    decisions: u64,
+    wall_s: f64,
+    cpu_s: Option<f64>,
+    /// Live heap after `Engine::new`, per client.
+    setup_bytes: f64,
+    /// Largest live heap during the run (simulator + scheduler + fluid), per client.
+    peak_bytes: f64,
+}
+
+impl SimRun {
+    /// Quanta per second of CPU time (wall time where CPU time is unknown).
+    fn rate(&self) -> f64 {
+        self.decisions as f64 / self.cpu_s.unwrap_or(self.wall_s)
+    }
+
+    fn times(&self) -> String {
+        match self.cpu_s {
+            Some(c) => format!("{:.2} s CPU ({:.2} s wall)", c, self.wall_s),
+            None => format!("{:.2} s wall", self.wall_s),
+        }
+    }
+}
+
+/// Simulate `n` CPU-bound clients (bench weights) on `p` CPUs for `quanta_per_cpu` quanta of 10 ms.
+fn sim_run(scheduler: &str, n: usize, p: usize, quanta_per_cpu: u64) -> anyhow::Result<SimRun> {
+    let clients: Vec<ClientSpec> =
+        (0..n).map(|i| ClientSpec::cpu_bound(format!("c{i}"), propshare_sim::bench::bench_weight(i as u32))).collect();
+    let cfg = SimConfig::new(p, 10 * MS, 10 * MS * quanta_per_cpu);
+    let before = reset_peak();
+    let sched = registry::build(scheduler, propshare::SchedConfig { cpus: p, quantum: cfg.quantum, seed: 1 })?;
+    let engine = Engine::new(sched, cfg, clients)?;
+    let setup = live().saturating_sub(before);
+    let (t0, c0) = (Instant::now(), thread_cpu_ns());
+    let report = engine.run(&mut |_| {})?;
+    let (wall_s, c1) = (t0.elapsed().as_secs_f64(), thread_cpu_ns());
+    let cpu_s = c0.zip(c1).map(|(a, b)| b.saturating_sub(a) as f64 / 1e9);
+    let peak_bytes = peak().saturating_sub(before) as f64 / n as f64;
+    Ok(SimRun { decisions: report.decisions, wall_s, cpu_s, setup_bytes: setup as f64 / n as f64, peak_bytes })
+}
+
+/// `bench-sim`: simulator throughput and memory at scale. Quanta per second
+/// count the whole run (the joins at time 0 included) and use the thread's
+/// CPU time where the OS reports it. `only` = (N, P, quanta per CPU) runs one
+/// configuration instead of the two standard ones.
+pub fn bench_sim(scheduler: &str, quick: bool, only: Option<(usize, usize, u64)>) -> anyhow::Result<()> {
     registry::find(scheduler)?;
+    if let Some((n, p, q)) = only {
+        let r = sim_run(scheduler, n, p, q)?;
+        println!(
+            "{scheduler}: N = {n}, P = {p}, metrics on: {} quanta in {} = {:.1} million quanta/s; {:.0} bytes per client peak",
+            r.decisions,
+            r.times(),
+            r.rate() / 1e6,
+            r.peak_bytes
+        );
+        return Ok(());
+    }
     let (n, p, quanta) = if quick { (1000, 8, 200_000u64) } else { (1000, 8, 5_000_000u64) };
-    let run = |n: usize, p: usize, quanta_per_cpu: u64| -> anyhow::Result<(f64, u64, f64)> {
-        let clients: Vec<ClientSpec> = (0..n)
-            .map(|i| ClientSpec::cpu_bound(format!("c{i}"), propshare_sim::bench::bench_weight(i as u32)))
-            .collect();
-        let cfg = SimConfig::new(p, 10 * MS, 10 * MS * quanta_per_cpu);
-        let before = live();
-        let sched = registry::build(scheduler, propshare::SchedConfig { cpus: p, quantum: cfg.quantum, seed: 1 })?;
-        let engine = Engine::new(sched, cfg, clients)?;
-        let mem = live().saturating_sub(before);
-        let t0 = Instant::now();
-        let report = engine.run(&mut |_| {})?;
-        let secs = t0.elapsed().as_secs_f64();
-        Ok((report.decisions as f64 / secs, report.decisions, mem as f64 / n as f64))
-    };
-    let (rate, decisions, _) = run(n, p, quanta / p as u64)?;
+    let r = sim_run(scheduler, n, p, quanta / p as u64)?;
     println!(
-        "{scheduler}: N = {n}, P = {p}, metrics on: {decisions} quanta in {:.2} s = {:.1} million quanta/s",
-        decisions as f64 / rate,
-        rate / 1e6
+        "{scheduler}: N = {n}, P = {p}, metrics on: {} quanta in {} = {:.1} million quanta/s",
+        r.decisions,
+        r.times(),
+        r.rate() / 1e6
     );
     let (big_n, big_p, big_q) = if quick { (100_000, 128, 4u64) } else { (1_000_000, 1024, 4u64) };
-    let (rate, decisions, bytes) = run(big_n, big_p, big_q * (big_n / big_p) as u64 / 4)?;
+    let r = sim_run(scheduler, big_n, big_p, big_q * (big_n / big_p) as u64 / 4)?;
     println!(
-        "{scheduler}: N = {big_n}, P = {big_p}: {decisions} quanta at {:.1} million quanta/s; {:.0} bytes per client (simulator + scheduler, after setup)",
-        rate / 1e6,
-        bytes
+        "{scheduler}: N = {big_n}, P = {big_p}: {} quanta (joins included) in {} = {:.1} million quanta/s; \
+         memory per client (simulator + scheduler + fluid): {:.0} bytes after setup, {:.0} bytes peak during the run",
+        r.decisions,
+        r.times(),
+        r.rate() / 1e6,
+        r.setup_bytes,
+        r.peak_bytes
     );
     Ok(())
 }

@@ -91,6 +91,15 @@ enum Command {
         /// Smaller sizes.
         #[arg(long)]
         quick: bool,
+        /// Run only this configuration: N clients (with --cpus and --quanta).
+        #[arg(long, requires_all = ["cpus", "quanta"])]
+        clients: Option<usize>,
+        /// P, for --clients.
+        #[arg(long, requires = "clients")]
+        cpus: Option<usize>,
+        /// Quanta per CPU to simulate, for --clients.
+        #[arg(long, requires = "clients")]
+        quanta: Option<u64>,
     },
     /// Set up a steady workload and run exactly D decisions (for instruction counting under callgrind).
     BenchInsns {
@@ -185,9 +194,16 @@ fn main() {
             };
             bench_cmd::bench(&list, quick, grid, sizes, &out, quiet).map_err(Failure::from)
         })(),
-        Some(Command::BenchSim { scheduler, quick }) => registry::find(&scheduler)
-            .map_err(bad_input)
-            .and_then(|_| bench_cmd::bench_sim(&scheduler, quick).map_err(Failure::from)),
+        Some(Command::BenchSim { scheduler, quick, clients, cpus, quanta }) => {
+            let only = clients.zip(cpus).zip(quanta).map(|((n, p), q)| (n, p, q));
+            if only.is_some_and(|(n, p, q)| n == 0 || p == 0 || q == 0) {
+                Err(bad_input(anyhow::anyhow!("--clients, --cpus and --quanta must be at least 1")))
+            } else {
+                registry::find(&scheduler)
+                    .map_err(bad_input)
+                    .and_then(|_| bench_cmd::bench_sim(&scheduler, quick, only).map_err(Failure::from))
+            }
+        }
         Some(Command::BenchInsns { scheduler, clients, cpus, decisions }) => {
             if clients < 2 * cpus || cpus == 0 {
                 Err(bad_input(anyhow::anyhow!("need --cpus >= 1 and --clients >= 2 x --cpus")))

@@ -113,7 +113,14 @@ pub fn measure(name: &str, n: usize, cpus: usize, batches: usize, batch: usize) 
 }
 
 /// [`measure`] on a driver already set up (so the caller can weigh its memory).
-pub fn measure_driver(d: &mut BenchDriver, name: &str, n: usize, cpus: usize, batches: usize, batch: usize) -> BenchResult {
+pub fn measure_driver(
+    d: &mut BenchDriver,
+    name: &str,
+    n: usize,
+    cpus: usize,
+    batches: usize,
+    batch: usize,
+) -> BenchResult {
     let warm = (2 * n).clamp(1000, 200_000);
     let t_warm = Instant::now();
     for i in 0..warm {

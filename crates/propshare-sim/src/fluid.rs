@@ -74,8 +74,15 @@ pub struct Fluid {
     runnable: FeasibleSet,
     readjustment: Readjustment,
     capped: Vec<ClientId>,
+    /// Scratch list for [`Fluid::readjust`] (no allocation per event).
+    now_capped: Vec<ClientId>,
     v: u128,
     last: Time,
+    /// The last advance of V: over `step_dt` ns it grew by `step_dv`
+    /// (0 = none since the readjustment changed). Steps of one quantum
+    /// repeat, and this saves their u128 division.
+    step_dt: Time,
+    step_dv: u128,
 }
 
 impl Fluid {
@@ -87,8 +94,24 @@ impl Fluid {
             runnable: FeasibleSet::new(),
             readjustment: Readjustment::EMPTY,
             capped: Vec::new(),
+            now_capped: Vec::new(),
             v: 0,
             last: 0,
+            step_dt: 0,
+            step_dv: 0,
+        }
+    }
+
+    /// Make room for clients with ids below `n` (avoids regrowing the table
+    /// while a million clients join).
+    pub fn reserve(&mut self, n: usize) {
+        if n > 0 && self.clients.get(ClientId(n as u32 - 1)).is_none() {
+            // Grow once to n slots; the placeholder is removed at once.
+            let c = ClientId(n as u32 - 1);
+            let placeholder =
+                FluidClient { weight: Weight::ONE, runnable: false, capped: false, base: 0, v_mark: 0, t_mark: 0 };
+            self.clients.insert(c, placeholder);
+            self.clients.remove(c);
         }
     }
 
@@ -97,16 +120,22 @@ impl Fluid {
         self.readjustment
     }
 
+    #[inline]
     fn advance(&mut self, now: Time) {
         debug_assert!(now >= self.last, "fluid time went backwards");
         let r = self.readjustment;
         if now > self.last && r.feasible_weight > 0 {
-            let dt = (now - self.last) as u128;
-            self.v += (dt << FRAC) * r.feasible_cpus() as u128 / r.feasible_weight as u128;
+            let dt = now - self.last;
+            if dt != self.step_dt {
+                self.step_dt = dt;
+                self.step_dv = ((dt as u128) << FRAC) * r.feasible_cpus() as u128 / r.feasible_weight as u128;
+            }
+            self.v += self.step_dv;
         }
         self.last = self.last.max(now);
     }
 
+    #[inline]
     fn value(&self, c: &FluidClient, now: Time) -> Service {
         if !c.runnable {
             c.base
@@ -130,25 +159,36 @@ impl Fluid {
     }
 
     /// After the runnable set changed: readjust, and switch the rate law of
-    /// the clients whose cap status changed (settling them first).
+    /// the clients whose cap status changed (settling them first). O(m + log N)
+    /// for m capped clients before or after (m < P).
+    ///
+    /// Settling a client whose law does not change is harmless (the value is
+    /// an exact integer sum either way), so when the capped set changes we
+    /// settle all old and new capped clients rather than test membership.
     fn readjust(&mut self) {
-        self.readjustment = self.runnable.readjust(self.cpus);
-        let now_capped: Vec<ClientId> = self.runnable.heaviest(self.readjustment.capped).map(|(c, _)| c).collect();
-        for c in std::mem::take(&mut self.capped) {
-            if !now_capped.contains(&c) {
+        let r = self.runnable.readjust(self.cpus);
+        if r != self.readjustment {
+            self.step_dt = 0;
+        }
+        self.readjustment = r;
+        let mut now_capped = std::mem::take(&mut self.now_capped);
+        now_capped.clear();
+        now_capped.extend(self.runnable.heaviest(r.capped).map(|(c, _)| c));
+        if now_capped != self.capped {
+            for k in 0..self.capped.len() {
+                let c = self.capped[k];
                 self.settle(c);
                 if let Some(e) = self.clients.get_mut(c) {
                     e.capped = false;
                 }
             }
-        }
-        for &c in &now_capped {
-            if !self.clients[c].capped {
+            for &c in &now_capped {
                 self.settle(c);
                 self.clients[c].capped = true;
             }
+            std::mem::swap(&mut self.capped, &mut now_capped);
         }
-        self.capped = now_capped;
+        self.now_capped = now_capped;
     }
 
     /// Client `c` joins, runnable, with weight `w`, at `now`.
@@ -212,6 +252,7 @@ impl Fluid {
     }
 
     /// Client `c`'s ideal service from its join to `now` (`now` ≥ the last event).
+    #[inline]
     pub fn ideal(&mut self, now: Time, c: ClientId) -> Service {
         self.advance(now);
         self.clients.get(c).map(|e| self.value(e, now)).unwrap_or(0)
