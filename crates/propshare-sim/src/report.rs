@@ -91,7 +91,7 @@ fn section(out: &mut String, r: &ScenarioResult) {
         }
         out.push_str("</table>\n");
     }
-    out.push_str("<table><tr><th class=l>scheduler</th><th>lag min</th><th>lag max</th><th>service error</th><th>idle while waiting</th><th>decisions</th><th>migrations</th><th>ns/decision (median, p99)</th></tr>\n");
+    out.push_str("<table><tr><th class=l>scheduler</th><th>lag min</th><th>lag max</th><th>service error</th><th>idle while waiting</th><th>decisions</th><th>migrations</th><th>migrations/s</th><th>ns/decision (median, p99)</th></tr>\n");
     let mut names: Vec<&str> = r.runs.iter().map(|m| m.scheduler.as_str()).collect();
     names.dedup();
     for name in names {
@@ -115,7 +115,7 @@ fn section(out: &mut String, r: &ScenarioResult) {
             .unwrap_or_else(|| "not measured".into());
         let _ = writeln!(
             out,
-            "<tr><td class=l>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{:.2}%</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+            "<tr><td class=l>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{:.2}%</td><td>{}</td><td>{}</td><td>{:.1}</td><td>{}</td></tr>",
             esc(name),
             num(lo),
             num(hi),
@@ -123,6 +123,8 @@ fn section(out: &mut String, r: &ScenarioResult) {
             100.0 * idle,
             runs.iter().map(|m| m.decisions).sum::<u64>(),
             runs.iter().map(|m| m.migrations).sum::<u64>(),
+            runs.iter().map(|m| m.migrations).sum::<u64>() as f64
+                / runs.iter().map(|m| m.horizon_ns as f64 / 1e9).sum::<f64>().max(1e-9),
             cost
         );
     }
