@@ -232,6 +232,9 @@ pub struct ClientStats {
     pub lag_series: Vec<(Time, f64)>,
     /// CPU time received inside each measurement window ([`Engine::windows`]), ns.
     pub window_received: Vec<Time>,
+    /// Fraction of the band grid's instants at which |lag| was within the
+    /// band ([`Engine::lag_band`]), over the instants the client was present.
+    pub within_band: Option<f64>,
 }
 
 /// Results of one run.
@@ -369,6 +372,7 @@ enum Event {
     Wake(u32),
     CpuStart(u32),
     SampleGrid,
+    BandGrid,
 }
 
 /// Order of events at one instant: client events, then CPU stops, then CPU
@@ -383,7 +387,7 @@ impl Event {
     fn class(&self) -> u64 {
         match self {
             Event::CpuStart(_) => CLASS_CPU_START,
-            Event::SampleGrid => CLASS_SAMPLE,
+            Event::SampleGrid | Event::BandGrid => CLASS_SAMPLE,
             _ => CLASS_CLIENT,
         }
     }
@@ -684,6 +688,9 @@ pub struct Engine<S: Scheduler> {
     windows: Vec<(Time, Time)>,
     /// CPU time per client and window: client i, window k at `i * windows.len() + k`.
     window_received: Vec<Time>,
+    band: Option<(Time, Time)>,
+    /// Per client: (grid instants present, instants within the band).
+    band_counts: Vec<(u64, u64)>,
     series_every: Option<Time>,
     /// The clients whose lag is recorded over time, and their series (by slot).
     series_clients: Vec<usize>,
@@ -710,6 +717,14 @@ impl<S: Scheduler> Engine<S> {
         if let Some(e) = every {
             self.push(e, Event::SampleGrid);
         }
+    }
+
+    /// Every `every` ns, check every present client's |lag| against `band` ns
+    /// (for "within one quantum of its due share x% of the time").
+    pub fn lag_band(&mut self, every: Time, band: Time) {
+        self.band = Some((every.max(1), band));
+        self.band_counts = vec![(0, 0); self.clients.len()];
+        self.push(every.max(1), Event::BandGrid);
     }
 
     /// Also measure each client's CPU time inside these time windows `[start, end)`.
@@ -787,6 +802,8 @@ impl<S: Scheduler> Engine<S> {
             report,
             windows: Vec::new(),
             window_received: Vec::new(),
+            band: None,
+            band_counts: Vec::new(),
             series_every: None,
             series_clients: Vec::new(),
             series: Vec::new(),
@@ -877,7 +894,7 @@ impl<S: Scheduler> Engine<S> {
             }
         }
         // Free the scheduler, the fluid and the queues before the results are built.
-        let Engine { clients, mut report, cost, windows, window_received, mut series, .. } = self;
+        let Engine { clients, mut report, cost, windows, window_received, mut series, band_counts, .. } = self;
         let w = windows.len();
         report.decision_cost = cost;
         report.clients = clients
@@ -896,6 +913,7 @@ impl<S: Scheduler> Engine<S> {
                 migrations: c.migrations,
                 lag_series: if c.series == NONE { Vec::new() } else { std::mem::take(&mut series[c.series as usize]) },
                 window_received: window_received.get(i * w..(i + 1) * w).map(<[Time]>::to_vec).unwrap_or_default(),
+                within_band: band_counts.get(i).filter(|b| b.0 > 0).map(|b| b.1 as f64 / b.0 as f64),
                 name: c.name,
             })
             .collect();
@@ -984,6 +1002,18 @@ impl<S: Scheduler> Engine<S> {
                 trace(TraceEvent::Wake { t: now, client: &self.clients[i].name });
                 self.kick(kick, trace)?;
             }
+            Event::BandGrid => {
+                let (every, band) = self.band.expect("band grid scheduled with a band");
+                let band = (band as i128) << FRAC;
+                for i in 0..self.clients.len() {
+                    if let Some(lag) = self.lag_now(i) {
+                        let b = &mut self.band_counts[i];
+                        b.0 += 1;
+                        b.1 += u64::from(lag.abs() <= band);
+                    }
+                }
+                self.push(now + every, Event::BandGrid);
+            }
             Event::SampleGrid => {
                 for k in 0..self.series_clients.len() {
                     self.sample(self.series_clients[k]);
@@ -1041,6 +1071,18 @@ impl<S: Scheduler> Engine<S> {
         let c = &mut self.clients[i];
         c.ideal = ns_of_service(ideal);
         trace(TraceEvent::Leave { t: self.now, client: &c.name });
+    }
+
+    /// Client i's lag now (fixed point), if it is present.
+    fn lag_now(&mut self, i: usize) -> Option<i128> {
+        let now = self.now;
+        let c = &self.clients[i];
+        let received = match c.state {
+            State::Absent | State::Gone => return None,
+            State::Running(cpu) => c.received + now.saturating_sub(self.running_start[cpu as usize]),
+            State::Waiting | State::Blocked => c.received,
+        };
+        Some(self.fluid.ideal(now, Self::id(i)) as i128 - ((received as i128) << FRAC))
     }
 
     /// Lag and service-error sample for client i at `now`. Integer

@@ -61,6 +61,8 @@ pub struct ClientMetrics {
     pub migrations: u64,
     /// CPU time inside each of the scenario's measurement windows, ns.
     pub window_received_ns: Vec<u64>,
+    /// Fraction of the time (band grid) with |lag| within one quantum, when measured.
+    pub within_quantum: Option<f64>,
 }
 
 /// A run's metrics.
@@ -136,6 +138,7 @@ pub fn metrics(scenario: &str, r: &SimReport) -> RunMetrics {
                 runs: c.runs,
                 migrations: c.migrations,
                 window_received_ns: c.window_received.clone(),
+                within_quantum: c.within_band,
             }
         })
         .collect();

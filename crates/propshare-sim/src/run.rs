@@ -123,6 +123,10 @@ pub fn run_scenario(
                 engine.measure_cost();
             }
             engine.windows(&windows);
+            if scn.claims.iter().any(|c| c.metric == ClaimMetric::WithinQuantum) {
+                let every = scn.report.sample_every.unwrap_or(cfg.quantum);
+                engine.lag_band(every, cfg.quantum);
+            }
             let window = scn.report.gantt.unwrap_or((0, (cfg.quantum * 40).min(cfg.horizon)));
             let mut bars: Vec<Bar> = Vec::new();
             let mut writer = match (&opts.out, first && opts.traces) {
@@ -290,6 +294,15 @@ pub fn judge(claim: &Claim, windows: &[(Time, Time)], runs: &[RunMetrics]) -> Ve
                 .collect(),
         ),
         ClaimMetric::IdleFraction => fold(mine.iter().map(|r| r.idle_fraction).collect()),
+        ClaimMetric::WithinQuantum => fold(
+            mine.iter()
+                .filter_map(|r| {
+                    let v: Vec<f64> =
+                        r.clients.iter().filter(|c| about(&c.client)).filter_map(|c| c.within_quantum).collect();
+                    (!v.is_empty()).then(|| v.iter().sum::<f64>() / v.len() as f64)
+                })
+                .collect(),
+        ),
     };
     let matches = ours
         .is_some_and(|(lo, hi)| claim.min.is_none_or(|m| lo >= m - 1e-9) && claim.max.is_none_or(|m| hi <= m + 1e-9));

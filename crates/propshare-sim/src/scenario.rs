@@ -286,11 +286,13 @@ pub enum ClaimMetric {
     ShareRatio,
     /// Idle CPU time while clients waited, as a fraction of total CPU time.
     IdleFraction,
+    /// Fraction of the time a client's |lag| is at most one quantum (mean over clients).
+    WithinQuantum,
 }
 
 impl ClaimMetric {
     /// The metric names accepted in files.
-    pub const NAMES: &'static str = "service_error, lag, share, share_ratio, idle_fraction";
+    pub const NAMES: &'static str = "service_error, lag, share, share_ratio, idle_fraction, within_quantum";
 
     fn parse(s: &str) -> Option<ClaimMetric> {
         Some(match s {
@@ -299,6 +301,7 @@ impl ClaimMetric {
             "share" => ClaimMetric::Share,
             "share_ratio" => ClaimMetric::ShareRatio,
             "idle_fraction" => ClaimMetric::IdleFraction,
+            "within_quantum" => ClaimMetric::WithinQuantum,
             _ => return None,
         })
     }
@@ -311,6 +314,7 @@ impl ClaimMetric {
             ClaimMetric::Share => "share",
             ClaimMetric::ShareRatio => "share_ratio",
             ClaimMetric::IdleFraction => "idle_fraction",
+            ClaimMetric::WithinQuantum => "within_quantum",
         }
     }
 }

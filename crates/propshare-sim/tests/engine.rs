@@ -67,3 +67,26 @@ fn deterministic() {
     let b = simulate("wfq", SimConfig { seed: 9, ..SimConfig::new(2, q, 300 * q) }, cs).unwrap();
     assert_eq!(a, b);
 }
+
+/// The band metric: WFQ keeps every client within one quantum all the time;
+/// round robin with weights 1:9 does not for the heavy client.
+#[test]
+fn within_one_quantum_fraction() {
+    use propshare_sim::engine::Engine;
+    let q = 10 * MS;
+    let run = |name: &str| {
+        let sched = propshare::registry::build(name, propshare::SchedConfig::new(1, q)).unwrap();
+        let mut e = Engine::new(sched, SimConfig::new(1, q, 1000 * q), clients(&[1, 9])).unwrap();
+        e.lag_band(q / 2, q);
+        e.run(&mut |_| {}).unwrap()
+    };
+    let wfq = run("wfq");
+    assert!(
+        wfq.clients.iter().all(|c| c.within_band == Some(1.0)),
+        "{:?}",
+        wfq.clients.iter().map(|c| c.within_band).collect::<Vec<_>>()
+    );
+    let rr = run("rr");
+    let heavy = rr.clients[1].within_band.unwrap();
+    assert!(heavy < 0.05, "heavy client within a quantum {heavy} of the time");
+}
