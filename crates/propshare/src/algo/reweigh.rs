@@ -52,6 +52,15 @@ impl Reweigh {
         }
     }
 
+    /// `c`'s weight changed from `old` to `new`; `runnable` says whether it is
+    /// in the runnable set (running included).
+    pub fn change_weight(&mut self, c: ClientId, old: Weight, new: Weight, runnable: bool) {
+        if runnable {
+            self.remove(c, old);
+            self.insert(c, new);
+        }
+    }
+
     /// After the runnable set or a weight changed: the new readjustment (the
     /// fluid rate is `feasible_cpus() / feasible_weight`) and every client
     /// whose φ changed, with its new φ. Clients that leave the capped set get

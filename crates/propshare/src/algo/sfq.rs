@@ -178,10 +178,7 @@ impl Scheduler for Sfq {
     fn set_weight(&mut self, _now: Time, c: ClientId, w: Weight) -> Result<(), SchedError> {
         let status = self.roster.status(c)?;
         let old = self.roster.set_weight(c, w)?;
-        if status.is_runnable() {
-            self.reweigh.remove(c, old);
-            self.reweigh.insert(c, w);
-        }
+        self.reweigh.change_weight(c, old, w, status.is_runnable());
         self.tags[c].phi = Phi::whole(w.get());
         self.refresh();
         Ok(())

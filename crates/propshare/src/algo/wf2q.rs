@@ -254,10 +254,7 @@ impl Scheduler for Wf2q {
         let status = self.roster.status(c)?;
         let old = self.roster.set_weight(c, w)?;
         self.advance(now);
-        if status.is_runnable() {
-            self.reweigh.remove(c, old);
-            self.reweigh.insert(c, w);
-        }
+        self.reweigh.change_weight(c, old, w, status.is_runnable());
         self.set_phi(c, Phi::whole(w.get()));
         self.refresh();
         Ok(())

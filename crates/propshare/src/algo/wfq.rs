@@ -180,10 +180,7 @@ impl Scheduler for Wfq {
         let status = self.roster.status(c)?;
         let old = self.roster.set_weight(c, w)?;
         self.clock.advance(now);
-        if status.is_runnable() {
-            self.reweigh.remove(c, old);
-            self.reweigh.insert(c, w);
-        }
+        self.reweigh.change_weight(c, old, w, status.is_runnable());
         self.set_phi(c, Phi::whole(w.get()));
         self.refresh();
         Ok(())
@@ -192,13 +189,7 @@ impl Scheduler for Wfq {
     fn pick(&mut self, now: Time, cpu: CpuId) -> Result<Decision, SchedError> {
         self.roster.check_pick(cpu)?;
         self.clock.advance(now);
-        Ok(match self.queue.pop_first() {
-            Some((_, client)) => {
-                self.roster.start(cpu, client);
-                Decision::Run { client, slice: self.quantum }
-            }
-            None => Decision::Idle,
-        })
+        Ok(super::run_first(&mut self.roster, &mut self.queue, cpu, self.quantum))
     }
 
     fn stopped(&mut self, now: Time, cpu: CpuId, c: ClientId, ran: Time, why: StopReason) -> Result<(), SchedError> {
