@@ -19,6 +19,19 @@
 //! A CPU with an initial offset (asynchronous quanta) starts polling at its
 //! offset. A kick returned by `join`/`wake` preempts that CPU's client.
 //!
+//! # Finite work and chains
+//!
+//! A client with `work` leaves the moment it has received that much CPU
+//! time: its runs are cut to the work left, and the run that completes it
+//! stops with [`StopReason::Left`]. A chain ([`ChainSpec`], the SFS paper's
+//! short tasks of section 4.3) runs members one at a time: when a member
+//! leaves (its work done, or its lifetime over), the next member is created
+//! and joins within the handling of that departure, at the same instant and
+//! before anything else happens then (a CPU freed by the departure picks
+//! afterwards). The fluid reference is told of every join and departure as
+//! the scheduler is, so each member's ideal service is its own fluid share
+//! over its own lifetime.
+//!
 //! # Cost
 //!
 //! Events known at the start (arrivals, departures, weight changes, CPU
@@ -105,6 +118,9 @@ pub struct ClientSpec {
     pub behavior: Behavior,
     /// Weight changes, at increasing times.
     pub weight_changes: Vec<(Time, Weight)>,
+    /// CPU time it needs: it leaves the moment it has received this much
+    /// (`None`: it never finishes). At least 1 ns.
+    pub work: Option<Time>,
 }
 
 impl ClientSpec {
@@ -117,8 +133,42 @@ impl ClientSpec {
             depart: None,
             behavior: Behavior::CpuBound,
             weight_changes: Vec::new(),
+            work: None,
         }
     }
+}
+
+/// When a member of a chain leaves.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MemberLeaves {
+    /// Once it has received this much CPU time (ns, ≥ 1): "it ran 300 ms"
+    /// read as CPU time.
+    AfterWork(Time),
+    /// This long after it joined (ns, ≥ 1), whatever it received: "it ran
+    /// 300 ms" read as wall-clock time.
+    AfterLifetime(Time),
+}
+
+/// A chain of CPU-bound clients present one at a time (the SFS paper's
+/// short tasks, section 4.3): the first member joins at `start`; each
+/// member leaves as `leaves` says and the next joins at that very instant,
+/// until `count` members have joined or the time reaches `until`. Members
+/// are named `prefix0`, `prefix1`, ... and get the client ids after every
+/// [`ClientSpec`], in the order they join.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ChainSpec {
+    /// Name prefix of the members.
+    pub prefix: String,
+    /// Weight of every member.
+    pub weight: Weight,
+    /// When the first member joins, ns.
+    pub start: Time,
+    /// When a member leaves.
+    pub leaves: MemberLeaves,
+    /// At most this many members (`None`: no limit).
+    pub count: Option<u64>,
+    /// No member joins at or after this time, ns (`None`: no limit).
+    pub until: Option<Time>,
 }
 
 /// Machine settings of a simulation.
@@ -370,6 +420,8 @@ enum Event {
     Depart(u32),
     SetWeight(u32, Weight),
     Wake(u32),
+    /// The first member of chain k joins.
+    ChainStart(u32),
     CpuStart(u32),
     SampleGrid,
     BandGrid,
@@ -590,6 +642,8 @@ struct SimClient {
     received: Time,
     /// CPU time left in the current run phase (phased clients).
     phase_left: Time,
+    /// CPU time left before it leaves (NEVER: it never finishes).
+    work_left: Time,
     /// When it woke, until its next run (NEVER: not waiting for one).
     woke_at: Time,
     runs: u64,
@@ -604,6 +658,8 @@ struct SimClient {
     last_cpu: u32,
     /// Its slot in `series` if its lag is recorded over time (NONE: not).
     series: u32,
+    /// The chain it belongs to, by index (NONE: none).
+    chain: u32,
     has_share: bool,
     has_err: bool,
     name: String,
@@ -624,6 +680,7 @@ impl SimClient {
             lag_samples: 0,
             received: 0,
             phase_left: 0,
+            work_left: spec.work.unwrap_or(NEVER),
             woke_at: NEVER,
             runs: 0,
             migrations: 0,
@@ -633,6 +690,7 @@ impl SimClient {
             state: State::Absent,
             last_cpu: NONE,
             series: NONE,
+            chain: NONE,
             has_share: false,
             has_err: false,
             phases: match spec.behavior {
@@ -698,6 +756,8 @@ pub struct Engine<S: Scheduler> {
     cost: Option<CostHistogram>,
     /// Per CPU: ns spent in `pick` for the run in progress (cost measurement).
     pick_cost: Vec<u64>,
+    /// The chains, each with the number of members that have joined.
+    chains: Vec<(ChainSpec, u64)>,
 }
 
 impl<S: Scheduler> Engine<S> {
@@ -733,6 +793,22 @@ impl<S: Scheduler> Engine<S> {
         self.window_received = vec![0; windows.len() * self.clients.len()];
     }
 
+    /// Run these chains of clients as well ([`ChainSpec`]). Their members
+    /// are created as they join, after the clients given to [`Engine::new`].
+    pub fn chains(&mut self, chains: &[ChainSpec]) -> Result<(), SimError> {
+        for ch in chains {
+            let (MemberLeaves::AfterWork(t) | MemberLeaves::AfterLifetime(t)) = ch.leaves;
+            if t == 0 {
+                return Err(SimError::Config(format!("chain {:?}: a member must stay at least 1 ns", ch.prefix)));
+            }
+            let k = self.chains.len() as u32;
+            self.chains.push((ch.clone(), 0));
+            self.push(ch.start, Event::ChainStart(k));
+            self.static_set = false;
+        }
+        Ok(())
+    }
+
     /// Measure the wall-clock cost of every decision (pick plus its `stopped`).
     pub fn measure_cost(&mut self) {
         self.cost = Some(CostHistogram::default());
@@ -749,8 +825,15 @@ impl<S: Scheduler> Engine<S> {
         if clients.len() > propshare::MAX_CLIENT_ID as usize {
             return Err(SimError::Config(format!("too many clients ({})", clients.len())));
         }
+        if let Some(c) = clients.iter().find(|c| c.work == Some(0)) {
+            return Err(SimError::Config(format!("client {:?}: work must be at least 1 ns", c.name)));
+        }
         let static_set = clients.iter().all(|c| {
-            c.arrive == 0 && c.depart.is_none() && c.behavior == Behavior::CpuBound && c.weight_changes.is_empty()
+            c.arrive == 0
+                && c.depart.is_none()
+                && c.work.is_none()
+                && c.behavior == Behavior::CpuBound
+                && c.weight_changes.is_empty()
         });
         let report = SimReport {
             scheduler: sched.name().to_string(),
@@ -809,6 +892,7 @@ impl<S: Scheduler> Engine<S> {
             series: Vec::new(),
             cost: None,
             pick_cost: vec![0; cfg.cpus],
+            chains: Vec::new(),
             clients: clients.into_iter().map(SimClient::new).collect(),
             sched,
             cfg,
@@ -972,7 +1056,7 @@ impl<S: Scheduler> Engine<S> {
                     State::Waiting | State::Blocked => {
                         self.sample(i);
                         self.sched.leave(now, Self::id(i)).map_err(|e| self.refused(e))?;
-                        self.depart(i, trace);
+                        self.depart(i, trace)?;
                     }
                     State::Absent | State::Gone => {}
                 }
@@ -1022,6 +1106,7 @@ impl<S: Scheduler> Engine<S> {
                     self.push(now + every, Event::SampleGrid);
                 }
             }
+            Event::ChainStart(k) => self.chain_join(k as usize, trace)?,
             Event::CpuStart(cpu) => {
                 let cpu = cpu as usize;
                 self.ready_cpus += 1;
@@ -1042,8 +1127,14 @@ impl<S: Scheduler> Engine<S> {
             return Ok(());
         }
         let c = &self.clients[r.client];
-        let phase_done = c.phases.is_some() && c.phase_left <= self.now.saturating_sub(r.start);
-        let reason = if phase_done { StopReason::Blocked } else { StopReason::Expired };
+        let ran = self.now.saturating_sub(r.start);
+        let reason = if c.work_left <= ran {
+            StopReason::Left
+        } else if c.phases.is_some() && c.phase_left <= ran {
+            StopReason::Blocked
+        } else {
+            StopReason::Expired
+        };
         self.stop(cpu, reason, trace)?;
         self.pick(cpu, trace)
     }
@@ -1065,12 +1156,56 @@ impl<S: Scheduler> Engine<S> {
         }
     }
 
-    fn depart(&mut self, i: usize, trace: &mut dyn FnMut(TraceEvent)) {
+    /// Client i has left the scheduler: close its books and, if it belongs
+    /// to a chain, let the next member join at once.
+    fn depart(&mut self, i: usize, trace: &mut dyn FnMut(TraceEvent)) -> Result<(), SimError> {
         let ideal = self.fluid.leave(self.now, Self::id(i));
         self.set_state(i, State::Gone);
         let c = &mut self.clients[i];
         c.ideal = ns_of_service(ideal);
         trace(TraceEvent::Leave { t: self.now, client: &c.name });
+        match c.chain {
+            NONE => Ok(()),
+            k => self.chain_join(k as usize, trace),
+        }
+    }
+
+    /// The next member of chain k joins now, unless the chain is over. It
+    /// is created here, as client `clients.len()`; a lifetime member's
+    /// departure is scheduled at once.
+    fn chain_join(&mut self, k: usize, trace: &mut dyn FnMut(TraceEvent)) -> Result<(), SimError> {
+        let now = self.now;
+        let (spec, joined) = &mut self.chains[k];
+        if spec.count.is_some_and(|n| *joined >= n) || spec.until.is_some_and(|u| now >= u) {
+            return Ok(());
+        }
+        let i = self.clients.len();
+        if i > propshare::MAX_CLIENT_ID as usize {
+            return Err(SimError::Config(format!("chain {:?}: too many clients ({})", spec.prefix, i + 1)));
+        }
+        let (work, depart) = match spec.leaves {
+            MemberLeaves::AfterWork(w) => (Some(w), None),
+            MemberLeaves::AfterLifetime(l) => (None, Some(now.saturating_add(l))),
+        };
+        let member = ClientSpec {
+            name: format!("{}{}", spec.prefix, joined),
+            arrive: now,
+            depart,
+            work,
+            ..ClientSpec::cpu_bound(String::new(), spec.weight)
+        };
+        *joined += 1;
+        let mut client = SimClient::new(member);
+        client.chain = k as u32;
+        self.clients.push(client);
+        self.window_received.extend(std::iter::repeat_n(0, self.windows.len()));
+        if self.band.is_some() {
+            self.band_counts.push((0, 0));
+        }
+        if let Some(d) = depart {
+            self.push(d, Event::Depart(i as u32));
+        }
+        self.handle(Event::Arrive(i as u32), trace)
     }
 
     /// Client i's lag now (fixed point), if it is present.
@@ -1190,7 +1325,7 @@ impl<S: Scheduler> Engine<S> {
             c.wake_latencies.push(now - c.woke_at);
             c.woke_at = NEVER;
         }
-        let run_for = if c.phases.is_some() { slice.min(c.phase_left) } else { slice };
+        let run_for = if c.phases.is_some() { slice.min(c.phase_left) } else { slice }.min(c.work_left);
         self.report.decisions += 1;
         self.report.overhead += cost;
         self.last_on_cpu[cpu] = i as u32;
@@ -1243,6 +1378,9 @@ impl<S: Scheduler> Engine<S> {
         result.map_err(|e| self.refused(e))?;
         let c = &mut self.clients[i];
         c.phase_left = c.phase_left.saturating_sub(ran);
+        if c.work_left != NEVER {
+            c.work_left = c.work_left.saturating_sub(ran);
+        }
         match reason {
             StopReason::Expired | StopReason::Preempted => self.set_state(i, State::Waiting),
             StopReason::Blocked => {
@@ -1254,7 +1392,7 @@ impl<S: Scheduler> Engine<S> {
                 trace(TraceEvent::Block { t: now, client: &self.clients[i].name });
                 self.push(wake, Event::Wake(i as u32));
             }
-            StopReason::Left => self.depart(i, trace),
+            StopReason::Left => self.depart(i, trace)?,
         }
         Ok(())
     }

@@ -8,7 +8,7 @@ use propshare::{registry, SchedConfig, Time};
 use crate::engine::{Engine, SimError, TraceEvent};
 use crate::output::{self, RunMetrics, TraceMeta, TraceWriter};
 use crate::plot::{self, Bar, Scale, Series};
-use crate::scenario::{Claim, ClaimMetric, Scenario};
+use crate::scenario::{names_client, Claim, ClaimMetric, Scenario};
 
 /// What to write besides metrics.
 #[derive(Clone, Debug, Default)]
@@ -105,10 +105,11 @@ pub fn run_scenario(
         for k in 0..scn.repeat {
             let cfg = scn.config(k);
             let clients = scn.clients(k);
-            let names: Vec<String> = clients.iter().map(|c| c.name.clone()).collect();
+            let mut names: Vec<String> = clients.iter().map(|c| c.name.clone()).collect();
             let sched = registry::build(name, SchedConfig { cpus: cfg.cpus, quantum: cfg.quantum, seed: cfg.seed })
                 .map_err(|e| SimError::Config(e.to_string()))?;
             let mut engine = Engine::new(sched, cfg.clone(), clients)?;
+            engine.chains(scn.chains())?;
             let first = k == 0;
             let lag_idx: Vec<usize> = if scn.report.lag_clients.is_empty() {
                 (0..names.len().min(8)).collect()
@@ -146,20 +147,19 @@ pub fn run_scenario(
                 }
                 _ => None,
             };
-            let name_index = |n: &str| names.iter().position(|m| m == n).unwrap_or(0);
             let report = engine.run(&mut |e: TraceEvent| {
                 if let Some(w) = writer.as_mut() {
                     w.event(&e);
                 }
                 if let (true, true, TraceEvent::Run { cpu, client, start, end }) = (first, opts.plots, e) {
                     if end > window.0 && start < window.1 && bars.len() < 20_000 {
-                        let ms = |t: Time| t as f64 / 1e6;
-                        bars.push(Bar {
-                            cpu,
-                            client: name_index(client),
-                            start: ms(start.max(window.0)),
-                            end: ms(end.min(window.1)),
+                        // Chain members are not in the client list: they get the next index.
+                        let client = names.iter().position(|m| m == client).unwrap_or_else(|| {
+                            names.push(client.to_string());
+                            names.len() - 1
                         });
+                        let ms = |t: Time| t as f64 / 1e6;
+                        bars.push(Bar { cpu, client, start: ms(start.max(window.0)), end: ms(end.min(window.1)) });
                     }
                 }
             })?;
@@ -246,7 +246,9 @@ pub fn run_scenario(
 }
 
 /// Evaluate one claim over the runs of its scheduler (all repeats);
-/// `windows` are the scenario's measurement windows.
+/// `windows` are the scenario's measurement windows. `share` and
+/// `share_ratio` add up the CPU time of every client a name or group names
+/// ([`names_client`]); the other metrics range (or average) over them.
 pub fn judge(claim: &Claim, windows: &[(Time, Time)], runs: &[RunMetrics]) -> Verdict {
     let slot = claim.window.and_then(|w| windows.iter().position(|&x| x == w));
     let span = claim.window.map_or(0.0, |(a, b)| (b - a) as f64);
@@ -255,7 +257,12 @@ pub fn judge(claim: &Claim, windows: &[(Time, Time)], runs: &[RunMetrics]) -> Ve
         None => c.received_ns as f64,
     };
     let mine: Vec<&RunMetrics> = runs.iter().filter(|r| r.scheduler == claim.scheduler).collect();
-    let about = |c: &str| claim.client.as_deref().is_none_or(|x| x == c);
+    let about = |c: &str| claim.client.as_deref().is_none_or(|x| names_client(x, c));
+    // CPU time of the clients `pattern` names in run r (None: it names none).
+    let group = |r: &RunMetrics, pattern: &str| {
+        let mut named = r.clients.iter().filter(|c| names_client(pattern, &c.client)).peekable();
+        named.peek().is_some().then(|| named.map(&received).sum::<f64>())
+    };
     let fold = |vals: Vec<f64>| -> Option<(f64, f64)> {
         let lo = vals.iter().copied().fold(f64::INFINITY, f64::min);
         let hi = vals.iter().copied().fold(f64::NEG_INFINITY, f64::max);
@@ -278,18 +285,17 @@ pub fn judge(claim: &Claim, windows: &[(Time, Time)], runs: &[RunMetrics]) -> Ve
         .map(|(lo, hi)| (-hi, -lo)),
         ClaimMetric::Share => fold(
             mine.iter()
-                .flat_map(|r| r.clients.iter().filter(|c| about(&c.client)))
-                .map(|c| if slot.is_some() { received(c) / span } else { c.share })
+                .filter_map(|r| {
+                    let over = if slot.is_some() { span } else { r.horizon_ns as f64 };
+                    group(r, claim.client.as_deref().unwrap_or("*")).map(|t| t / over)
+                })
                 .collect(),
         ),
         ClaimMetric::ShareRatio => fold(
             mine.iter()
-                .filter_map(|r| {
-                    let get = |n: &str| r.clients.iter().find(|c| c.client == n).map(&received);
-                    match (get(&claim.clients[0]), get(&claim.clients[1])) {
-                        (Some(a), Some(b)) if b > 0.0 => Some(a / b),
-                        _ => None,
-                    }
+                .filter_map(|r| match (group(r, &claim.clients[0]), group(r, &claim.clients[1])) {
+                    (Some(a), Some(b)) if b > 0.0 => Some(a / b),
+                    _ => None,
                 })
                 .collect(),
         ),

@@ -17,7 +17,7 @@ use serde::de::{self, Deserializer, Visitor};
 use serde::Deserialize;
 use toml::Spanned;
 
-use crate::engine::{Behavior, ClientSpec, Dist, SimConfig};
+use crate::engine::{Behavior, ChainSpec, ClientSpec, Dist, MemberLeaves, SimConfig};
 
 /// A scenario that could not be loaded: where and why.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
@@ -107,6 +107,8 @@ struct RawScenario {
     classes: Vec<Spanned<RawClass>>,
     #[serde(default)]
     poisson: Vec<Spanned<RawPoisson>>,
+    #[serde(default, rename = "chain")]
+    chains: Vec<Spanned<RawChain>>,
     #[serde(default, rename = "claim")]
     claims: Vec<Spanned<RawClaim>>,
     report: Option<RawReport>,
@@ -148,6 +150,25 @@ struct RawClient {
     sleep: Option<RawTimeDist>,
     #[serde(default)]
     weight_changes: Vec<Spanned<RawWeightChange>>,
+    #[serde(default)]
+    work: Option<Spanned<Dur>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawChain {
+    prefix: Spanned<String>,
+    weight: Spanned<i64>,
+    #[serde(default)]
+    work: Option<Spanned<Dur>>,
+    #[serde(default)]
+    lifetime: Option<Spanned<Dur>>,
+    #[serde(default)]
+    start: Option<Dur>,
+    #[serde(default)]
+    count: Option<Spanned<i64>>,
+    #[serde(default)]
+    until: Option<Spanned<Dur>>,
 }
 
 #[derive(Deserialize)]
@@ -319,6 +340,17 @@ impl ClaimMetric {
     }
 }
 
+/// Whether a claim's `pattern` names the client `name`: a plain name names
+/// that client; a name ending in `*` names every client whose name starts
+/// with what precedes the `*` (a group: `"short*"` is every member of a
+/// chain or class with prefix `short`).
+pub fn names_client(pattern: &str, name: &str) -> bool {
+    match pattern.strip_suffix('*') {
+        Some(prefix) => name.starts_with(prefix),
+        None => name == pattern,
+    }
+}
+
 /// A paper's claim that a scenario reproduces.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Claim {
@@ -330,9 +362,10 @@ pub struct Claim {
     pub scheduler: String,
     /// The metric.
     pub metric: ClaimMetric,
-    /// The client it is about (`None`: all clients).
+    /// The client it is about (`None`: all clients), or a group of clients
+    /// ([`names_client`]).
     pub client: Option<String>,
-    /// Two clients, for ratios.
+    /// Two clients or groups, for ratios.
     pub clients: Vec<String>,
     /// Expected lower end.
     pub min: Option<f64>,
@@ -410,6 +443,7 @@ pub struct Scenario {
     clients: Vec<ClientSpec>,
     classes: Vec<Class>,
     poisson: Vec<Poisson>,
+    chains: Vec<ChainSpec>,
     /// Claims to check.
     pub claims: Vec<Claim>,
     /// Plots.
@@ -486,6 +520,14 @@ impl Ctx<'_> {
                 Dist::Exponential(mean.0)
             }
         })
+    }
+
+    /// An optional duration that must be at least 1 ns.
+    fn positive(&self, d: &Option<Spanned<Dur>>, field: &str) -> Result<Option<Time>, ScenarioError> {
+        match d {
+            Some(v) if v.get_ref().0 == 0 => Err(self.err(v.span(), field, "must be at least 1 ns")),
+            v => Ok(v.as_ref().map(|v| v.get_ref().0)),
+        }
     }
 
     fn behave(
@@ -615,7 +657,16 @@ impl Scenario {
                 weight_changes.push((t, cx.weight(&wc.get_ref().weight, &format!("{f}.weight"))?));
             }
             let behave = cx.behave(&c.run, &c.sleep, rc.span(), &at)?;
-            clients.push(ClientSpec { name, weight, arrive, depart, behavior: behave.behavior(), weight_changes });
+            let work = cx.positive(&c.work, &format!("{at}.work"))?;
+            clients.push(ClientSpec {
+                name,
+                weight,
+                arrive,
+                depart,
+                behavior: behave.behavior(),
+                weight_changes,
+                work,
+            });
         }
 
         let mut classes = Vec::new();
@@ -664,6 +715,52 @@ impl Scenario {
                 start,
                 stop,
                 behave: cx.behave(&p.run, &p.sleep, rp.span(), &at)?,
+            });
+        }
+
+        let mut chains = Vec::new();
+        for (i, rc) in raw.chains.iter().enumerate() {
+            let at = format!("chain[{i}]");
+            let c = rc.get_ref();
+            let leaves = match (cx.positive(&c.work, &format!("{at}.work"))?, cx.positive(&c.lifetime, &format!("{at}.lifetime"))?) {
+                (Some(w), None) => MemberLeaves::AfterWork(w),
+                (None, Some(l)) => MemberLeaves::AfterLifetime(l),
+                _ => {
+                    return Err(cx.err(
+                        rc.span(),
+                        &at,
+                        "give exactly one of `work` (CPU time each member needs) and `lifetime` (wall-clock time each member stays)",
+                    ))
+                }
+            };
+            let count = match &c.count {
+                Some(n) if *n.get_ref() <= 0 => {
+                    return Err(cx.err(
+                        n.span(),
+                        &format!("{at}.count"),
+                        format!("must be at least 1, got {}", n.get_ref()),
+                    ))
+                }
+                n => n.as_ref().map(|n| *n.get_ref() as u64),
+            };
+            let start = c.start.map_or(0, |d| d.0);
+            let until = match &c.until {
+                Some(u) if u.get_ref().0 <= start => {
+                    return Err(cx.err(
+                        u.span(),
+                        &format!("{at}.until"),
+                        format!("times out of order: until ({} ns) must come after start ({start} ns)", u.get_ref().0),
+                    ))
+                }
+                u => u.as_ref().map(|u| u.get_ref().0),
+            };
+            chains.push(ChainSpec {
+                prefix: c.prefix.get_ref().clone(),
+                weight: cx.weight(&c.weight, &format!("{at}.weight"))?,
+                start,
+                leaves,
+                count,
+                until,
             });
         }
 
@@ -747,11 +844,11 @@ impl Scenario {
             Some(r) => *r.get_ref(),
             None => 1,
         };
-        if clients.is_empty() && classes.is_empty() && poisson.is_empty() {
+        if clients.is_empty() && classes.is_empty() && poisson.is_empty() && chains.is_empty() {
             return Err(cx.err(
                 0..0,
                 "client",
-                "the scenario has no clients (add [[client]], [[class]] or [[poisson]])",
+                "the scenario has no clients (add [[client]], [[class]], [[poisson]] or [[chain]])",
             ));
         }
         Ok(Scenario {
@@ -765,6 +862,7 @@ impl Scenario {
             clients,
             classes,
             poisson,
+            chains,
             claims,
             report,
         })
@@ -781,6 +879,12 @@ impl Scenario {
             }
         }
         w
+    }
+
+    /// The chains of clients ([`crate::engine::Engine::chains`]); their
+    /// members join at run time, after the clients of [`Scenario::clients`].
+    pub fn chains(&self) -> &[ChainSpec] {
+        &self.chains
     }
 
     /// The machine settings for run `k` (seed `seed + k`).
@@ -803,6 +907,7 @@ impl Scenario {
                     depart: None,
                     behavior: c.behave.behavior(),
                     weight_changes: Vec::new(),
+                    work: None,
                 });
             }
         }
@@ -824,6 +929,7 @@ impl Scenario {
                     depart: Some(t + life),
                     behavior: p.behave.behavior(),
                     weight_changes: Vec::new(),
+                    work: None,
                 });
                 j += 1;
             }
