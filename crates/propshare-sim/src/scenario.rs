@@ -301,9 +301,9 @@ pub enum ClaimMetric {
     ServiceError,
     /// Lag against the fluid reference, range over clients, in quanta.
     Lag,
-    /// One client's received CPU time over the horizon, in CPUs (0..1).
+    /// One client's (or group's) received CPU time over the horizon, in CPUs.
     Share,
-    /// `clients[0]`'s received time divided by `clients[1]`'s.
+    /// `clients[0]`'s received time divided by `clients[1]`'s (clients or groups).
     ShareRatio,
     /// Idle CPU time while clients waited, as a fraction of total CPU time.
     IdleFraction,
