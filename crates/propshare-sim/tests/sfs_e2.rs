@@ -1,6 +1,6 @@
 //! The SFS paper's section 4.3 experiment (Fig. 5): frequent arrivals and
 //! departures, run through the simulator from the scenario file
-//! `scenarios/papers/sfs/frequent-arrivals-4.3.toml`. On 2 CPUs, T1
+//! `scenarios/papers/sfs/frequent-arrivals-4.3-paper.toml`. On 2 CPUs, T1
 //! (weight 20) and 20 clients of weight 1 run throughout; a chain of short
 //! weight-5 tasks runs one at a time, each for 300 ms, the next starting
 //! when the previous ends. The weights are feasible, so readjustment changes
@@ -77,7 +77,7 @@ fn named(name: &str, q: Time) -> Box<dyn Scheduler> {
 /// with readjustment is then near it too.
 #[test]
 fn section_4_3_verdict() {
-    let scn = scenario("frequent-arrivals-4.3.toml");
+    let scn = scenario("frequent-arrivals-4.3-paper.toml");
     let near = |(a, b): (f64, f64), lo: f64, hi: f64| (lo..=hi).contains(&a) && (lo..=hi).contains(&b);
     let q = 200 * MS;
     let sfq = ratios(&scn, named("sfq+readjust", q), q, Reading::CpuTime);
@@ -105,8 +105,8 @@ fn section_4_3_verdict() {
 #[test]
 fn the_scenario_claims_hold_or_differ_as_stated() {
     for (file, differ) in [
-        ("frequent-arrivals-4.3.toml", &["sfs T1/short*", "sfs one*/short*", "sfs+heuristic T1/short*"][..]),
-        ("frequent-arrivals-4.3-10ms.toml", &["sfq+readjust T1/short*", "sfq+readjust one*/short*"][..]),
+        ("frequent-arrivals-4.3-paper.toml", &["sfs T1/short*", "sfs one*/short*", "sfs+heuristic T1/short*"][..]),
+        ("frequent-arrivals-4.3-q10ms.toml", &["sfq+readjust T1/short*", "sfq+readjust one*/short*"][..]),
         ("frequent-arrivals-4.3-wall.toml", &["sfs T1/short*", "sfs one*/short*"][..]),
     ] {
         let scn = scenario(file);
@@ -125,7 +125,7 @@ fn the_scenario_claims_hold_or_differ_as_stated() {
 #[test]
 #[ignore]
 fn section_4_3_sweep() {
-    let scn = scenario("frequent-arrivals-4.3.toml");
+    let scn = scenario("frequent-arrivals-4.3-paper.toml");
     eprintln!("section 4.3 on 2 CPUs, 120 s: T1 : weight-1 group : short chain (fluid 4 : 4 : 1)");
     eprintln!("{:<28} {:>9} {:>16} {:>16}", "scheduler", "quantum", "300 ms of CPU", "300 ms of wall");
     let row = |label: &str, q: Time, make: &dyn Fn() -> Box<dyn Scheduler>| {
