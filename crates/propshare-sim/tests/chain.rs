@@ -144,18 +144,45 @@ fn cpu_time_and_wall_clock_readings_differ_as_they_should() {
     assert_eq!(ll.leaves.len(), 20);
 }
 
-/// A client with `work` leaves when it is done, even when preempted
-/// mid-quantum before: its runs add up to exactly its work.
+/// A client with `work` leaves when it is done: its runs are cut to the
+/// work left (35 ms is no multiple of the 10 ms quantum) and a preemption
+/// mid-quantum counts what it ran, so its runs add up to exactly its work.
 #[test]
-fn a_client_with_work_leaves_when_done() {
+fn a_client_with_work_leaves_when_done_even_when_preempted() {
+    use propshare::algo::sfs::{Sfs, SfsOptions};
     let q = 10 * MS;
     let job = ClientSpec { work: Some(35 * MS), ..ClientSpec::cpu_bound("job", Weight::new(3).unwrap()) };
     let (r, life) =
-        run("wfq", SimConfig::new(1, q, 1000 * MS), vec![ClientSpec::cpu_bound("A", Weight::ONE), job], &[]);
+        run("wfq", SimConfig::new(1, q, 1000 * MS), vec![ClientSpec::cpu_bound("A", Weight::ONE), job.clone()], &[]);
     assert_eq!(member(&r, "job").received, 35 * MS);
     assert_eq!(life.leaves.len(), 1);
     // Weights 1:3: the job gets 3/4 of the CPU, so it is done near 35/0.75 ≈ 47 ms.
     assert!((40 * MS..=55 * MS).contains(&life.leaves[0].1), "left at {} ms", life.leaves[0].1 / MS);
+
+    // SFS with preemption on arrival, on 2 CPUs beside two weight-1 clients:
+    // a heavy client arriving at some instant kicks the job off its CPU
+    // mid-quantum. Whenever it does, the job still gets exactly its work.
+    let mut preempted = 0;
+    for arrive in (1..80).map(|ms| ms * MS) {
+        let sfs = Sfs::with_options(SchedConfig::new(2, q), SfsOptions { preempt: true, ..SfsOptions::EXACT });
+        let heavy = ClientSpec { arrive, ..ClientSpec::cpu_bound("B", Weight::new(100).unwrap()) };
+        let others = [ClientSpec::cpu_bound("A", Weight::ONE), ClientSpec::cpu_bound("C", Weight::ONE)];
+        let clients = [vec![job.clone()], others.to_vec(), vec![heavy]].concat();
+        let engine = Engine::new(sfs, SimConfig::new(2, q, 1000 * MS), clients).unwrap();
+        let mut job_runs = Vec::new();
+        let r = engine
+            .run(&mut |e| {
+                if let TraceEvent::Run { client: "job", start, end, .. } = e {
+                    job_runs.push((start, end));
+                }
+            })
+            .unwrap();
+        let total: Time = job_runs.iter().map(|(a, b)| b - a).sum();
+        preempted += usize::from(job_runs.iter().any(|&(_, end)| end == arrive && total != end));
+        assert_eq!(member(&r, "job").received, 35 * MS, "B at {arrive}");
+        assert_eq!(total, 35 * MS, "B at {arrive}");
+    }
+    assert!(preempted > 0, "no arrival preempted the job: the test shows nothing");
 }
 
 const BASE: &str = r#"
