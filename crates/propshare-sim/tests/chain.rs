@@ -68,6 +68,16 @@ fn a_chain_alone_runs_its_members_back_to_back_each_for_exactly_its_work() {
     }
 }
 
+/// A member that would stay 0 ns is refused, not run.
+#[test]
+fn a_zero_length_member_is_refused() {
+    for leaves in [MemberLeaves::AfterWork(0), MemberLeaves::AfterLifetime(0)] {
+        let sched = registry::build("wfq", SchedConfig::new(1, MS)).unwrap();
+        let mut engine = Engine::new(sched, SimConfig::new(1, MS, 10 * MS), Vec::new()).unwrap();
+        assert!(engine.chains(&[chain(leaves, 1)]).is_err(), "{leaves:?}");
+    }
+}
+
 /// `until` stops the chain too: no member joins at or after it.
 #[test]
 fn until_stops_the_chain() {
