@@ -71,9 +71,9 @@ fn named(name: &str, q: Time) -> Box<dyn Scheduler> {
 
 /// The verdict. At the paper's 200 ms quantum, with 300 ms of CPU per
 /// short task: SFQ with readjustment gives the paper's "roughly equal"
-/// shares, but SFS is only half way to 4 : 4 : 1, and no choice the paper
-/// leaves open (tie-breaking, preemption on arrival, wall-clock tasks) gets
-/// it there. With 10 ms quanta SFS is within 5% of 4 : 4 : 1 — and SFQ
+/// shares, but SFS gets only about 2 : 2 : 1, half the fluid ratio, and no
+/// choice the paper leaves open (tie-breaking, preemption on arrival,
+/// wall-clock tasks) gets it to 4 : 4 : 1. With 10 ms quanta SFS is within 5% of 4 : 4 : 1 — and SFQ
 /// with readjustment is then near it too.
 #[test]
 fn section_4_3_verdict() {
