@@ -80,6 +80,46 @@
 //! therefore stay where they are for ever: one client keeps a CPU to itself
 //! while two share the other, the known cross-CPU unfairness of Linux.
 //!
+//! # `cfs+readjust`, `eevdf+readjust`
+//!
+//! [`LinuxSched::with_readjustment`] runs the policy and the balancer over
+//! readjusted weights (SFS paper section 2.9): after every join, leave,
+//! block, wake and weight change the global runnable set is readjusted
+//! ([`Reweigh`]) and each client whose φ changed gets load weight
+//! `⌊φ + 1/2⌋` (at least 1) through the policy's `reweight` (queued or
+//! running) or `reweight_sleeping` (blocked, or not yet enqueued). Feasible
+//! weights are never changed, so on feasible sets the variant makes exactly
+//! the plain decisions (tested).
+//!
+//! What it changes: Linux already keeps a heavy task alone on a CPU (a task
+//! runs on one CPU and the balancer moves only waiting tasks), so the
+//! readjusted shares of 10, 1, 1 on 2 CPUs come out either way. But the
+//! balancer's average load counts the infeasible weight in full, which
+//! lifts the average above every other CPU's load: `busiest − avg` is 0 and
+//! no waiting task ever moves between the other CPUs. With weights 10 and
+//! four 1s on 3 CPUs placed 1 | 3 | 1 ... plain Linux keeps three light
+//! tasks at 1/3 of a CPU and one at a whole CPU for ever; over readjusted
+//! loads (φ* = 2) the balancer moves one and every light task gets 1/2, the
+//! fluid share (tested).
+//!
+//! Cost and what a kernel would pay: readjustment needs the *global*
+//! runnable set in weight order, while everything else here is per CPU.
+//! We keep one [`crate::readjust::FeasibleSet`] (a B-tree, O(log N) per
+//! enqueue, dequeue or weight change, plus O(P) for the walk and O(P log n)
+//! to reweight at most P clients). In a kernel that is a global structure
+//! touched on every sleep and wake-up under one lock, the very contention
+//! per-CPU runqueues exist to avoid. A kernel would rather keep the global
+//! weight sum in an atomic and per-CPU lists of their heaviest tasks, and
+//! readjust lazily (at balance time, or only when some task's weight
+//! exceeds `W/P`, which one atomic read detects).
+//!
+//! Gap: φ is rounded to the nearest integer load weight (the kernel's
+//! weight unit: `__calc_delta` uses integer weights). Only capped clients
+//! are affected, with an error of at most 1/2, a relative error of at most
+//! `1/(2·w_max)` with `w_max` the heaviest uncapped weight (at most 1/2048
+//! for nice-0 tasks); φ* = R/(P' − m) is exact whenever P' − m divides R,
+//! always on 2 CPUs.
+//!
 //! # Modelled and not modelled
 //!
 //! Modelled: per-CPU runqueues with their own virtual time, the policy of
@@ -130,7 +170,9 @@
 use std::collections::BTreeSet;
 use std::fmt::Debug;
 
+use crate::algo::reweigh::Reweigh;
 use crate::model::{ClientId, CpuId, SchedError, StopReason, Time, Weight, MS};
+use crate::readjust::Phi;
 use crate::roster::{ClientTable, Roster, Status};
 use crate::scheduler::{Decision, Kick, SchedConfig, Scheduler};
 
@@ -462,6 +504,14 @@ pub struct LinuxSched<R: FairRq> {
     cpus: Vec<CpuPart<R>>,
     stamp: u64,
     migrations: u64,
+    reweigh: Reweigh,
+}
+
+/// The integer load weight nearest to `phi` (halves round up), at least 1.
+pub fn load_weight(phi: Phi) -> u64 {
+    let den = phi.den.max(1) as u128;
+    let w = (2 * phi.num as u128 + den) / (2 * den);
+    w.clamp(1, u64::MAX as u128) as u64
 }
 
 /// Two distinct elements of a slice, both mutable.
@@ -488,6 +538,14 @@ impl<R: FairRq> LinuxSched<R> {
         Self::with_tunables(cfg, tun)
     }
 
+    /// Over readjusted weights (`+readjust`).
+    pub fn with_readjustment(cfg: SchedConfig) -> Self {
+        let mut s = Self::new(cfg);
+        s.reweigh = Reweigh::new(true);
+        s.name.push_str("+readjust");
+        s
+    }
+
     /// With explicit tunables.
     pub fn with_tunables(cfg: SchedConfig, tun: Tunables) -> Self {
         let cpus = cfg.cpus.max(1);
@@ -502,6 +560,7 @@ impl<R: FairRq> LinuxSched<R> {
                 .collect(),
             stamp: 0,
             migrations: 0,
+            reweigh: Reweigh::new(false),
         }
     }
 
@@ -523,6 +582,31 @@ impl<R: FairRq> LinuxSched<R> {
     /// Tasks moved between CPUs so far (balancing and wake-up placement).
     pub fn migrations(&self) -> u64 {
         self.migrations
+    }
+
+    /// Readjust after a change of the runnable set or a weight, and give
+    /// every client whose φ changed its new load weight. `pending` is a
+    /// client that is runnable but not yet enqueued (joining or waking).
+    fn readjust(&mut self, pending: Option<ClientId>) {
+        let (_, changes) = self.reweigh.refresh(&self.roster);
+        for (c, phi) in changes {
+            self.set_load_weight(c, load_weight(phi), pending);
+        }
+    }
+
+    /// Set `c`'s load weight, on its runqueue if it is enqueued.
+    fn set_load_weight(&mut self, c: ClientId, w: u64, pending: Option<ClientId>) {
+        let tun = self.tun;
+        let queued = self.roster.status(c).is_ok_and(Status::is_runnable) && pending != Some(c);
+        let Some(se) = self.ents.get_mut(c) else { return };
+        if se.weight == w {
+            return;
+        }
+        if queued {
+            self.cpus[se.cpu].rq.reweight(&tun, c, se, w);
+        } else {
+            R::reweight_sleeping(se, w);
+        }
     }
 
     fn next_stamp(&mut self) -> u64 {
@@ -686,14 +770,19 @@ impl<R: FairRq> Scheduler for LinuxSched<R> {
         let mut se = Entity::new(w.get(), k);
         se.slice = self.tun.base_slice;
         self.ents.insert(c, se);
+        self.reweigh.insert(c, w);
+        self.readjust(Some(c));
         Ok(self.attach(k, c, Enqueue::New))
     }
 
     fn leave(&mut self, now: Time, c: ClientId) -> Result<(), SchedError> {
+        let w = self.roster.weight(c)?;
         if self.roster.leave(c)? == Status::Runnable {
             self.detach(c, Dequeue::Leave);
         }
         self.ents.remove(c);
+        self.reweigh.remove(c, w);
+        self.readjust(None);
         self.balance_due(now);
         Ok(())
     }
@@ -701,12 +790,16 @@ impl<R: FairRq> Scheduler for LinuxSched<R> {
     fn block(&mut self, now: Time, c: ClientId) -> Result<(), SchedError> {
         self.roster.block(c)?;
         self.detach(c, Dequeue::Sleep);
+        self.reweigh.remove(c, self.roster.weight(c)?);
+        self.readjust(None);
         self.balance_due(now);
         Ok(())
     }
 
     fn wake(&mut self, now: Time, c: ClientId) -> Result<Kick, SchedError> {
         self.roster.wake(c)?;
+        self.reweigh.insert(c, self.roster.weight(c)?);
+        self.readjust(Some(c));
         self.balance_due(now);
         let prev = self.ents[c].cpu;
         let k = self.select_cpu_wake(prev);
@@ -720,7 +813,8 @@ impl<R: FairRq> Scheduler for LinuxSched<R> {
 
     fn set_weight(&mut self, now: Time, c: ClientId, w: Weight) -> Result<(), SchedError> {
         let status = self.roster.status(c)?;
-        self.roster.set_weight(c, w)?;
+        let old = self.roster.set_weight(c, w)?;
+        self.reweigh.change_weight(c, old, w, status.is_runnable());
         let tun = self.tun;
         let se = &mut self.ents[c];
         if status.is_runnable() {
@@ -728,6 +822,7 @@ impl<R: FairRq> Scheduler for LinuxSched<R> {
         } else {
             R::reweight_sleeping(se, w.get());
         }
+        self.readjust(None);
         self.balance_due(now);
         Ok(())
     }
@@ -753,16 +848,18 @@ impl<R: FairRq> Scheduler for LinuxSched<R> {
     }
 
     fn stopped(&mut self, now: Time, cpu: CpuId, c: ClientId, ran: Time, why: StopReason) -> Result<(), SchedError> {
-        self.roster.stop(cpu, c, why)?;
+        let w = self.roster.stop(cpu, c, why)?;
         let tun = self.tun;
         let se = &mut self.ents[c];
         let part = &mut self.cpus[cpu.index()];
         part.rq.put_prev(&tun, c, se, ran, why.still_runnable());
         if !why.still_runnable() {
             part.lru.remove(&(se.stamp, c));
-        }
-        if why == StopReason::Left {
-            self.ents.remove(c);
+            if why == StopReason::Left {
+                self.ents.remove(c);
+            }
+            self.reweigh.remove(c, w);
+            self.readjust(None);
         }
         self.balance_due(now);
         Ok(())
