@@ -306,11 +306,39 @@ pub fn calc_delta_fair(delta: Time, w: u64) -> Time {
 }
 
 /// Real time a client of weight `w` must run to advance its virtual
-/// runtime by `vdelta` (the inverse of [`calc_delta_fair`], rounded up, at
-/// least 1 ns).
+/// runtime by `vdelta`: the least `t ≥ 1` with
+/// `calc_delta_fair(t, w) ≥ vdelta` (saturating at `u64::MAX`).
+///
+/// The exact quotient `⌈vdelta·w/1024⌉` is not enough: `calc_delta_fair`
+/// goes through the 32-bit inverse weight and can fall short of it (for
+/// w = 2048, `calc_delta_fair(2, 2048) = 0`), and a slice that does not
+/// reach the deadline would be handed out again and again, each time a few
+/// ns long (an EEVDF livelock found with readjusted weights; the kernel's
+/// tick hides it). So step up from the quotient, then search down to the
+/// least such t. O(log t) calls of `calc_delta_fair`.
 pub fn real_for_virtual(vdelta: u64, w: u64) -> Time {
-    let t = (vdelta as u128 * w as u128).div_ceil(NICE_0_LOAD as u128);
-    t.clamp(1, u64::MAX as u128) as Time
+    let exact = (vdelta as u128 * w as u128).div_ceil(NICE_0_LOAD as u128);
+    let (mut lo, mut hi) = (0u64, exact.clamp(1, u64::MAX as u128) as Time);
+    // Step up: each step adds the real time of the virtual shortfall.
+    loop {
+        let got = calc_delta_fair(hi, w);
+        if got >= vdelta || hi == u64::MAX {
+            break;
+        }
+        lo = hi;
+        let step = ((vdelta - got) as u128 * w as u128).div_ceil(NICE_0_LOAD as u128).max(1);
+        hi = (hi as u128 + step).min(u64::MAX as u128) as Time;
+    }
+    // calc_delta_fair is monotone in t: the least t in (lo, hi] that reaches vdelta.
+    while hi - lo > 1 {
+        let mid = lo + (hi - lo) / 2;
+        if calc_delta_fair(mid, w) >= vdelta {
+            hi = mid;
+        } else {
+            lo = mid;
+        }
+    }
+    hi.max(1)
 }
 
 /// How often each CPU runs the periodic load balancer: 4 ms.
@@ -951,7 +979,17 @@ mod tests {
         }
         assert_eq!(calc_delta_fair(5, NICE_0_LOAD), 5);
         assert_eq!(real_for_virtual(1024, 1), 1);
-        assert_eq!(real_for_virtual(1, 2048), 2);
+        // The exact quotient 2 falls short through the inverse weight: 3.
+        assert_eq!(calc_delta_fair(2, 2048), 0);
+        assert_eq!(real_for_virtual(1, 2048), 3);
+        // Always the least run that reaches the virtual amount.
+        for &w in &[1u64, 15, 1000, 1024, 2048, 3000, 10240, 88761, (1 << 32) - 1] {
+            for &v in &[1u64, 7, 1000, 4_999_986, 1 << 40] {
+                let t = real_for_virtual(v, w);
+                assert!(calc_delta_fair(t, w) >= v, "w {w} v {v}");
+                assert!(t == 1 || calc_delta_fair(t - 1, w) < v, "w {w} v {v}: {t} not the least");
+            }
+        }
     }
 
     #[test]
