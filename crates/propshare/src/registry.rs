@@ -74,6 +74,11 @@ pub const SCHEDULERS: &[Entry] = &[
         build: |c| Box::new(algo::lottery::Lottery::with_readjustment(c)),
     },
     Entry {
+        name: "lottery+readjust+dedicate",
+        summary: "lottery over readjusted weights, a waiting capped client runs first (its share is exactly one CPU)",
+        build: |c| Box::new(algo::lottery::Lottery::with_dedicated_cpus(c)),
+    },
+    Entry {
         name: "wrr",
         summary: "weighted round robin, w consecutive quanta per round (as in the GR3 paper)",
         build: |c| Box::new(algo::wrr::WeightedRoundRobin::new(c)),
@@ -82,6 +87,11 @@ pub const SCHEDULERS: &[Entry] = &[
         name: "wrr+readjust",
         summary: "WRR with turns of phi*Q ns over readjusted weights, rational phi paid exactly over turns (SFS paper section 2.9)",
         build: |c| Box::new(algo::wrr::WeightedRoundRobin::with_readjustment(c)),
+    },
+    Entry {
+        name: "wrr+readjust+dedicate",
+        summary: "WRR over readjusted weights, a waiting capped client runs first (its share is exactly one CPU)",
+        build: |c| Box::new(algo::wrr::WeightedRoundRobin::with_dedicated_cpus(c)),
     },
     Entry {
         name: "srr",
@@ -94,6 +104,11 @@ pub const SCHEDULERS: &[Entry] = &[
         build: |c| Box::new(algo::srr::SmoothedRoundRobin::with_readjustment(c)),
     },
     Entry {
+        name: "srr+readjust+dedicate",
+        summary: "SRR over readjusted weights, a waiting capped client runs first (its share is exactly one CPU)",
+        build: |c| Box::new(algo::srr::SmoothedRoundRobin::with_dedicated_cpus(c)),
+    },
+    Entry {
         name: "vtrr",
         summary: "virtual-time round robin (Nieh, Vaill, Zhong 2001)",
         build: |c| Box::new(algo::vtrr::Vtrr::new(c)),
@@ -102,6 +117,11 @@ pub const SCHEDULERS: &[Entry] = &[
         name: "vtrr+readjust",
         summary: "VTRR over readjusted weights: exact virtual times, counters paid exactly over cycles (SFS paper section 2.9)",
         build: |c| Box::new(algo::vtrr::Vtrr::with_readjustment(c)),
+    },
+    Entry {
+        name: "vtrr+readjust+dedicate",
+        summary: "VTRR over readjusted weights, a waiting capped client runs first (its share is exactly one CPU)",
+        build: |c| Box::new(algo::vtrr::Vtrr::with_dedicated_cpus(c)),
     },
     Entry {
         name: "cfs",

@@ -46,15 +46,22 @@
 //! sets `lottery+readjust` makes exactly `lottery`'s decisions for the same
 //! seed. Cost: pick O(P + log N); readjustment O(P log N) per event.
 //!
-//! What it does on P CPUs (measured, tests `readjust_variants.rs`): the
+//! What it does on P CPUs (tested, `tests/readjust_variants.rs`): the
 //! draw excludes running clients, so a client's chance of a CPU is not its
-//! fluid share even for feasible weights, and a capped client, whose φ* is
-//! only `1/P'` of the tickets, wins an idle CPU less often than its
-//! infeasible w made it win: on 2 CPUs with weights 10, 1, 1 plain lottery
-//! gives the heavy client about 0.96 of a CPU and `lottery+readjust`
-//! about 0.8 (the readjusted ideal is 1). The paper (section 1.1) calls
-//! lottery's error on infeasible weights "slight" and says readjustment can
-//! help; on P CPUs it moves the capped client further from its one CPU.
+//! fluid share, and a capped client, whose φ* is only `1/P'` of the
+//! tickets, wins an idle CPU less often than its infeasible w made it win.
+//! In the SFS paper's section 4.2 pattern (weights 1, 10, 1 on 2 CPUs, both
+//! CPUs deciding together) the heavy client runs a quantum with probability
+//! `10/12 + 2/12·10/11 = 65/66` under plain lottery and `1/2 + 1/2·2/3 = 5/6`
+//! under `lottery+readjust` (the readjusted ideal is 1): the paper (section
+//! 1.1) calls lottery's error on infeasible weights "slight" and says
+//! readjustment can help; on P CPUs tickets in proportion to φ move the
+//! capped client further from its CPU.
+//!
+//! Option `lottery+readjust+dedicate` ([`Lottery::with_dedicated_cpus`]):
+//! a waiting capped client runs on the next idle CPU without a draw (its
+//! readjusted share is exactly one CPU; [`Reweigh::waiting_capped`]); the
+//! lottery is held among the others. Section 4.2 pattern: 1:2:1 (tested).
 //!
 //! Gap: the paper gives no rule for compensation tickets of capped clients;
 //! we apply section 3.4's `1/f` to `φ*`, rounded down in the scaled units.
@@ -205,6 +212,12 @@ impl Lottery {
         Lottery { reweigh: Reweigh::new(true), ..Lottery::new(cfg) }
     }
 
+    /// Readjusted, and a waiting capped client runs without a draw
+    /// (`lottery+readjust+dedicate`).
+    pub fn with_dedicated_cpus(cfg: SchedConfig) -> Lottery {
+        Lottery { reweigh: Reweigh::dedicating(), ..Lottery::new(cfg) }
+    }
+
     /// `tickets`, inflated by `c`'s compensation `Q/d` (section 3.4).
     fn compensated(&self, c: ClientId, tickets: u128) -> u128 {
         match self.clients.get(c).and_then(|e| e.short_run) {
@@ -300,10 +313,10 @@ impl Lottery {
 
 impl Scheduler for Lottery {
     fn name(&self) -> &str {
-        if self.reweigh.enabled() {
-            "lottery+readjust"
-        } else {
-            "lottery"
+        match self.reweigh.suffix() {
+            "" => "lottery",
+            "+readjust" => "lottery+readjust",
+            _ => "lottery+readjust+dedicate",
         }
     }
 
@@ -355,7 +368,7 @@ impl Scheduler for Lottery {
 
     fn pick(&mut self, _now: Time, cpu: CpuId) -> Result<Decision, SchedError> {
         self.roster.check_pick(cpu)?;
-        let Some(winner) = self.draw() else {
+        let Some(winner) = self.reweigh.waiting_capped(&self.roster).or_else(|| self.draw()) else {
             return Ok(Decision::Idle);
         };
         self.tickets.set(winner, 0);

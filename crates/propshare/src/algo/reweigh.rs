@@ -13,17 +13,24 @@
 //! Without readjustment (the plain variants) it tracks nothing and returns
 //! the plain fluid rate `P' / Σw` with `P' = min(P, N)`.
 //!
+//! The option `+dedicate` ([`Reweigh::dedicating`], for the global-queue
+//! algorithms whose P-CPU rules make a client wait or lose turns: lottery,
+//! WRR, SRR, VTRR) adds one rule: a waiting capped client runs on the next
+//! idle CPU ([`Reweigh::waiting_capped`]), since its readjusted share is
+//! exactly one CPU.
+//!
 //! Cost: insert and remove O(log N) (only with readjustment); refresh
 //! O(P log N) with readjustment, O(1) without.
 
 use crate::model::{ClientId, Weight};
 use crate::readjust::{FeasibleSet, Phi, Readjustment};
-use crate::roster::Roster;
+use crate::roster::{Roster, Status};
 
 /// Readjustment bookkeeping for one scheduler.
 #[derive(Clone, Debug, Default)]
 pub struct Reweigh {
     enabled: bool,
+    dedicate: bool,
     feasible: FeasibleSet,
     capped: Vec<ClientId>,
 }
@@ -34,9 +41,35 @@ impl Reweigh {
         Reweigh { enabled, ..Reweigh::default() }
     }
 
+    /// Readjusted weights plus the dedicated-CPU rule ([`Reweigh::waiting_capped`]).
+    pub fn dedicating() -> Reweigh {
+        Reweigh { enabled: true, dedicate: true, ..Reweigh::default() }
+    }
+
     /// Whether weights are readjusted.
     pub fn enabled(&self) -> bool {
         self.enabled
+    }
+
+    /// The registry suffix of this mode: `""`, `"+readjust"` or `"+readjust+dedicate"`.
+    pub fn suffix(&self) -> &'static str {
+        match (self.enabled, self.dedicate) {
+            (false, _) => "",
+            (true, false) => "+readjust",
+            (true, true) => "+readjust+dedicate",
+        }
+    }
+
+    /// The dedicated-CPU rule (`+dedicate`): a capped client's readjusted
+    /// share is exactly one CPU, and in the fluid model it never waits, so
+    /// an idle CPU runs a waiting capped client before asking the
+    /// algorithm. Returns the heaviest waiting (runnable, not running)
+    /// capped client, if the rule is on. O(P).
+    pub fn waiting_capped(&self, roster: &Roster) -> Option<ClientId> {
+        if !self.dedicate {
+            return None;
+        }
+        self.capped.iter().copied().find(|&c| roster.status(c) == Ok(Status::Runnable))
     }
 
     /// The clients capped by the last [`Reweigh::refresh`] (at most P − 1,

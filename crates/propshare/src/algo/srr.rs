@@ -57,6 +57,22 @@
 //! whose φ changed; at each pass boundary O(k) per capped client whose row
 //! changes (at most P − 1), i.e. O(P·k / Σφ) per quantum.
 //!
+//! What it does on P CPUs (tested): weights 10, 1, 1 on 2 CPUs put the
+//! heavy client (1010b) in columns where it meets the two light clients
+//! unevenly, and plain SRR serves the equal light clients 2 : 1;
+//! readjusted (φ = 2 = 10b) they are served equally and the heavy client
+//! keeps its CPU. Readjustment does not cure SRR's own P-CPU error: a
+//! client running on another CPU loses its turn in a column, so a capped
+//! client with several set bits gets fewer than φ* visits per pass
+//! (weights 10, 1, 1, 1 on 2 CPUs: 0.67 of a CPU plain, 0.5 readjusted, where
+//! the fluid share is 1).
+//!
+//! Option `srr+readjust+dedicate` ([`SmoothedRoundRobin::with_dedicated_cpus`]):
+//! a waiting capped client runs on the next idle CPU outside the sequence
+//! ([`Reweigh::waiting_capped`]), so it holds its CPU and the sequence,
+//! which skips running clients, serves the others. Section 4.2 pattern:
+//! 1:2:1 under either host ordering (tested).
+//!
 //! Gap: when φ changes mid-pass the client's row changes at once (its new
 //! share starts with the current pass, the carry dropped); a row change
 //! moves it to the back of its columns.
@@ -139,6 +155,11 @@ impl SmoothedRoundRobin {
     /// SRR over readjusted weights (`srr+readjust`).
     pub fn with_readjustment(cfg: SchedConfig) -> SmoothedRoundRobin {
         SmoothedRoundRobin { reweigh: Reweigh::new(true), ..SmoothedRoundRobin::new(cfg) }
+    }
+
+    /// Readjusted, and a waiting capped client runs first (`srr+readjust+dedicate`).
+    pub fn with_dedicated_cpus(cfg: SchedConfig) -> SmoothedRoundRobin {
+        SmoothedRoundRobin { reweigh: Reweigh::dedicating(), ..SmoothedRoundRobin::new(cfg) }
     }
 
     /// Put runnable `c` in the matrix with its share for the coming pass.
@@ -299,10 +320,10 @@ impl SmoothedRoundRobin {
 
 impl Scheduler for SmoothedRoundRobin {
     fn name(&self) -> &str {
-        if self.reweigh.enabled() {
-            "srr+readjust"
-        } else {
-            "srr"
+        match self.reweigh.suffix() {
+            "" => "srr",
+            "+readjust" => "srr+readjust",
+            _ => "srr+readjust+dedicate",
         }
     }
 
@@ -357,7 +378,11 @@ impl Scheduler for SmoothedRoundRobin {
 
     fn pick(&mut self, _now: Time, cpu: CpuId) -> Result<Decision, SchedError> {
         self.roster.check_pick(cpu)?;
-        Ok(match self.choose() {
+        let first = match self.reweigh.waiting_capped(&self.roster) {
+            Some(c) => Some(c),
+            None => self.choose(),
+        };
+        Ok(match first {
             Some(client) => {
                 self.roster.start(cpu, client);
                 Decision::Run { client, slice: self.quantum }

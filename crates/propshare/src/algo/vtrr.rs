@@ -69,6 +69,20 @@
 //! makes exactly `vtrr`'s decisions (tested). Readjustment adds O(P log N)
 //! per join, leave, block, wake and weight change.
 //!
+//! What it does on P CPUs (tested): the section 4.2 pattern comes out
+//! 1:2:1, and on 10, 1, 1 (2 CPUs) plain VTRR already gives the readjusted
+//! shares. On 10, 1, 1, 1 (2 CPUs) both variants make the same decisions
+//! and give the heavy client half a CPU (ideal 1): running clients are
+//! skipped by the walk and a new cycle starts as soon as the waiting ones
+//! have no counter left (the P-CPU Gap above), which resets the running
+//! heavy client's counter unused.
+//! That is VTRR's P-CPU gap, not its weights.
+//!
+//! Option `vtrr+readjust+dedicate` ([`Vtrr::with_dedicated_cpus`]): a
+//! waiting capped client runs on the next idle CPU outside the walk
+//! ([`Reweigh::waiting_capped`]; cursor and counter untouched, VFT charged
+//! as usual). Section 4.2 pattern: 1:2:1 under either host ordering (tested).
+//!
 //! Gap: a φ change rescales VFT as a weight change does (virtual start
 //! kept) but leaves the current counter alone: the new φ reaches the
 //! counter at the next cycle.
@@ -140,6 +154,11 @@ impl Vtrr {
     /// VTRR over readjusted weights (`vtrr+readjust`).
     pub fn with_readjustment(cfg: SchedConfig) -> Vtrr {
         Vtrr { reweigh: Reweigh::new(true), ..Vtrr::new(cfg) }
+    }
+
+    /// Readjusted, and a waiting capped client runs first (`vtrr+readjust+dedicate`).
+    pub fn with_dedicated_cpus(cfg: SchedConfig) -> Vtrr {
+        Vtrr { reweigh: Reweigh::dedicating(), ..Vtrr::new(cfg) }
     }
 
     /// After a change of the runnable set or a weight: readjust, set the QVT
@@ -297,10 +316,10 @@ impl Vtrr {
 
 impl Scheduler for Vtrr {
     fn name(&self) -> &str {
-        if self.reweigh.enabled() {
-            "vtrr+readjust"
-        } else {
-            "vtrr"
+        match self.reweigh.suffix() {
+            "" => "vtrr",
+            "+readjust" => "vtrr+readjust",
+            _ => "vtrr+readjust+dedicate",
         }
     }
 
@@ -362,6 +381,11 @@ impl Scheduler for Vtrr {
     fn pick(&mut self, now: Time, cpu: CpuId) -> Result<Decision, SchedError> {
         self.roster.check_pick(cpu)?;
         self.qvt.advance(now);
+        // A dedicated capped client runs outside the walk (cursor and counter untouched).
+        if let Some(client) = self.reweigh.waiting_capped(&self.roster) {
+            self.roster.start(cpu, client);
+            return Ok(Decision::Run { client, slice: self.quantum });
+        }
         Ok(match self.choose() {
             Some(client) => {
                 let e = &mut self.clients[client];
