@@ -185,7 +185,8 @@ fn section_4_2_pattern_every_variant() {
 /// other CPU.
 #[test]
 fn section_4_2_pattern_lottery() {
-    for (name, num, den) in [("lottery", 65u64, 66u64), ("lottery+readjust", 5, 6), ("lottery+readjust+dedicate", 1, 1)] {
+    for (name, num, den) in [("lottery", 65u64, 66u64), ("lottery+readjust", 5, 6), ("lottery+readjust+dedicate", 1, 1)]
+    {
         let (mut sum, runs) = (0u64, 40u64);
         for seed in 0..runs {
             let [p1, p2, p3] = pattern_4_2(name, seed, true);
@@ -332,7 +333,11 @@ fn infeasible_weight_inflates_linux_average_load() {
 enum Op {
     /// A running client stops after `eighths`/8 of its slice (8: expired;
     /// otherwise preempted, or blocked if `block`).
-    Stop { cpu: usize, eighths: u64, block: bool },
+    Stop {
+        cpu: usize,
+        eighths: u64,
+        block: bool,
+    },
     Wake(usize),
     Block(usize),
     Join(u64),
@@ -359,7 +364,14 @@ enum St {
 /// Drive `plain` and `readjusted` with the same events while every runnable
 /// set is feasible (readjustment leaves it unchanged); every decision and
 /// kick must be equal. Stops at the first infeasible runnable set.
-fn twins(base: &str, variant: &str, cpus: usize, weights: &[u64], ops: &[Op], seed: u64) -> Result<usize, TestCaseError> {
+fn twins(
+    base: &str,
+    variant: &str,
+    cpus: usize,
+    weights: &[u64],
+    ops: &[Op],
+    seed: u64,
+) -> Result<usize, TestCaseError> {
     let cfg = SchedConfig { cpus, quantum: Q, seed };
     let mut a = registry::build(base, cfg).unwrap();
     let mut b = registry::build(variant, cfg).unwrap();
@@ -412,7 +424,10 @@ fn twins(base: &str, variant: &str, cpus: usize, weights: &[u64], ops: &[Op], se
                 };
                 clients[i].1 = if block { St::Blocked } else { St::Waiting };
                 let c = ClientId(i as u32);
-                prop_assert_eq!(a.stopped(now, CpuId(k as u32), c, ran, why), b.stopped(now, CpuId(k as u32), c, ran, why));
+                prop_assert_eq!(
+                    a.stopped(now, CpuId(k as u32), c, ran, why),
+                    b.stopped(now, CpuId(k as u32), c, ran, why)
+                );
             }
             Op::Wake(x) if !blocked.is_empty() => {
                 let i = blocked[x % blocked.len()];
@@ -494,8 +509,17 @@ proptest! {
 /// set stays feasible for the whole event sequence.
 #[test]
 fn twins_run_long_on_feasible_sets() {
-    let ops: Vec<Op> =
-        (0..400).map(|i| if i % 13 == 5 { Op::Block(i) } else if i % 13 == 9 { Op::Wake(i) } else { Op::Stop { cpu: i, eighths: 1 + (i as u64 % 8), block: false } }).collect();
+    let ops: Vec<Op> = (0..400)
+        .map(|i| {
+            if i % 13 == 5 {
+                Op::Block(i)
+            } else if i % 13 == 9 {
+                Op::Wake(i)
+            } else {
+                Op::Stop { cpu: i, eighths: 1 + (i as u64 % 8), block: false }
+            }
+        })
+        .collect();
     for (base, variant) in VARIANTS {
         let steps = twins(base, variant, 3, &[1, 1, 1, 1, 1, 2, 2, 2, 3, 3, 4, 5], &ops, 9).unwrap();
         assert_eq!(steps, ops.len(), "{variant}");

@@ -64,8 +64,10 @@
 //! keeps its CPU. Readjustment does not cure SRR's own P-CPU error: a
 //! client running on another CPU loses its turn in a column, so a capped
 //! client with several set bits gets fewer than φ* visits per pass
-//! (weights 10, 1, 1, 1 on 2 CPUs: 0.67 of a CPU plain, 0.5 readjusted, where
-//! the fluid share is 1).
+//! (weights 10, 1, 1, 1 on 2 CPUs: 0.67 of a CPU plain, 0.5 readjusted,
+//! where the fluid share is 1), and in the section 4.2 pattern with each CPU
+//! picking right after its own stop the capped client loses one turn per
+//! pass (1:1:1 instead of 1:2:1).
 //!
 //! Option `srr+readjust+dedicate` ([`SmoothedRoundRobin::with_dedicated_cpus`]):
 //! a waiting capped client runs on the next idle CPU outside the sequence

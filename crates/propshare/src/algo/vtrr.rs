@@ -70,8 +70,10 @@
 //! per join, leave, block, wake and weight change.
 //!
 //! What it does on P CPUs (tested): the section 4.2 pattern comes out
-//! 1:2:1, and on 10, 1, 1 (2 CPUs) plain VTRR already gives the readjusted
-//! shares. On 10, 1, 1, 1 (2 CPUs) both variants make the same decisions
+//! 1:2:1 when both CPUs stop before either picks, but 1:1:1 when each CPU
+//! picks right after its own stop (the capped client, still running on the
+//! other CPU, is skipped); on 10, 1, 1 (2 CPUs) plain VTRR already gives the
+//! readjusted shares. On 10, 1, 1, 1 (2 CPUs) both variants make the same decisions
 //! and give the heavy client half a CPU (ideal 1): running clients are
 //! skipped by the walk and a new cycle starts as soon as the waiting ones
 //! have no counter left (the P-CPU Gap above), which resets the running

@@ -50,7 +50,9 @@
 //! wake and weight change ([`Reweigh`]); pick and stop stay O(1).
 //!
 //! What it does on P CPUs (tested, `tests/readjust_variants.rs`): the SFS
-//! paper's section 4.2 pattern comes out 1:2:1. But WRR's error on P CPUs
+//! paper's section 4.2 pattern comes out 1:2:1 when both CPUs stop before
+//! either picks, but T2 gets 240 of 300 quanta when each CPU picks right
+//! after its own stop (its turn ends behind a queued client). WRR's error on P CPUs
 //! is its one FIFO, not the weights: a client whose turn ends waits at the
 //! back while the others are served, so a capped client's shorter turn
 //! (φ* instead of w quanta) means more waits. Weights 10, 1, 1, 1 on 2 CPUs:
