@@ -4,6 +4,7 @@
 use std::path::Path;
 
 use plotters::prelude::*;
+use plotters::style::text_anchor::{HPos, Pos, VPos};
 
 /// A named series of (x, y) points.
 pub struct Series {
@@ -22,7 +23,8 @@ pub enum Scale {
     Log,
 }
 
-type PlotResult = Result<(), Box<dyn std::error::Error>>;
+/// What drawing a plot returns.
+pub type PlotResult = Result<(), Box<dyn std::error::Error>>;
 
 fn bounds(series: &[Series], axis: impl Fn(&(f64, f64)) -> f64, scale: Scale) -> (f64, f64) {
     let vals = series.iter().flat_map(|s| s.points.iter().map(&axis)).filter(|v| v.is_finite());
@@ -184,6 +186,80 @@ pub fn histogram(path: &Path, title: &str, x_label: &str, series: &[Series], bin
             }))?
             .label(s.name.clone())
             .legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 12, y + 5)], color.filled()));
+    }
+    chart.configure_series_labels().background_style(WHITE.mix(0.85)).border_style(BLACK).draw()?;
+    root.present()?;
+    Ok(())
+}
+
+/// One series of a grouped bar chart: a value (or none) and a label to write
+/// above the bar, per group.
+pub struct BarSeries {
+    /// Legend label.
+    pub name: String,
+    /// One value per group.
+    pub values: Vec<Option<f64>>,
+    /// One label per group (may be empty).
+    pub labels: Vec<String>,
+}
+
+/// A grouped bar chart: one group per entry of `groups` along x, in each
+/// group one bar per series, its label written above it.
+pub fn grouped_bars(
+    path: &Path,
+    title: &str,
+    x_label: &str,
+    y_label: &str,
+    groups: &[String],
+    series: &[BarSeries],
+) -> PlotResult {
+    let root = SVGBackend::new(path, (900, 480)).into_drawing_area();
+    root.fill(&WHITE)?;
+    let n = groups.len().max(1);
+    let top = series.iter().flat_map(|s| s.values.iter().flatten()).copied().filter(|v| v.is_finite()).fold(0.0, f64::max);
+    let top = if top > 0.0 { top * 1.15 } else { 1.0 };
+    // Group k is centred on x = k, its bars share [k - 0.4, k + 0.4].
+    let mut chart = ChartBuilder::on(&root)
+        .caption(title, ("sans-serif", 20))
+        .margin(12)
+        .x_label_area_size(40)
+        .y_label_area_size(70)
+        .build_cartesian_2d(-0.5f64..n as f64 - 0.5, 0f64..top)?;
+    let name_at = |x: &f64| {
+        let k = x.round();
+        if (x - k).abs() < 1e-6 && k >= 0.0 {
+            groups.get(k as usize).cloned().unwrap_or_default()
+        } else {
+            String::new()
+        }
+    };
+    chart
+        .configure_mesh()
+        .disable_x_mesh()
+        .x_labels(n)
+        .x_label_formatter(&name_at)
+        .x_desc(x_label)
+        .y_desc(y_label)
+        .draw()?;
+    let width = 0.8 / series.len().max(1) as f64;
+    let above = TextStyle::from(("sans-serif", 11).into_font()).pos(Pos::new(HPos::Center, VPos::Bottom));
+    for (si, s) in series.iter().enumerate() {
+        let color = Palette99::pick(si).to_rgba();
+        let bars: Vec<(f64, f64)> = s
+            .values
+            .iter()
+            .enumerate()
+            .filter_map(|(g, v)| v.filter(|v| v.is_finite()).map(|v| (g as f64 - 0.4 + si as f64 * width, v)))
+            .collect();
+        chart
+            .draw_series(bars.iter().map(|&(x, v)| Rectangle::new([(x, 0.0), (x + width * 0.9, v)], color.filled())))?
+            .label(s.name.clone())
+            .legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 12, y + 5)], color.filled()));
+        chart.draw_series(s.values.iter().zip(&s.labels).enumerate().filter_map(|(g, (v, l))| {
+            let v = v.filter(|v| v.is_finite() && !l.is_empty())?;
+            let x = g as f64 - 0.4 + (si as f64 + 0.45) * width;
+            Some(Text::new(l.clone(), (x, v), above.clone()))
+        }))?;
     }
     chart.configure_series_labels().background_style(WHITE.mix(0.85)).border_style(BLACK).draw()?;
     root.present()?;
