@@ -182,7 +182,10 @@ pub fn run_scenario(
                         .filter(|c| !c.lag_series.is_empty())
                         .map(|c| Series {
                             name: c.name.clone(),
-                            points: c.lag_series.iter().map(|&(t, l)| (t as f64 / 1e9, l / q)).collect(),
+                            points: plot::envelope(
+                                &c.lag_series.iter().map(|&(t, l)| (t as f64 / 1e9, l / q)).collect::<Vec<_>>(),
+                                1000,
+                            ),
                         })
                         .collect();
                     lag_plot.push((name.clone(), series));
@@ -301,7 +304,12 @@ fn window_lag_chart(path: &Path, lengths: &[Time], schedulers: &[String], runs: 
             plot::BarSeries { name: s.clone(), values, labels }
         })
         .collect();
-    plot::grouped_bars(path, "largest |lag| over windows of each length", "window length", "max |lag| (ms)", &groups, &bars)
+    // A log axis when the bars span more than a factor 20, so small ones stay visible.
+    let values = || bars.iter().flat_map(|b| b.values.iter().flatten()).copied().filter(|&v| v > 0.0);
+    let spread = values().fold(0.0, f64::max) / values().fold(f64::INFINITY, f64::min);
+    let scale = if spread > 20.0 { Scale::Log } else { Scale::Linear };
+    let title = "largest |lag| over windows of each length";
+    plot::grouped_bars(path, title, ("window length", "max |lag| (ms)"), &groups, &bars, scale)
 }
 
 /// Evaluate one claim over the runs of its scheduler (all repeats);
@@ -375,6 +383,22 @@ pub fn judge(claim: &Claim, windows: &[(Time, Time)], runs: &[RunMetrics]) -> Ve
                 .filter_map(|r| {
                     let all = r.clients.iter().filter(|c| about(&c.client)).flat_map(|c| &c.window_lag);
                     all.filter(|m| of_length(m)).filter_map(|m| m.max_rel_error).reduce(f64::max)
+                })
+                .collect(),
+        ),
+        ClaimMetric::WindowLagGrowth => fold(
+            mine.iter()
+                .filter_map(|r| {
+                    let at = |j: usize| {
+                        let all = r.clients.iter().filter(|c| about(&c.client)).filter_map(|c| c.window_lag.get(j));
+                        all.filter(|m| m.windows > 0).map(|m| m.max_abs_lag()).reduce(f64::max)
+                    };
+                    let by_length = |a: &(usize, &output::WindowLagMetrics), b: &(usize, &output::WindowLagMetrics)| {
+                        a.1.window_ns.cmp(&b.1.window_ns)
+                    };
+                    let shortest = r.window_lag.iter().enumerate().min_by(by_length)?.0;
+                    let longest = r.window_lag.iter().enumerate().max_by(by_length)?.0;
+                    Some(at(longest)? / at(shortest).filter(|&v| v > 0.0)?)
                 })
                 .collect(),
         ),

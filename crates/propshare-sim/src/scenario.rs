@@ -303,6 +303,9 @@ pub enum ClaimMetric {
     WindowMaxAbsLag,
     /// The largest |window lag| / ideal service in the window.
     WindowRelError,
+    /// The largest |window lag| at the longest window length over that at the
+    /// shortest: the length ratio if lag grows linearly, about 1 if bounded.
+    WindowLagGrowth,
     /// Migrations (starts on another CPU than the client's previous run) per
     /// second of simulated time, over all clients (or of `client`).
     MigrationsPerS,
@@ -311,7 +314,8 @@ pub enum ClaimMetric {
 impl ClaimMetric {
     /// The metric names accepted in files.
     pub const NAMES: &'static str = "service_error, lag, share, share_ratio, idle_fraction, within_quantum, \
-                                     window_lag, window_max_abs_lag, window_rel_error, migrations_per_s";
+                                     window_lag, window_max_abs_lag, window_rel_error, window_lag_growth, \
+                                     migrations_per_s";
 
     fn parse(s: &str) -> Option<ClaimMetric> {
         Some(match s {
@@ -324,6 +328,7 @@ impl ClaimMetric {
             "window_lag" => ClaimMetric::WindowLag,
             "window_max_abs_lag" => ClaimMetric::WindowMaxAbsLag,
             "window_rel_error" => ClaimMetric::WindowRelError,
+            "window_lag_growth" => ClaimMetric::WindowLagGrowth,
             "migrations_per_s" => ClaimMetric::MigrationsPerS,
             _ => return None,
         })
@@ -341,12 +346,18 @@ impl ClaimMetric {
             ClaimMetric::WindowLag => "window_lag",
             ClaimMetric::WindowMaxAbsLag => "window_max_abs_lag",
             ClaimMetric::WindowRelError => "window_rel_error",
+            ClaimMetric::WindowLagGrowth => "window_lag_growth",
             ClaimMetric::MigrationsPerS => "migrations_per_s",
         }
     }
 
     /// Whether the metric is measured over `[report] lag_windows`.
     pub fn windowed(self) -> bool {
+        self.takes_window_length() || self == ClaimMetric::WindowLagGrowth
+    }
+
+    /// Whether a claim on the metric may name one `window_length`.
+    pub fn takes_window_length(self) -> bool {
         matches!(self, ClaimMetric::WindowLag | ClaimMetric::WindowMaxAbsLag | ClaimMetric::WindowRelError)
     }
 }
@@ -794,8 +805,15 @@ impl Scenario {
                     format!("{} needs window lengths in [report] lag_windows", metric.name()),
                 ));
             }
+            if metric == ClaimMetric::WindowLagGrowth && report.lag_windows.len() < 2 {
+                return Err(cx.err(
+                    c.metric.span(),
+                    &format!("{at}.metric"),
+                    "window_lag_growth needs at least two lengths in [report] lag_windows",
+                ));
+            }
             let window_length = match &c.window_length {
-                Some(l) if !metric.windowed() => {
+                Some(l) if !metric.takes_window_length() => {
                     return Err(cx.err(
                         l.span(),
                         &format!("{at}.window_length"),
