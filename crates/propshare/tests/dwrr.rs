@@ -207,6 +207,7 @@ fn worked_example<L: LocalQueue>() {
     run(&mut s, 2 * MS, cpu1, b, MS);
     assert_eq!(s.owner(b), Some(cpu1));
     assert_eq!(s.migrations(), 1);
+    assert_eq!(s.balancing_steps(), 1, "only CPU 1's pick found its round-active empty");
     assert_eq!((s.cpu(cpu0).unwrap().round(), s.cpu(cpu1).unwrap().round(), s.highest()), (0, 0, 0));
     // Time 1.5 (3 ms): A and B finish their round slices. Round balancing
     // finds nothing (C has finished round `highest`), so both CPUs swap
@@ -221,6 +222,7 @@ fn worked_example<L: LocalQueue>() {
     // CPU 0 = {A}, CPU 1 = {B, C}: each client had exactly one unit in 1.5 units.
     assert!(matches!(d, Decision::Run { client, .. } if client == c || client == b));
     assert_eq!(s.migrations(), 1);
+    assert_eq!(s.balancing_steps(), 3, "both CPUs balanced at 1.5 units");
     s.check_invariants().unwrap();
 }
 

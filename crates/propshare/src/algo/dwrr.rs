@@ -332,6 +332,7 @@ pub struct Dwrr<L: LocalQueue> {
     /// The local policy's per-client links (see [`LocalQueue::Links`]).
     links: L::Links,
     migrations: u64,
+    balancing_steps: u64,
 }
 
 /// DWRR over round robin, O(1) per decision (`dwrr`).
@@ -373,6 +374,7 @@ impl<L: LocalQueue> Dwrr<L> {
             clients: ClientTable::new(),
             links: L::Links::default(),
             migrations: 0,
+            balancing_steps: 0,
         }
     }
 
@@ -413,6 +415,12 @@ impl<L: LocalQueue> Dwrr<L> {
     /// Clients moved between CPUs by round balancing so far.
     pub fn migrations(&self) -> u64 {
         self.migrations
+    }
+
+    /// Round-balancing steps so far: picks that found round-active empty
+    /// and ran [`Dwrr::round_balance`] (what the benchmark times apart).
+    pub fn balancing_steps(&self) -> u64 {
+        self.balancing_steps
     }
 
     /// `w·B` in ns·U: the round slice, in the units of `used`.
@@ -614,6 +622,7 @@ impl<L: LocalQueue> Dwrr<L> {
     /// Round balancing on CPU `p`, whose round-active is empty (3.2.2).
     pub fn round_balance(&mut self, p: usize) {
         debug_assert!(self.cpus[p].active_q().is_empty() && self.cpus[p].running.is_none());
+        self.balancing_steps += 1;
         let h = self.highest.get();
         // Step 1.
         if self.cpus[p].round == h || self.cpus[p].expired_q().is_empty() {
