@@ -243,7 +243,15 @@ fn balancing(
                 println!(
                     "\nround balancing (DWRR, slices 3Q*w/1024; ns with the clock read cost subtracted)\n\
                      {:<10} {:>7} {:>5} {:>12} {:>13} {:>14} {:>7} {:>13} {:>9}",
-                    "scheduler", "N", "P", "ordinary ns", "balancing ns", "balancing p99", "ratio", "steps/1000", "moved"
+                    "scheduler",
+                    "N",
+                    "P",
+                    "ordinary ns",
+                    "balancing ns",
+                    "balancing p99",
+                    "ratio",
+                    "steps/1000",
+                    "moved"
                 );
             }
             println!(

@@ -195,9 +195,10 @@ fn report_renders_in_headless_chromium() {
         eprintln!("skipped: no chromium on PATH (CI installs it and sets PROPSHARE_REQUIRE_BROWSER)");
         return;
     };
-    for (name, scenario) in
-        [("html", "../../scenarios/papers/sfs/readjust-4.2.toml"), ("html-windows", "../../scenarios/examples/mixed.toml")]
-    {
+    for (name, scenario) in [
+        ("html", "../../scenarios/papers/sfs/readjust-4.2.toml"),
+        ("html-windows", "../../scenarios/examples/mixed.toml"),
+    ] {
         let dir = tmp(name);
         let o = propshare(&["compare", scenario, "--quiet", "--out", dir.to_str().unwrap()]);
         assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));

@@ -246,7 +246,7 @@ fn balancing_of<L: LocalQueue>(name: &str, n: usize, cpus: usize, budget: Durati
     let (steps0, moved0) = (d.scheduler().balancing_steps(), d.scheduler().migrations());
     let started = Instant::now();
     let mut decisions = 0u64;
-    while balancing.count() < 5_000 && (decisions % 1024 != 0 || started.elapsed() < budget) {
+    while balancing.count() < 5_000 && (!decisions.is_multiple_of(1024) || started.elapsed() < budget) {
         let before = d.scheduler().balancing_steps();
         let t0 = Instant::now();
         d.step();

@@ -991,7 +991,16 @@ impl<S: Scheduler> Engine<S> {
         }
         // Free the scheduler, the fluid and the queues before the results are built.
         let Engine {
-            clients, mut report, cost, windows, window_received, mut series, band_counts, lag_windows, window_lag, ..
+            clients,
+            mut report,
+            cost,
+            windows,
+            window_received,
+            mut series,
+            band_counts,
+            lag_windows,
+            window_lag,
+            ..
         } = self;
         let w = windows.len();
         let lw = lag_windows.len();

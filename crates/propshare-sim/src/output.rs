@@ -102,13 +102,7 @@ impl WindowLagMetrics {
     /// The extremes over several clients' metrics for window length `window_ns`
     /// (clients with no window left out).
     pub fn over<'a>(window_ns: u64, all: impl Iterator<Item = &'a WindowLagMetrics>) -> WindowLagMetrics {
-        let empty = WindowLagMetrics {
-            window_ns,
-            windows: 0,
-            min_lag: 0.0,
-            max_lag: 0.0,
-            max_rel_error: None,
-        };
+        let empty = WindowLagMetrics { window_ns, windows: 0, min_lag: 0.0, max_lag: 0.0, max_rel_error: None };
         all.filter(|m| m.windows > 0).fold(empty, |a, m| WindowLagMetrics {
             window_ns,
             windows: a.windows + m.windows,
