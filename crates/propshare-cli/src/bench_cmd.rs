@@ -206,14 +206,14 @@ pub fn bench(
         for b in &balancing {
             let _ = write!(
                 html,
-                "<tr><td>{}</td><td>{}</td><td>{}</td><td>{:.0}</td><td>{:.0}</td><td>{:.0}</td><td>{:.1}</td><td>{:.2}</td><td>{:.2}</td></tr>",
+                "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{:.2}</td><td>{:.2}</td></tr>",
                 b.scheduler,
                 b.clients,
                 b.cpus,
-                b.ordinary_median_ns,
-                b.balancing_median_ns,
-                b.balancing_p99_ns,
-                b.balancing_median_ns / b.ordinary_median_ns.max(1.0),
+                or_na(b.ordinary_median_ns, 0),
+                or_na(b.balancing_median_ns, 0),
+                or_na(b.balancing_p99_ns, 0),
+                or_na(b.balancing_median_ns / b.ordinary_median_ns.max(1.0), 1),
                 b.balancing_per_1000,
                 b.moved_per_step
             );
@@ -224,6 +224,24 @@ pub fn bench(
     write_atomic(&out.join("bench.html"), |w| w.write_all(html.as_bytes()))?;
     println!("\n{} configurations in {elapsed:.0} s; table, CSV and plots in {}", results.len(), out.display());
     Ok(())
+}
+
+/// `v` with `decimals`, or "n/a" where nothing was measured (NaN).
+fn or_na(v: f64, decimals: usize) -> String {
+    if v.is_nan() {
+        "n/a".into()
+    } else {
+        format!("{v:.decimals$}")
+    }
+}
+
+/// `v` with one decimal, or an empty CSV field where nothing was measured.
+fn or_empty(v: f64) -> String {
+    if v.is_nan() {
+        String::new()
+    } else {
+        format!("{v:.1}")
+    }
 }
 
 /// DWRR's round-balancing steps timed apart ([`measure_balancing`]) for the
@@ -255,14 +273,14 @@ fn balancing(
                 );
             }
             println!(
-                "{:<10} {:>7} {:>5} {:>12.0} {:>13.0} {:>14.0} {:>7.1} {:>13.2} {:>9.2}",
+                "{:<10} {:>7} {:>5} {:>12} {:>13} {:>14} {:>7} {:>13.2} {:>9.2}",
                 r.scheduler,
                 r.clients,
                 r.cpus,
-                r.ordinary_median_ns,
-                r.balancing_median_ns,
-                r.balancing_p99_ns,
-                r.balancing_median_ns / r.ordinary_median_ns.max(1.0),
+                or_na(r.ordinary_median_ns, 0),
+                or_na(r.balancing_median_ns, 0),
+                or_na(r.balancing_p99_ns, 0),
+                or_na(r.balancing_median_ns / r.ordinary_median_ns.max(1.0), 1),
                 r.balancing_per_1000,
                 r.moved_per_step
             );
@@ -279,13 +297,13 @@ fn balancing(
             for r in &results {
                 writeln!(
                     w,
-                    "{},{},{},{:.1},{:.1},{:.1},{:.3},{:.3},{},{},{:.1}",
+                    "{},{},{},{},{},{},{:.3},{:.3},{},{},{:.1}",
                     r.scheduler,
                     r.clients,
                     r.cpus,
-                    r.ordinary_median_ns,
-                    r.balancing_median_ns,
-                    r.balancing_p99_ns,
+                    or_empty(r.ordinary_median_ns),
+                    or_empty(r.balancing_median_ns),
+                    or_empty(r.balancing_p99_ns),
                     r.balancing_per_1000,
                     r.moved_per_step,
                     r.steps,
