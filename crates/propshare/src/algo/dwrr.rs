@@ -309,18 +309,6 @@ impl<L: LocalQueue> CpuPart<L> {
     }
 }
 
-/// Two distinct per-CPU parts, mutably.
-fn pair_mut<T>(v: &mut [T], a: usize, b: usize) -> (&mut T, &mut T) {
-    debug_assert_ne!(a, b);
-    if a < b {
-        let (x, y) = v.split_at_mut(b);
-        (&mut x[a], &mut y[0])
-    } else {
-        let (x, y) = v.split_at_mut(a);
-        (&mut y[0], &mut x[b])
-    }
-}
-
 /// DWRR over the local policy `L`.
 #[derive(Debug)]
 pub struct Dwrr<L: LocalQueue> {
@@ -525,7 +513,7 @@ impl<L: LocalQueue> Dwrr<L> {
     /// round-active. It keeps `used` (Gap A4). A source left with no client
     /// is idle at once (it may be between a stop and its next pick).
     pub fn migrate(&mut self, from: usize, to: usize, c: ClientId) {
-        let (src, dst) = pair_mut(&mut self.cpus, from, to);
+        let (src, dst) = super::two_mut(&mut self.cpus, from, to);
         let x = &mut self.clients[c];
         let Place::Queued(slot) = x.place else {
             debug_assert!(false, "migrate of {c} in {:?}", x.place);
