@@ -226,7 +226,7 @@ impl Gr3Mp {
                 continue;
             }
             if let Some(q) = self.frontlogs[c].owner.filter(|&q| q != cpu) {
-                let (from, to) = two_mut(&mut self.cpus, q, cpu);
+                let (from, to) = super::two_mut(&mut self.cpus, q, cpu);
                 take_over(from, to, cpu, c, &mut self.frontlogs[c]);
                 self.waiting -= 1;
                 self.stats.take_overs += 1;
@@ -257,18 +257,6 @@ fn take_over(from: &mut CpuPart, to: &mut CpuPart, k_to: usize, c: ClientId, fl:
     from.frontlog -= fl.quanta;
     to.frontlog += fl.quanta;
     fl.owner = Some(k_to);
-}
-
-/// Two distinct per-CPU parts, mutably.
-fn two_mut(cpus: &mut [CpuPart], a: usize, b: usize) -> (&mut CpuPart, &mut CpuPart) {
-    assert_ne!(a, b);
-    if a < b {
-        let (lo, hi) = cpus.split_at_mut(b);
-        (&mut lo[a], &mut hi[0])
-    } else {
-        let (lo, hi) = cpus.split_at_mut(a);
-        (&mut hi[0], &mut lo[b])
-    }
 }
 
 impl Scheduler for Gr3Mp {

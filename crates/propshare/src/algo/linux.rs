@@ -542,18 +542,6 @@ pub fn load_weight(phi: Phi) -> u64 {
     w.clamp(1, u64::MAX as u128) as u64
 }
 
-/// Two distinct elements of a slice, both mutable.
-fn two_mut<T>(v: &mut [T], a: usize, b: usize) -> (&mut T, &mut T) {
-    debug_assert_ne!(a, b);
-    if a < b {
-        let (x, y) = v.split_at_mut(b);
-        (&mut x[a], &mut y[0])
-    } else {
-        let (x, y) = v.split_at_mut(a);
-        (&mut y[0], &mut x[b])
-    }
-}
-
 impl<R: FairRq> LinuxSched<R> {
     /// With [`Tunables::for_quantum`]`(cfg.quantum)`.
     pub fn new(cfg: SchedConfig) -> Self {
@@ -686,7 +674,7 @@ impl<R: FairRq> LinuxSched<R> {
     pub fn migrate(&mut self, src: usize, dst: usize, c: ClientId) {
         let tun = self.tun;
         let stamp = self.next_stamp();
-        let (from, to) = two_mut(&mut self.cpus, src, dst);
+        let (from, to) = super::two_mut(&mut self.cpus, src, dst);
         let se = &mut self.ents[c];
         from.rq.dequeue(&tun, c, se, Dequeue::Migrate);
         from.lru.remove(&(se.stamp, c));
@@ -832,7 +820,7 @@ impl<R: FairRq> Scheduler for LinuxSched<R> {
         let prev = self.ents[c].cpu;
         let k = self.select_cpu_wake(prev);
         if k != prev {
-            let (from, to) = two_mut(&mut self.cpus, prev, k);
+            let (from, to) = super::two_mut(&mut self.cpus, prev, k);
             R::migrate_sleeper(&from.rq, &to.rq, &mut self.ents[c]);
             self.migrations += 1;
         }

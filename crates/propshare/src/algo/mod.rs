@@ -9,6 +9,7 @@ pub mod gr3;
 pub mod gr3mp;
 pub mod linux;
 pub mod lottery;
+pub mod one_queue;
 pub mod reweigh;
 pub mod rr;
 pub mod sfq;
@@ -20,26 +21,15 @@ pub mod wf2q;
 pub mod wfq;
 pub mod wrr;
 
-use std::collections::BTreeSet;
-
-use crate::model::{ClientId, CpuId, Time};
-use crate::roster::Roster;
-use crate::scheduler::Decision;
-
-/// Start the first client of a key-ordered queue on `cpu` with `slice`, or
-/// idle if the queue is empty: the pick of every single-queue fair-queueing
-/// scheduler whose queue holds only waiting clients.
-pub(crate) fn run_first<K: Ord>(
-    roster: &mut Roster,
-    queue: &mut BTreeSet<(K, ClientId)>,
-    cpu: CpuId,
-    slice: Time,
-) -> Decision {
-    match queue.pop_first() {
-        Some((_, client)) => {
-            roster.start(cpu, client);
-            Decision::Run { client, slice }
-        }
-        None => Decision::Idle,
+/// Two distinct elements of a slice, both mutable: the two per-CPU parts of
+/// a cross-CPU step (steal, pull, balance).
+pub(crate) fn two_mut<T>(v: &mut [T], a: usize, b: usize) -> (&mut T, &mut T) {
+    assert_ne!(a, b, "a cross-CPU step between a CPU and itself");
+    if a < b {
+        let (lo, hi) = v.split_at_mut(b);
+        (&mut lo[a], &mut hi[0])
+    } else {
+        let (lo, hi) = v.split_at_mut(a);
+        (&mut hi[0], &mut lo[b])
     }
 }

@@ -50,173 +50,92 @@
 
 use std::collections::BTreeSet;
 
-use crate::algo::reweigh::Reweigh;
-use crate::model::{ClientId, CpuId, SchedError, StopReason, Time, Weight};
+use super::one_queue::{OneQueue, TagRules, Tagged};
+use crate::model::{ClientId, Time};
 use crate::readjust::Phi;
-use crate::roster::{ClientTable, Roster, Status};
-use crate::scheduler::{Decision, Kick, SchedConfig, Scheduler};
+use crate::roster::{ClientTable, Status};
+use crate::scheduler::SchedConfig;
 use crate::vtime::{tag_delta, VTime};
 
+/// Start-time fair queueing on one global queue.
+pub type Sfq = OneQueue<SfqRules>;
+
+/// A client's SFQ tag: S of the next quantum (= F of the service received so far).
 #[derive(Clone, Copy, Debug)]
-struct Tags {
-    /// S of the next quantum (= F of the service received so far).
+pub struct SfqTag {
     start: VTime,
-    /// Current (readjusted) weight.
-    phi: Phi,
 }
 
-/// Start-time fair queueing on one global queue.
+/// SFQ's rules: the waiting and runnable sets by start tag, and v.
 #[derive(Clone, Debug)]
-pub struct Sfq {
-    roster: Roster,
-    quantum: Time,
-    tags: ClientTable<Tags>,
+pub struct SfqRules {
     /// Waiting (runnable, not running) clients by start tag.
     waiting: BTreeSet<(VTime, ClientId)>,
     /// All runnable clients, running ones included, by start tag: v is the first.
     runnable: BTreeSet<(VTime, ClientId)>,
     /// The largest finish tag charged: v while nothing is runnable.
     max_finish: VTime,
-    reweigh: Reweigh,
 }
 
-impl Sfq {
-    /// Plain SFQ.
-    pub fn new(cfg: SchedConfig) -> Sfq {
-        Sfq {
-            roster: Roster::new(cfg.cpus),
-            quantum: cfg.quantum,
-            tags: ClientTable::new(),
-            waiting: BTreeSet::new(),
-            runnable: BTreeSet::new(),
-            max_finish: 0,
-            reweigh: Reweigh::new(false),
-        }
-    }
-
-    /// SFQ over readjusted weights (`sfq+readjust`).
-    pub fn with_readjustment(cfg: SchedConfig) -> Sfq {
-        Sfq { reweigh: Reweigh::new(true), ..Sfq::new(cfg) }
-    }
-
+impl SfqRules {
     /// The system virtual time v.
     pub fn virtual_time(&self) -> VTime {
         self.runnable.first().map_or(self.max_finish, |&(s, _)| s)
     }
+}
 
-    fn refresh(&mut self) {
-        let (_, changes) = self.reweigh.refresh(&self.roster);
-        for (c, phi) in changes {
-            if let Some(t) = self.tags.get_mut(c) {
-                t.phi = phi;
-            }
-        }
-    }
-
-    /// `c` becomes runnable: `S = max(v, F_last)`.
-    fn arrive(&mut self, c: ClientId, w: Weight) {
-        let v = self.virtual_time();
-        let t = &mut self.tags[c];
-        t.start = t.start.max(v);
-        t.phi = Phi::whole(w.get());
-        self.waiting.insert((t.start, c));
-        self.runnable.insert((t.start, c));
-        self.reweigh.insert(c, w);
-        self.refresh();
-    }
-
-    /// `c` stops being runnable (it is not running).
-    fn depart(&mut self, c: ClientId, w: Weight) {
-        let s = self.tags[c].start;
-        self.waiting.remove(&(s, c));
-        self.runnable.remove(&(s, c));
-        self.reweigh.remove(c, w);
+impl Sfq {
+    /// The system virtual time v.
+    pub fn virtual_time(&self) -> VTime {
+        self.rules().virtual_time()
     }
 }
 
-impl Scheduler for Sfq {
-    fn name(&self) -> &str {
-        if self.reweigh.enabled() {
-            "sfq+readjust"
-        } else {
-            "sfq"
-        }
+impl TagRules for SfqRules {
+    type Tags = SfqTag;
+    const NAME: &'static str = "sfq";
+    const READJUSTED_NAME: &'static str = "sfq+readjust";
+
+    fn new(_cfg: &SchedConfig) -> Self {
+        SfqRules { waiting: BTreeSet::new(), runnable: BTreeSet::new(), max_finish: 0 }
     }
 
-    fn join(&mut self, _now: Time, c: ClientId, w: Weight) -> Result<Kick, SchedError> {
-        self.roster.join(c, w)?;
-        self.tags.insert(c, Tags { start: 0, phi: Phi::whole(w.get()) });
-        self.arrive(c, w);
-        Ok(None)
+    fn join_tags(&self, _phi: Phi) -> SfqTag {
+        SfqTag { start: 0 }
     }
 
-    fn leave(&mut self, _now: Time, c: ClientId) -> Result<(), SchedError> {
-        let w = self.roster.weight(c)?;
-        let was = self.roster.leave(c)?;
-        if was == Status::Runnable {
-            self.depart(c, w);
-        }
-        self.tags.remove(c);
-        self.refresh();
-        Ok(())
+    /// `c` becomes runnable: `S = max(v, F_last)`.
+    fn arrive(&mut self, c: ClientId, t: &mut Tagged<SfqTag>) {
+        let s = t.tags.start.max(self.virtual_time());
+        t.tags.start = s;
+        self.waiting.insert((s, c));
+        self.runnable.insert((s, c));
     }
 
-    fn block(&mut self, _now: Time, c: ClientId) -> Result<(), SchedError> {
-        self.roster.block(c)?;
-        self.depart(c, self.roster.weight(c)?);
-        self.refresh();
-        Ok(())
+    fn depart(&mut self, c: ClientId, t: &mut Tagged<SfqTag>) {
+        self.waiting.remove(&(t.tags.start, c));
+        self.runnable.remove(&(t.tags.start, c));
     }
 
-    fn wake(&mut self, _now: Time, c: ClientId) -> Result<Kick, SchedError> {
-        self.roster.wake(c)?;
-        let w = self.roster.weight(c)?;
-        self.arrive(c, w);
-        Ok(None)
+    /// `F = S + d/φ` with the weight at the end of the quantum; F is the next S.
+    fn charge(&mut self, c: ClientId, t: &mut Tagged<SfqTag>, ran: Time) {
+        self.runnable.remove(&(t.tags.start, c));
+        t.tags.start += tag_delta(ran, t.phi);
+        self.max_finish = self.max_finish.max(t.tags.start);
     }
 
-    fn set_weight(&mut self, _now: Time, c: ClientId, w: Weight) -> Result<(), SchedError> {
-        let status = self.roster.status(c)?;
-        let old = self.roster.set_weight(c, w)?;
-        self.reweigh.change_weight(c, old, w, status.is_runnable());
-        self.tags[c].phi = Phi::whole(w.get());
-        self.refresh();
-        Ok(())
+    fn requeue(&mut self, c: ClientId, t: &mut Tagged<SfqTag>) {
+        self.waiting.insert((t.tags.start, c));
+        self.runnable.insert((t.tags.start, c));
     }
 
-    fn pick(&mut self, _now: Time, cpu: CpuId) -> Result<Decision, SchedError> {
-        self.roster.check_pick(cpu)?;
-        Ok(match self.waiting.pop_first() {
-            Some((_, client)) => {
-                self.roster.start(cpu, client);
-                Decision::Run { client, slice: self.quantum }
-            }
-            None => Decision::Idle,
-        })
+    /// Tags do not depend on φ until the next charge: nothing to re-key.
+    fn reweight(&mut self, _c: ClientId, t: &mut Tagged<SfqTag>, phi: Phi, _status: Status) {
+        t.phi = phi;
     }
 
-    fn stopped(&mut self, _now: Time, cpu: CpuId, c: ClientId, ran: Time, why: StopReason) -> Result<(), SchedError> {
-        let w = self.roster.stop(cpu, c, why)?;
-        let t = &mut self.tags[c];
-        self.runnable.remove(&(t.start, c));
-        t.start += tag_delta(ran, t.phi);
-        let finish = t.start;
-        self.max_finish = self.max_finish.max(finish);
-        match why {
-            StopReason::Expired | StopReason::Preempted => {
-                self.waiting.insert((finish, c));
-                self.runnable.insert((finish, c));
-            }
-            StopReason::Blocked => {
-                self.reweigh.remove(c, w);
-                self.refresh();
-            }
-            StopReason::Left => {
-                self.reweigh.remove(c, w);
-                self.tags.remove(c);
-                self.refresh();
-            }
-        }
-        Ok(())
+    /// The smallest start tag among the waiting clients (ties: lower id).
+    fn take(&mut self, _clients: &mut ClientTable<Tagged<SfqTag>>) -> Option<ClientId> {
+        self.waiting.pop_first().map(|(_, c)| c)
     }
 }

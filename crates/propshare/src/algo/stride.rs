@@ -50,32 +50,31 @@
 
 use std::collections::BTreeSet;
 
-use crate::algo::reweigh::{same_phi, Reweigh};
-use crate::model::{ClientId, CpuId, SchedError, StopReason, Time, Weight};
-use crate::readjust::Phi;
-use crate::roster::{ClientTable, Roster, Status};
-use crate::scheduler::{Decision, Kick, SchedConfig, Scheduler};
+use super::one_queue::{OneQueue, TagRules, Tagged};
+use crate::model::{ClientId, Time};
+use crate::readjust::{Phi, Readjustment};
+use crate::roster::{ClientTable, Status};
+use crate::scheduler::SchedConfig;
 use crate::vtime::{tag_delta, VTime, VirtualClock};
 
+/// Stride scheduling on one global queue.
+pub type Stride = OneQueue<StrideRules>;
+
+/// A client's pass and saved remain.
 #[derive(Clone, Copy, Debug)]
-struct Client {
+pub struct Pass {
     /// Pass (meaningful while runnable).
     pass: VTime,
     /// `pass - global_pass`, saved while blocked.
     remain: i128,
-    /// Tickets: current (readjusted) weight.
-    phi: Phi,
 }
 
-/// Stride scheduling on one global queue.
+/// Stride's rules: the global pass and the queue by pass.
 #[derive(Clone, Debug)]
-pub struct Stride {
-    roster: Roster,
+pub struct StrideRules {
     quantum: Time,
     global: VirtualClock,
-    clients: ClientTable<Client>,
     queue: BTreeSet<(VTime, ClientId)>,
-    reweigh: Reweigh,
 }
 
 fn to_signed(v: VTime) -> i128 {
@@ -107,167 +106,85 @@ fn rescale(remain: i128, new: VTime, old: VTime) -> i128 {
     }
 }
 
-impl Stride {
-    /// Plain stride scheduling.
-    pub fn new(cfg: SchedConfig) -> Stride {
-        Stride {
-            roster: Roster::new(cfg.cpus),
-            quantum: cfg.quantum,
-            global: VirtualClock::default(),
-            clients: ClientTable::new(),
-            queue: BTreeSet::new(),
-            reweigh: Reweigh::new(false),
-        }
-    }
-
-    /// Stride scheduling over readjusted weights (`stride+readjust`).
-    pub fn with_readjustment(cfg: SchedConfig) -> Stride {
-        Stride { reweigh: Reweigh::new(true), ..Stride::new(cfg) }
-    }
-
+impl StrideRules {
     fn stride(&self, phi: Phi) -> VTime {
         tag_delta(self.quantum, phi)
     }
 
-    /// `client_modify`: new tickets, remain scaled by the stride ratio.
-    fn set_phi(&mut self, c: ClientId, phi: Phi) {
-        let Some(&cl) = self.clients.get(c) else { return };
-        if same_phi(cl.phi, phi) {
-            return;
-        }
-        let (old_stride, new_stride) = (self.stride(cl.phi), self.stride(phi));
-        let global = self.global.value();
-        let status = self.roster.status(c);
-        let queued = status == Ok(Status::Runnable);
-        if queued {
-            self.queue.remove(&(cl.pass, c));
-        }
-        let e = &mut self.clients[c];
-        e.phi = phi;
-        match status {
-            Ok(Status::Blocked) => e.remain = rescale(cl.remain, new_stride, old_stride),
-            _ => {
-                let remain = to_signed(cl.pass) - to_signed(global);
-                e.pass = offset(global, rescale(remain, new_stride, old_stride));
-            }
-        }
-        if queued {
-            self.queue.insert((e.pass, c));
-        }
-    }
-
-    fn refresh(&mut self) {
-        let (r, changes) = self.reweigh.refresh(&self.roster);
-        self.global.set_rate(&r);
-        for (c, phi) in changes {
-            self.set_phi(c, phi);
-        }
-    }
-
-    /// `client_join`: `pass = global_pass + remain`.
-    fn join_queue(&mut self, c: ClientId, w: Weight) {
-        let global = self.global.value();
-        let e = &mut self.clients[c];
-        e.pass = offset(global, e.remain);
-        self.queue.insert((e.pass, c));
-        self.reweigh.insert(c, w);
-        self.refresh();
-    }
-
     /// `client_leave`: `remain = pass - global_pass`.
-    fn leave_queue(&mut self, c: ClientId, w: Weight) {
-        let global = self.global.value();
-        let e = &mut self.clients[c];
-        self.queue.remove(&(e.pass, c));
-        e.remain = to_signed(e.pass) - to_signed(global);
-        self.reweigh.remove(c, w);
+    fn save_remain(&self, t: &mut Tagged<Pass>) {
+        t.tags.remain = to_signed(t.tags.pass) - to_signed(self.global.value());
     }
 }
 
-impl Scheduler for Stride {
-    fn name(&self) -> &str {
-        if self.reweigh.enabled() {
-            "stride+readjust"
+impl TagRules for StrideRules {
+    type Tags = Pass;
+    const NAME: &'static str = "stride";
+    const READJUSTED_NAME: &'static str = "stride+readjust";
+
+    fn new(cfg: &SchedConfig) -> Self {
+        StrideRules { quantum: cfg.quantum, global: VirtualClock::default(), queue: BTreeSet::new() }
+    }
+
+    /// A new client has `remain = stride`.
+    fn join_tags(&self, phi: Phi) -> Pass {
+        Pass { pass: 0, remain: to_signed(self.stride(phi)) }
+    }
+
+    fn advance(&mut self, now: Time) {
+        self.global.advance(now);
+    }
+
+    fn set_rate(&mut self, rate: &Readjustment) {
+        self.global.set_rate(rate);
+    }
+
+    /// `client_join`: `pass = global_pass + remain`.
+    fn arrive(&mut self, c: ClientId, t: &mut Tagged<Pass>) {
+        t.tags.pass = offset(self.global.value(), t.tags.remain);
+        self.queue.insert((t.tags.pass, c));
+    }
+
+    fn depart(&mut self, c: ClientId, t: &mut Tagged<Pass>) {
+        self.queue.remove(&(t.tags.pass, c));
+        self.save_remain(t);
+    }
+
+    /// The pass advances by `stride · d/Q`.
+    fn charge(&mut self, _c: ClientId, t: &mut Tagged<Pass>, ran: Time) {
+        t.tags.pass = t.tags.pass.saturating_add(tag_delta(ran, t.phi));
+    }
+
+    fn requeue(&mut self, c: ClientId, t: &mut Tagged<Pass>) {
+        self.queue.insert((t.tags.pass, c));
+    }
+
+    fn park(&mut self, _c: ClientId, t: &mut Tagged<Pass>) {
+        self.save_remain(t);
+    }
+
+    /// `client_modify`: new tickets, remain scaled by the stride ratio.
+    fn reweight(&mut self, c: ClientId, t: &mut Tagged<Pass>, phi: Phi, status: Status) {
+        let (old_stride, new_stride) = (self.stride(t.phi), self.stride(phi));
+        let queued = status == Status::Runnable;
+        if queued {
+            self.queue.remove(&(t.tags.pass, c));
+        }
+        t.phi = phi;
+        if status == Status::Blocked {
+            t.tags.remain = rescale(t.tags.remain, new_stride, old_stride);
         } else {
-            "stride"
+            let global = self.global.value();
+            let remain = to_signed(t.tags.pass) - to_signed(global);
+            t.tags.pass = offset(global, rescale(remain, new_stride, old_stride));
+        }
+        if queued {
+            self.queue.insert((t.tags.pass, c));
         }
     }
 
-    fn join(&mut self, now: Time, c: ClientId, w: Weight) -> Result<Kick, SchedError> {
-        self.roster.join(c, w)?;
-        self.global.advance(now);
-        let phi = Phi::whole(w.get());
-        let remain = to_signed(self.stride(phi));
-        self.clients.insert(c, Client { pass: 0, remain, phi });
-        self.join_queue(c, w);
-        Ok(None)
-    }
-
-    fn leave(&mut self, now: Time, c: ClientId) -> Result<(), SchedError> {
-        let w = self.roster.weight(c)?;
-        let was = self.roster.leave(c)?;
-        self.global.advance(now);
-        if was == Status::Runnable {
-            self.leave_queue(c, w);
-        }
-        self.clients.remove(c);
-        self.refresh();
-        Ok(())
-    }
-
-    fn block(&mut self, now: Time, c: ClientId) -> Result<(), SchedError> {
-        self.roster.block(c)?;
-        self.global.advance(now);
-        self.leave_queue(c, self.roster.weight(c)?);
-        self.refresh();
-        Ok(())
-    }
-
-    fn wake(&mut self, now: Time, c: ClientId) -> Result<Kick, SchedError> {
-        self.roster.wake(c)?;
-        self.global.advance(now);
-        let w = self.roster.weight(c)?;
-        self.set_phi(c, Phi::whole(w.get()));
-        self.join_queue(c, w);
-        Ok(None)
-    }
-
-    fn set_weight(&mut self, now: Time, c: ClientId, w: Weight) -> Result<(), SchedError> {
-        let status = self.roster.status(c)?;
-        let old = self.roster.set_weight(c, w)?;
-        self.global.advance(now);
-        self.reweigh.change_weight(c, old, w, status.is_runnable());
-        self.set_phi(c, Phi::whole(w.get()));
-        self.refresh();
-        Ok(())
-    }
-
-    fn pick(&mut self, now: Time, cpu: CpuId) -> Result<Decision, SchedError> {
-        self.roster.check_pick(cpu)?;
-        self.global.advance(now);
-        Ok(super::run_first(&mut self.roster, &mut self.queue, cpu, self.quantum))
-    }
-
-    fn stopped(&mut self, now: Time, cpu: CpuId, c: ClientId, ran: Time, why: StopReason) -> Result<(), SchedError> {
-        let w = self.roster.stop(cpu, c, why)?;
-        let global = self.global.advance(now);
-        let e = &mut self.clients[c];
-        e.pass = e.pass.saturating_add(tag_delta(ran, e.phi));
-        match why {
-            StopReason::Expired | StopReason::Preempted => {
-                self.queue.insert((e.pass, c));
-            }
-            StopReason::Blocked => {
-                e.remain = to_signed(e.pass) - to_signed(global);
-                self.reweigh.remove(c, w);
-                self.refresh();
-            }
-            StopReason::Left => {
-                self.reweigh.remove(c, w);
-                self.clients.remove(c);
-                self.refresh();
-            }
-        }
-        Ok(())
+    /// The smallest pass (ties: lower id).
+    fn take(&mut self, _clients: &mut ClientTable<Tagged<Pass>>) -> Option<ClientId> {
+        self.queue.pop_first().map(|(_, c)| c)
     }
 }

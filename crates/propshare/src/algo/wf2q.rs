@@ -52,70 +52,45 @@
 
 use std::collections::BTreeSet;
 
-use crate::algo::reweigh::{same_phi, Reweigh};
-use crate::model::{ClientId, CpuId, SchedError, StopReason, Time, Weight};
-use crate::readjust::Phi;
-use crate::roster::{ClientTable, Roster, Status};
-use crate::scheduler::{Decision, Kick, SchedConfig, Scheduler};
+use super::one_queue::{OneQueue, TagRules, Tagged};
+use crate::model::{ClientId, Time};
+use crate::readjust::{Phi, Readjustment};
+use crate::roster::ClientTable;
+use crate::scheduler::SchedConfig;
 use crate::vtime::{tag_delta, VTime, VirtualClock};
 
+/// WF2Q+ on one global queue.
+pub type Wf2q = OneQueue<Wf2qRules>;
+
+/// A client's WF2Q+ tags.
 #[derive(Clone, Copy, Debug)]
-struct Tags {
+pub struct Wf2qTags {
     /// S: start tag of the next quantum (= F_last while it waits).
     start: VTime,
     /// F = S + Q/φ of the queued quantum.
     finish: VTime,
-    /// Current (readjusted) weight.
-    phi: Phi,
     /// Queued in the eligible set (keyed by F) rather than the pending set (keyed by S).
     eligible: bool,
 }
 
-/// WF2Q+ on one global queue.
+/// WF2Q+'s rules: V, and the queued clients split by eligibility.
 #[derive(Clone, Debug)]
-pub struct Wf2q {
-    roster: Roster,
+pub struct Wf2qRules {
     quantum: Time,
     /// The fluid part of V.
     clock: VirtualClock,
     /// How far V has been pulled above the fluid part, in total.
     pulled: VTime,
-    tags: ClientTable<Tags>,
     /// Queued clients with S > V, by S.
     pending: BTreeSet<(VTime, ClientId)>,
     /// Queued clients with S ≤ V, by F.
     eligible: BTreeSet<(VTime, ClientId)>,
-    reweigh: Reweigh,
 }
 
-impl Wf2q {
-    /// Plain WF2Q+.
-    pub fn new(cfg: SchedConfig) -> Wf2q {
-        Wf2q {
-            roster: Roster::new(cfg.cpus),
-            quantum: cfg.quantum,
-            clock: VirtualClock::default(),
-            pulled: 0,
-            tags: ClientTable::new(),
-            pending: BTreeSet::new(),
-            eligible: BTreeSet::new(),
-            reweigh: Reweigh::new(false),
-        }
-    }
-
-    /// WF2Q+ over readjusted weights (`wf2q+readjust`).
-    pub fn with_readjustment(cfg: SchedConfig) -> Wf2q {
-        Wf2q { reweigh: Reweigh::new(true), ..Wf2q::new(cfg) }
-    }
-
+impl Wf2qRules {
     /// V at the last advance.
     fn v(&self) -> VTime {
         self.clock.value() + self.pulled
-    }
-
-    /// Advance the fluid part of V to `now`.
-    fn advance(&mut self, now: Time) {
-        self.clock.advance(now);
     }
 
     /// At a selection: `V := max(V, min S over the queued clients)`.
@@ -131,166 +106,89 @@ impl Wf2q {
     }
 
     /// Move every pending client whose start tag has been reached to the eligible set.
-    fn promote(&mut self) {
+    fn promote(&mut self, clients: &mut ClientTable<Tagged<Wf2qTags>>) {
         let v = self.v();
         while let Some(&(s, c)) = self.pending.first() {
             if s > v {
                 break;
             }
             self.pending.pop_first();
-            let t = &mut self.tags[c];
+            let t = &mut clients[c].tags;
             t.eligible = true;
             self.eligible.insert((t.finish, c));
         }
     }
 
-    fn enqueue(&mut self, c: ClientId) {
+    /// Queue the next quantum: `F = S + Q/φ`, eligible if `S ≤ V`.
+    fn enqueue(&mut self, c: ClientId, t: &mut Tagged<Wf2qTags>) {
         let v = self.v();
-        let q = self.quantum;
-        let t = &mut self.tags[c];
-        t.finish = t.start + tag_delta(q, t.phi);
-        t.eligible = t.start <= v;
-        if t.eligible {
-            self.eligible.insert((t.finish, c));
+        let tags = &mut t.tags;
+        tags.finish = tags.start + tag_delta(self.quantum, t.phi);
+        tags.eligible = tags.start <= v;
+        if tags.eligible {
+            self.eligible.insert((tags.finish, c));
         } else {
-            self.pending.insert((t.start, c));
+            self.pending.insert((tags.start, c));
         }
-    }
-
-    fn dequeue(&mut self, c: ClientId) {
-        if let Some(t) = self.tags.get(c) {
-            if t.eligible {
-                self.eligible.remove(&(t.finish, c));
-            } else {
-                self.pending.remove(&(t.start, c));
-            }
-        }
-    }
-
-    fn set_phi(&mut self, c: ClientId, phi: Phi) {
-        let Some(t) = self.tags.get(c) else { return };
-        if same_phi(t.phi, phi) {
-            return;
-        }
-        let queued = self.roster.status(c) == Ok(Status::Runnable);
-        if queued {
-            self.dequeue(c);
-        }
-        self.tags[c].phi = phi;
-        if queued {
-            self.enqueue(c);
-        }
-    }
-
-    /// After a change of the runnable set or of a weight (V already advanced).
-    fn refresh(&mut self) {
-        let (r, changes) = self.reweigh.refresh(&self.roster);
-        self.clock.set_rate(&r);
-        for (c, phi) in changes {
-            self.set_phi(c, phi);
-        }
-    }
-
-    /// A client becomes backlogged: `S = max(F_last, V)`.
-    fn backlog(&mut self, c: ClientId, w: Weight) {
-        let v = self.v();
-        let t = &mut self.tags[c];
-        t.start = t.start.max(v);
-        t.phi = Phi::whole(w.get());
-        self.reweigh.insert(c, w);
-        self.enqueue(c);
-        self.refresh();
     }
 }
 
-impl Scheduler for Wf2q {
-    fn name(&self) -> &str {
-        if self.reweigh.enabled() {
-            "wf2q+readjust"
+impl TagRules for Wf2qRules {
+    type Tags = Wf2qTags;
+    const NAME: &'static str = "wf2q";
+    const READJUSTED_NAME: &'static str = "wf2q+readjust";
+
+    fn new(cfg: &SchedConfig) -> Self {
+        Wf2qRules {
+            quantum: cfg.quantum,
+            clock: VirtualClock::default(),
+            pulled: 0,
+            pending: BTreeSet::new(),
+            eligible: BTreeSet::new(),
+        }
+    }
+
+    fn join_tags(&self, _phi: Phi) -> Wf2qTags {
+        Wf2qTags { start: 0, finish: 0, eligible: false }
+    }
+
+    /// Advance the fluid part of V.
+    fn advance(&mut self, now: Time) {
+        self.clock.advance(now);
+    }
+
+    fn set_rate(&mut self, rate: &Readjustment) {
+        self.clock.set_rate(rate);
+    }
+
+    /// A client becomes backlogged: `S = max(F_last, V)`.
+    fn arrive(&mut self, c: ClientId, t: &mut Tagged<Wf2qTags>) {
+        t.tags.start = t.tags.start.max(self.v());
+        self.enqueue(c, t);
+    }
+
+    fn depart(&mut self, c: ClientId, t: &mut Tagged<Wf2qTags>) {
+        if t.tags.eligible {
+            self.eligible.remove(&(t.tags.finish, c));
         } else {
-            "wf2q"
+            self.pending.remove(&(t.tags.start, c));
         }
     }
 
-    fn join(&mut self, now: Time, c: ClientId, w: Weight) -> Result<Kick, SchedError> {
-        self.roster.join(c, w)?;
-        self.advance(now);
-        self.tags.insert(c, Tags { start: 0, finish: 0, phi: Phi::whole(w.get()), eligible: false });
-        self.backlog(c, w);
-        Ok(None)
+    /// Charged what it used: `F_last := S + d/φ`, the next S.
+    fn charge(&mut self, _c: ClientId, t: &mut Tagged<Wf2qTags>, ran: Time) {
+        t.tags.start += tag_delta(ran, t.phi);
     }
 
-    fn leave(&mut self, now: Time, c: ClientId) -> Result<(), SchedError> {
-        let w = self.roster.weight(c)?;
-        let was = self.roster.leave(c)?;
-        self.advance(now);
-        if was == Status::Runnable {
-            self.dequeue(c);
-            self.reweigh.remove(c, w);
-        }
-        self.tags.remove(c);
-        self.refresh();
-        Ok(())
+    /// Still backlogged: `S = F_last` (no max with V).
+    fn requeue(&mut self, c: ClientId, t: &mut Tagged<Wf2qTags>) {
+        self.enqueue(c, t);
     }
 
-    fn block(&mut self, now: Time, c: ClientId) -> Result<(), SchedError> {
-        self.roster.block(c)?;
-        self.advance(now);
-        self.dequeue(c);
-        self.reweigh.remove(c, self.roster.weight(c)?);
-        self.refresh();
-        Ok(())
-    }
-
-    fn wake(&mut self, now: Time, c: ClientId) -> Result<Kick, SchedError> {
-        self.roster.wake(c)?;
-        self.advance(now);
-        let w = self.roster.weight(c)?;
-        self.backlog(c, w);
-        Ok(None)
-    }
-
-    fn set_weight(&mut self, now: Time, c: ClientId, w: Weight) -> Result<(), SchedError> {
-        let status = self.roster.status(c)?;
-        let old = self.roster.set_weight(c, w)?;
-        self.advance(now);
-        self.reweigh.change_weight(c, old, w, status.is_runnable());
-        self.set_phi(c, Phi::whole(w.get()));
-        self.refresh();
-        Ok(())
-    }
-
-    fn pick(&mut self, now: Time, cpu: CpuId) -> Result<Decision, SchedError> {
-        self.roster.check_pick(cpu)?;
-        self.advance(now);
+    /// Among the eligible clients, the smallest F (ties: lower id).
+    fn take(&mut self, clients: &mut ClientTable<Tagged<Wf2qTags>>) -> Option<ClientId> {
         self.pull_up();
-        self.promote();
-        Ok(match self.eligible.pop_first() {
-            Some((_, client)) => {
-                self.roster.start(cpu, client);
-                Decision::Run { client, slice: self.quantum }
-            }
-            None => Decision::Idle,
-        })
-    }
-
-    fn stopped(&mut self, now: Time, cpu: CpuId, c: ClientId, ran: Time, why: StopReason) -> Result<(), SchedError> {
-        let w = self.roster.stop(cpu, c, why)?;
-        self.advance(now);
-        let t = &mut self.tags[c];
-        t.start += tag_delta(ran, t.phi);
-        match why {
-            StopReason::Expired | StopReason::Preempted => self.enqueue(c),
-            StopReason::Blocked => {
-                self.reweigh.remove(c, w);
-                self.refresh();
-            }
-            StopReason::Left => {
-                self.reweigh.remove(c, w);
-                self.tags.remove(c);
-                self.refresh();
-            }
-        }
-        Ok(())
+        self.promote(clients);
+        self.eligible.pop_first().map(|(_, c)| c)
     }
 }

@@ -33,182 +33,83 @@
 
 use std::collections::BTreeSet;
 
-use super::reweigh::{same_phi, Reweigh};
-use crate::model::{ClientId, CpuId, SchedError, StopReason, Time, Weight};
-use crate::readjust::Phi;
-use crate::roster::{ClientTable, Roster, Status};
-use crate::scheduler::{Decision, Kick, SchedConfig, Scheduler};
+use super::one_queue::{OneQueue, TagRules, Tagged};
+use crate::model::{ClientId, Time};
+use crate::readjust::{Phi, Readjustment};
+use crate::roster::ClientTable;
+use crate::scheduler::SchedConfig;
 use crate::vtime::{tag_delta, VTime, VirtualClock};
 
+/// Weighted fair queueing on one global queue.
+pub type Wfq = OneQueue<WfqRules>;
+
+/// A client's WFQ tags.
 #[derive(Clone, Copy, Debug)]
-struct Tags {
+pub struct WfqTags {
     /// Start tag of the next quantum (= finish tag of the service received so far).
     start: VTime,
     /// The key it is queued under while waiting.
     finish: VTime,
-    /// Its current (readjusted) weight.
-    phi: Phi,
 }
 
-/// Weighted fair queueing on one global queue.
+/// WFQ's rules: the fluid virtual clock and the queue by finish tag.
 #[derive(Clone, Debug)]
-pub struct Wfq {
-    roster: Roster,
+pub struct WfqRules {
     quantum: Time,
     clock: VirtualClock,
-    tags: ClientTable<Tags>,
     queue: BTreeSet<(VTime, ClientId)>,
-    reweigh: Reweigh,
 }
 
-impl Wfq {
-    /// Plain WFQ, as in the papers' comparisons.
-    pub fn new(cfg: SchedConfig) -> Wfq {
-        Wfq {
-            roster: Roster::new(cfg.cpus),
-            quantum: cfg.quantum,
-            clock: VirtualClock::default(),
-            tags: ClientTable::new(),
-            queue: BTreeSet::new(),
-            reweigh: Reweigh::new(false),
-        }
-    }
-
-    /// WFQ over readjusted weights (`wfq+readjust`).
-    pub fn with_readjustment(cfg: SchedConfig) -> Wfq {
-        Wfq { reweigh: Reweigh::new(true), ..Wfq::new(cfg) }
-    }
-
-    fn enqueue(&mut self, c: ClientId) {
-        let t = &mut self.tags[c];
-        t.finish = t.start + tag_delta(self.quantum, t.phi);
-        self.queue.insert((t.finish, c));
-    }
-
-    fn dequeue(&mut self, c: ClientId) {
-        if let Some(t) = self.tags.get(c) {
-            self.queue.remove(&(t.finish, c));
-        }
-    }
-
-    /// After the runnable set or a weight changed at `now` (clock already
-    /// advanced): new fluid rate, and new φ for clients whose cap changed.
-    fn refresh(&mut self) {
-        let (r, changes) = self.reweigh.refresh(&self.roster);
-        self.clock.set_rate(&r);
-        for (c, phi) in changes {
-            self.set_phi(c, phi);
-        }
-    }
-
-    fn set_phi(&mut self, c: ClientId, phi: Phi) {
-        let Some(t) = self.tags.get(c) else { return };
-        if same_phi(t.phi, phi) {
-            return;
-        }
-        let queued = self.roster.status(c) == Ok(Status::Runnable);
-        if queued {
-            self.dequeue(c);
-        }
-        self.tags[c].phi = phi;
-        if queued {
-            self.enqueue(c);
-        }
-    }
-
-    fn make_runnable(&mut self, c: ClientId, w: Weight) {
-        let v = self.clock.value();
-        let t = &mut self.tags[c];
-        t.start = t.start.max(v);
-        self.reweigh.insert(c, w);
+impl WfqRules {
+    /// Queue the next quantum under `F = S + Q/φ`.
+    fn enqueue(&mut self, c: ClientId, t: &mut Tagged<WfqTags>) {
+        t.tags.finish = t.tags.start + tag_delta(self.quantum, t.phi);
+        self.queue.insert((t.tags.finish, c));
     }
 }
 
-impl Scheduler for Wfq {
-    fn name(&self) -> &str {
-        if self.reweigh.enabled() {
-            "wfq+readjust"
-        } else {
-            "wfq"
-        }
+impl TagRules for WfqRules {
+    type Tags = WfqTags;
+    const NAME: &'static str = "wfq";
+    const READJUSTED_NAME: &'static str = "wfq+readjust";
+
+    fn new(cfg: &SchedConfig) -> Self {
+        WfqRules { quantum: cfg.quantum, clock: VirtualClock::default(), queue: BTreeSet::new() }
     }
 
-    fn join(&mut self, now: Time, c: ClientId, w: Weight) -> Result<Kick, SchedError> {
-        self.roster.join(c, w)?;
-        self.clock.advance(now);
-        self.tags.insert(c, Tags { start: 0, finish: 0, phi: Phi::whole(w.get()) });
-        self.make_runnable(c, w);
-        self.enqueue(c);
-        self.refresh();
-        Ok(None)
+    fn join_tags(&self, _phi: Phi) -> WfqTags {
+        WfqTags { start: 0, finish: 0 }
     }
 
-    fn leave(&mut self, now: Time, c: ClientId) -> Result<(), SchedError> {
-        let w = self.roster.weight(c)?;
-        let was = self.roster.leave(c)?;
+    fn advance(&mut self, now: Time) {
         self.clock.advance(now);
-        if was == Status::Runnable {
-            self.dequeue(c);
-            self.reweigh.remove(c, w);
-        }
-        self.tags.remove(c);
-        self.refresh();
-        Ok(())
     }
 
-    fn block(&mut self, now: Time, c: ClientId) -> Result<(), SchedError> {
-        self.roster.block(c)?;
-        self.clock.advance(now);
-        self.dequeue(c);
-        self.reweigh.remove(c, self.roster.weight(c)?);
-        self.refresh();
-        Ok(())
+    fn set_rate(&mut self, rate: &Readjustment) {
+        self.clock.set_rate(rate);
     }
 
-    fn wake(&mut self, now: Time, c: ClientId) -> Result<Kick, SchedError> {
-        self.roster.wake(c)?;
-        self.clock.advance(now);
-        let w = self.roster.weight(c)?;
-        self.tags[c].phi = Phi::whole(w.get());
-        self.make_runnable(c, w);
-        self.enqueue(c);
-        self.refresh();
-        Ok(None)
+    /// `S = max(F_last, V)`.
+    fn arrive(&mut self, c: ClientId, t: &mut Tagged<WfqTags>) {
+        t.tags.start = t.tags.start.max(self.clock.value());
+        self.enqueue(c, t);
     }
 
-    fn set_weight(&mut self, now: Time, c: ClientId, w: Weight) -> Result<(), SchedError> {
-        let status = self.roster.status(c)?;
-        let old = self.roster.set_weight(c, w)?;
-        self.clock.advance(now);
-        self.reweigh.change_weight(c, old, w, status.is_runnable());
-        self.set_phi(c, Phi::whole(w.get()));
-        self.refresh();
-        Ok(())
+    fn depart(&mut self, c: ClientId, t: &mut Tagged<WfqTags>) {
+        self.queue.remove(&(t.tags.finish, c));
     }
 
-    fn pick(&mut self, now: Time, cpu: CpuId) -> Result<Decision, SchedError> {
-        self.roster.check_pick(cpu)?;
-        self.clock.advance(now);
-        Ok(super::run_first(&mut self.roster, &mut self.queue, cpu, self.quantum))
+    /// Charged what it used: `S := S + d/φ`.
+    fn charge(&mut self, _c: ClientId, t: &mut Tagged<WfqTags>, ran: Time) {
+        t.tags.start += tag_delta(ran, t.phi);
     }
 
-    fn stopped(&mut self, now: Time, cpu: CpuId, c: ClientId, ran: Time, why: StopReason) -> Result<(), SchedError> {
-        let w = self.roster.stop(cpu, c, why)?;
-        self.clock.advance(now);
-        let t = &mut self.tags[c];
-        t.start += tag_delta(ran, t.phi);
-        match why {
-            StopReason::Expired | StopReason::Preempted => self.enqueue(c),
-            StopReason::Blocked => {
-                self.reweigh.remove(c, w);
-                self.refresh();
-            }
-            StopReason::Left => {
-                self.reweigh.remove(c, w);
-                self.tags.remove(c);
-                self.refresh();
-            }
-        }
-        Ok(())
+    fn requeue(&mut self, c: ClientId, t: &mut Tagged<WfqTags>) {
+        self.enqueue(c, t);
+    }
+
+    /// The smallest finish tag (ties: lower id).
+    fn take(&mut self, _clients: &mut ClientTable<Tagged<WfqTags>>) -> Option<ClientId> {
+        self.queue.pop_first().map(|(_, c)| c)
     }
 }
