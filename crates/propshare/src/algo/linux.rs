@@ -966,7 +966,9 @@ mod tests {
             }
         }
         assert_eq!(calc_delta_fair(5, NICE_0_LOAD), 5);
-        assert_eq!(real_for_virtual(1024, 1), 1);
+        // Weight 1's inverse is 2^32 − 1, so 1 ns gives 1023 of the 1024 units.
+        assert_eq!(calc_delta_fair(1, 1), 1023);
+        assert_eq!(real_for_virtual(1024, 1), 2);
         // The exact quotient 2 falls short through the inverse weight: 3.
         assert_eq!(calc_delta_fair(2, 2048), 0);
         assert_eq!(real_for_virtual(1, 2048), 3);
