@@ -265,7 +265,7 @@ fn infeasible_weights_round_robins() {
     let n = 2400;
     let plain = static_run("srr", &[10, 1, 1], 2, n);
     let fixed = static_run("srr+readjust", &[10, 1, 1], 2, n);
-    assert!(plain[1] >= 1600_000 && plain[2] <= 801_000, "srr: equal light clients served 2:1: {plain:?}");
+    assert!(plain[1] >= 1_600_000 && plain[2] <= 801_000, "srr: equal light clients served 2:1: {plain:?}");
     assert!(fixed[0] >= (n - 1) * 1000 && fixed[1].abs_diff(fixed[2]) <= 2000, "srr+readjust: {fixed:?}");
     for base in ["wrr", "vtrr"] {
         for name in [base.to_string(), format!("{base}+readjust")] {
@@ -393,12 +393,12 @@ fn twins(
     }
     let mut steps = 0;
     for o in ops {
-        for k in 0..cpus {
-            if on[k].is_none() {
+        for (k, slot) in on.iter_mut().enumerate() {
+            if slot.is_none() {
                 let (da, db) = (a.pick(now, CpuId(k as u32)).unwrap(), b.pick(now, CpuId(k as u32)).unwrap());
-                prop_assert_eq!(da, db, "{} pick on cpu {} at step {}", base, k, steps);
+                prop_assert_eq!(da, db, "{} pick on cpu {} at step {}", variant, k, steps);
                 if let Decision::Run { client, slice } = da {
-                    on[k] = Some((client.index(), now, slice));
+                    *slot = Some((client.index(), now, slice));
                     clients[client.index()].1 = St::Running;
                 }
             }
