@@ -5,10 +5,10 @@ use std::fmt::Write as _;
 use std::io::Write as _;
 use std::path::Path;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use propshare::{registry, Weight, MS};
-use propshare_sim::bench::{measure_driver, BenchDriver, BenchResult};
+use propshare_sim::bench::{measure_balancing, measure_driver, BalancingResult, BenchDriver, BenchResult};
 use propshare_sim::engine::{ClientSpec, Engine, SimConfig};
 use propshare_sim::output::write_atomic;
 use propshare_sim::plot::{line_chart, Scale, Series};
@@ -122,6 +122,7 @@ pub fn bench(
             results.push((r, bytes));
         }
     }
+    let balancing = balancing(schedulers, &cfgs, Duration::from_millis(if quick { 200 } else { 1500 }), out)?;
     let elapsed = started.elapsed().as_secs_f64();
     let csv_path = out.join("bench.csv");
     write_atomic(&csv_path, |w| {
@@ -189,10 +190,131 @@ pub fn bench(
             r.scheduler, r.clients, r.cpus, r.median_ns, r.p99_ns, b
         );
     }
-    html.push_str("</table><script>window.addEventListener('load',function(){var i=document.images,n=0;for(var k=0;k<i.length;k++){if(i[k].complete&&i[k].naturalWidth>0)n++;}document.body.setAttribute('data-plots',n+'/'+i.length);});</script></body></html>\n");
+    html.push_str("</table>");
+    if !balancing.is_empty() {
+        let _ = write!(
+            html,
+            "<h2>DWRR: round-balancing steps</h2><p>Decisions of <code>dwrr</code> and <code>dwrr-cfs</code> timed one \
+             by one and split by whether the pick ran a round-balancing step (its round-active was empty: an O(P) \
+             survey of the other CPUs, the steals, and the queue swap). Same workload, with round slices \
+             3Q&middot;w/1024 (the CFS port's weight scale) so that rounds are short enough to balance often. \
+             Medians with the cost of a clock read pair subtracted; moved = clients stolen per step. \
+             Also in bench_balancing.csv.</p><table><tr><th>scheduler</th><th>N</th><th>P</th>\
+             <th>ordinary ns</th><th>balancing ns</th><th>balancing p99 ns</th><th>ratio</th>\
+             <th>steps per 1000 decisions</th><th>moved per step</th></tr>"
+        );
+        for b in &balancing {
+            let _ = write!(
+                html,
+                "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{:.2}</td><td>{:.2}</td></tr>",
+                b.scheduler,
+                b.clients,
+                b.cpus,
+                or_na(b.ordinary_median_ns, 0),
+                or_na(b.balancing_median_ns, 0),
+                or_na(b.balancing_p99_ns, 0),
+                or_na(b.balancing_median_ns / b.ordinary_median_ns.max(1.0), 1),
+                b.balancing_per_1000,
+                b.moved_per_step
+            );
+        }
+        html.push_str("</table>");
+    }
+    html.push_str("<script>window.addEventListener('load',function(){var i=document.images,n=0;for(var k=0;k<i.length;k++){if(i[k].complete&&i[k].naturalWidth>0)n++;}document.body.setAttribute('data-plots',n+'/'+i.length);});</script></body></html>\n");
     write_atomic(&out.join("bench.html"), |w| w.write_all(html.as_bytes()))?;
     println!("\n{} configurations in {elapsed:.0} s; table, CSV and plots in {}", results.len(), out.display());
     Ok(())
+}
+
+/// `v` with `decimals`, or "n/a" where nothing was measured (NaN).
+fn or_na(v: f64, decimals: usize) -> String {
+    if v.is_nan() {
+        "n/a".into()
+    } else {
+        format!("{v:.decimals$}")
+    }
+}
+
+/// `v` with one decimal, or an empty CSV field where nothing was measured.
+fn or_empty(v: f64) -> String {
+    if v.is_nan() {
+        String::new()
+    } else {
+        format!("{v:.1}")
+    }
+}
+
+/// DWRR's round-balancing steps timed apart ([`measure_balancing`]) for the
+/// DWRR schedulers among `schedulers`, at every size: a table on stdout and
+/// `bench_balancing.csv`.
+fn balancing(
+    schedulers: &[String],
+    cfgs: &[(usize, usize)],
+    budget: Duration,
+    out: &Path,
+) -> anyhow::Result<Vec<BalancingResult>> {
+    let mut results = Vec::new();
+    for name in schedulers {
+        for &(n, p) in cfgs {
+            let Some(r) = measure_balancing(name, n, p, budget).map_err(anyhow::Error::msg)? else { break };
+            if results.is_empty() {
+                println!(
+                    "\nround balancing (DWRR, slices 3Q*w/1024; ns with the clock read cost subtracted)\n\
+                     {:<10} {:>7} {:>5} {:>12} {:>13} {:>14} {:>7} {:>13} {:>9}",
+                    "scheduler",
+                    "N",
+                    "P",
+                    "ordinary ns",
+                    "balancing ns",
+                    "balancing p99",
+                    "ratio",
+                    "steps/1000",
+                    "moved"
+                );
+            }
+            println!(
+                "{:<10} {:>7} {:>5} {:>12} {:>13} {:>14} {:>7} {:>13.2} {:>9.2}",
+                r.scheduler,
+                r.clients,
+                r.cpus,
+                or_na(r.ordinary_median_ns, 0),
+                or_na(r.balancing_median_ns, 0),
+                or_na(r.balancing_p99_ns, 0),
+                or_na(r.balancing_median_ns / r.ordinary_median_ns.max(1.0), 1),
+                r.balancing_per_1000,
+                r.moved_per_step
+            );
+            results.push(r);
+        }
+    }
+    if !results.is_empty() {
+        write_atomic(&out.join("bench_balancing.csv"), |w| {
+            writeln!(
+                w,
+                "scheduler,clients,cpus,ordinary_median_ns,balancing_median_ns,balancing_p99_ns,\
+                 balancing_per_1000,moved_per_step,steps,decisions,clock_ns"
+            )?;
+            for r in &results {
+                writeln!(
+                    w,
+                    "{},{},{},{},{},{},{:.3},{:.3},{},{},{:.1}",
+                    r.scheduler,
+                    r.clients,
+                    r.cpus,
+                    or_empty(r.ordinary_median_ns),
+                    or_empty(r.balancing_median_ns),
+                    or_empty(r.balancing_p99_ns),
+                    r.balancing_per_1000,
+                    r.moved_per_step,
+                    r.steps,
+                    r.decisions,
+                    r.clock_ns
+                )?;
+            }
+            Ok(())
+        })?;
+    }
+    Ok(results)
 }
 
 /// One bench-sim measurement.

@@ -39,6 +39,8 @@ sleep = { dist = "exponential", mean = "10ms" }
 #[test]
 fn bad_scenarios_exit_2_with_file_line_and_field() {
     let dir = tmp("bad");
+    const SLEEP: &str = "sleep = { dist = \"exponential\", mean = \"10ms\" }";
+    const CLAIM: &str = "[[claim]]\npaper = \"p\"\nsource = \"s\"\nscheduler = \"wfq\"\n";
     let cases: &[(&str, &str, &str)] = &[
         ("unknown", "weight = 1", "weight = 1\ncolour = \"red\""),
         ("wrongtype", "cpus = 2", "cpus = \"two\""),
@@ -53,6 +55,27 @@ fn bad_scenarios_exit_2_with_file_line_and_field() {
             "name = \"a\"\nweight = 1\nweight_changes = [{ at = \"2s\", weight = 2 }, { at = \"1s\", weight = 3 }]",
         ),
         ("badunit", "horizon = \"1s\"", "horizon = \"1 parsec\""),
+        ("window0", SLEEP, &format!("{SLEEP}\n[report]\nlag_windows = [\"0s\"]")),
+        ("windowlong", SLEEP, &format!("{SLEEP}\n[report]\nlag_windows = [\"100ms\", \"2s\"]")),
+        ("windowdup", SLEEP, &format!("{SLEEP}\n[report]\nlag_windows = [\"100ms\", \"100ms\"]")),
+        ("windowmany", SLEEP, &format!("{SLEEP}\n[report]\nlag_windows = [\"1us\"]")),
+        ("windowunit", SLEEP, &format!("{SLEEP}\n[report]\nlag_windows = [\"5 parsecs\"]")),
+        ("windowclaim", SLEEP, &format!("{SLEEP}\n{CLAIM}metric = \"window_lag\"\nmax = 1.0")),
+        (
+            "windowlen",
+            SLEEP,
+            &format!("{SLEEP}\n[report]\nlag_windows = [\"100ms\"]\n{CLAIM}metric = \"window_lag\"\nwindow_length = \"200ms\"\nmax = 1.0"),
+        ),
+        (
+            "windowlenlag",
+            SLEEP,
+            &format!("{SLEEP}\n[report]\nlag_windows = [\"100ms\"]\n{CLAIM}metric = \"lag\"\nwindow_length = \"100ms\"\nmax = 1.0"),
+        ),
+        (
+            "growthone",
+            SLEEP,
+            &format!("{SLEEP}\n[report]\nlag_windows = [\"100ms\"]\n{CLAIM}metric = \"window_lag_growth\"\nmax = 1.0"),
+        ),
     ];
     let expect_field = [
         "colour",
@@ -64,7 +87,17 @@ fn bad_scenarios_exit_2_with_file_line_and_field() {
         "client[0].depart",
         "weight_changes[1].at",
         "horizon",
+        "report.lag_windows[0]",
+        "report.lag_windows[1]",
+        "report.lag_windows[1]",
+        "report.lag_windows[0]",
+        "lag_windows",
+        "claim[0].metric",
+        "claim[0].window_length",
+        "claim[0].window_length",
+        "claim[0].metric",
     ];
+    assert_eq!(cases.len(), expect_field.len());
     for ((name, from, to), field) in cases.iter().zip(expect_field) {
         assert!(GOOD.contains(from), "{name}: test text");
         let file = dir.join(format!("{name}.toml"));
@@ -149,7 +182,9 @@ fn chromium() -> Option<PathBuf> {
     })
 }
 
-/// `compare` writes a report that opens in headless Chromium with every plot loaded.
+/// `compare` writes a report that opens in headless Chromium with every plot
+/// loaded: a paper scenario, and the example with windowed lag (its bar chart
+/// and table).
 #[test]
 fn report_renders_in_headless_chromium() {
     let Some(browser) = chromium() else {
@@ -160,42 +195,44 @@ fn report_renders_in_headless_chromium() {
         eprintln!("skipped: no chromium on PATH (CI installs it and sets PROPSHARE_REQUIRE_BROWSER)");
         return;
     };
-    let dir = tmp("html");
-    let o = propshare(&[
-        "compare",
-        "../../scenarios/papers/sfs/readjust-4.2.toml",
-        "--quiet",
-        "--out",
-        dir.to_str().unwrap(),
-    ]);
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    let index = dir.join("index.html");
-    let profile = dir.join("profile");
-    let out = Command::new(browser)
-        .args([
-            "--headless",
-            "--no-sandbox",
-            "--disable-gpu",
-            "--disable-quic",
-            "--no-first-run",
-            "--disable-background-networking",
-            "--disable-component-update",
-            "--disable-sync",
-            "--allow-file-access-from-files",
-            "--virtual-time-budget=5000",
-        ])
-        .arg(format!("--user-data-dir={}", profile.display()))
-        .arg("--dump-dom")
-        .arg(format!("file://{}", index.display()))
-        .output()
-        .expect("chromium runs");
-    let dom = String::from_utf8_lossy(&out.stdout);
-    let marker = dom
-        .split("data-plots=\"")
-        .nth(1)
-        .and_then(|s| s.split('"').next())
-        .unwrap_or_else(|| panic!("no data-plots marker; stderr: {}", String::from_utf8_lossy(&out.stderr)));
-    let (loaded, total) = marker.split_once('/').unwrap();
-    assert!(total.parse::<u32>().unwrap() >= 5, "{marker}");
-    assert_eq!(loaded, total, "plots that failed to load: {marker}");
+    for (name, scenario) in [
+        ("html", "../../scenarios/papers/sfs/readjust-4.2.toml"),
+        ("html-windows", "../../scenarios/examples/mixed.toml"),
+    ] {
+        let dir = tmp(name);
+        let o = propshare(&["compare", scenario, "--quiet", "--out", dir.to_str().unwrap()]);
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        let index = dir.join("index.html");
+        let profile = dir.join("profile");
+        let out = Command::new(&browser)
+            .args([
+                "--headless",
+                "--no-sandbox",
+                "--disable-gpu",
+                "--disable-quic",
+                "--no-first-run",
+                "--disable-background-networking",
+                "--disable-component-update",
+                "--disable-sync",
+                "--allow-file-access-from-files",
+                "--virtual-time-budget=5000",
+            ])
+            .arg(format!("--user-data-dir={}", profile.display()))
+            .arg("--dump-dom")
+            .arg(format!("file://{}", index.display()))
+            .output()
+            .expect("chromium runs");
+        let dom = String::from_utf8_lossy(&out.stdout);
+        let marker = dom
+            .split("data-plots=\"")
+            .nth(1)
+            .and_then(|s| s.split('"').next())
+            .unwrap_or_else(|| panic!("no data-plots marker; stderr: {}", String::from_utf8_lossy(&out.stderr)));
+        let (loaded, total) = marker.split_once('/').unwrap();
+        assert!(total.parse::<u32>().unwrap() >= 5, "{scenario}: {marker}");
+        assert_eq!(loaded, total, "{scenario}: plots that failed to load: {marker}");
+        if name == "html-windows" {
+            assert!(dom.contains("window_lag.svg") && dom.contains("500 ms windows"), "no windowed lag in the report");
+        }
+    }
 }

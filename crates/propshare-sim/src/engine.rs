@@ -53,6 +53,15 @@
 //! stops running, which is where we sample. The papers' service error
 //! e_C = w_C − W_T φ_C/Φ_T (static sets) is sampled at the same points for the
 //! same reason.
+//!
+//! Windowed lag ([`Engine::lag_windows`], the DWRR paper's Fig. 5): for a
+//! window length t, the run is cut into windows `[k·t, (k+1)·t)` and each
+//! client's lag over a window is the ideal service in it minus the service
+//! received in it, i.e. `lag((k+1)·t) − lag(k·t)`. Both ends are read exactly
+//! at the window edges (received service in whole ns, ideal in fixed point),
+//! so the windows of one length tile the run: their lags sum to the lag at the
+//! last edge. The relative error of a window is its lag over its ideal
+//! service. Cost: O(N) per edge.
 
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
@@ -285,6 +294,28 @@ pub struct ClientStats {
     /// Fraction of the band grid's instants at which |lag| was within the
     /// band ([`Engine::lag_band`]), over the instants the client was present.
     pub within_band: Option<f64>,
+    /// Lag over fixed windows, one entry per window length ([`Engine::lag_windows`]).
+    pub window_lags: Vec<WindowLag>,
+}
+
+/// One client's lag over the windows `[k·t, (k+1)·t)` of one length t
+/// ([`Engine::lag_windows`]); only windows the client was present for from
+/// start to end count.
+#[derive(Clone, Debug, PartialEq)]
+pub struct WindowLag {
+    /// The window length t, ns.
+    pub length: Time,
+    /// Windows measured.
+    pub windows: u64,
+    /// Smallest window lag (ideal − received in the window), ns (0 if none).
+    pub min_lag: f64,
+    /// Largest window lag, ns (0 if none).
+    pub max_lag: f64,
+    /// Largest |lag| / ideal over the windows with some ideal service.
+    pub max_rel_error: Option<f64>,
+    /// Sum of the window lags, ns: the lag at the last window's end minus the
+    /// lag at the first window's start.
+    pub total_lag: f64,
 }
 
 /// Results of one run.
@@ -425,6 +456,8 @@ enum Event {
     CpuStart(u32),
     SampleGrid,
     BandGrid,
+    /// An edge of the windows of length `lag_windows[j]`.
+    WindowEdge(u32),
 }
 
 /// Order of events at one instant: client events, then CPU stops, then CPU
@@ -439,7 +472,7 @@ impl Event {
     fn class(&self) -> u64 {
         match self {
             Event::CpuStart(_) => CLASS_CPU_START,
-            Event::SampleGrid | Event::BandGrid => CLASS_SAMPLE,
+            Event::SampleGrid | Event::BandGrid | Event::WindowEdge(_) => CLASS_SAMPLE,
             _ => CLASS_CLIENT,
         }
     }
@@ -707,6 +740,53 @@ fn ns_of_fixed(v: i128) -> f64 {
     v as f64 / (1u128 << FRAC) as f64
 }
 
+/// One client's windowed lag for one window length, during the run.
+#[derive(Clone, Copy, Debug, Default)]
+struct WindowState {
+    /// Ideal and received service at the last edge, if the client was present then.
+    edge: Option<(Service, Time)>,
+    windows: u64,
+    /// Extremes and sum of the window lags, fixed point.
+    min: i128,
+    max: i128,
+    total: i128,
+    max_rel: Option<f64>,
+}
+
+impl WindowState {
+    /// The client is at an edge with `ideal` and `received` service
+    /// (`None`: absent): close the window that ends here, open the next.
+    fn edge(&mut self, now: Option<(Service, Time)>) {
+        if let (Some((i0, r0)), Some((i1, r1))) = (self.edge, now) {
+            let ideal = i1 - i0;
+            let lag = ideal as i128 - (((r1 - r0) as i128) << FRAC);
+            if self.windows == 0 {
+                (self.min, self.max) = (lag, lag);
+            } else {
+                (self.min, self.max) = (self.min.min(lag), self.max.max(lag));
+            }
+            self.windows += 1;
+            self.total += lag;
+            if ideal > 0 {
+                let rel = (lag as f64 / ideal as f64).abs();
+                self.max_rel = Some(self.max_rel.map_or(rel, |m| m.max(rel)));
+            }
+        }
+        self.edge = now;
+    }
+
+    fn stats(&self, length: Time) -> WindowLag {
+        WindowLag {
+            length,
+            windows: self.windows,
+            min_lag: ns_of_fixed(self.min),
+            max_lag: ns_of_fixed(self.max),
+            max_rel_error: self.max_rel,
+            total_lag: ns_of_fixed(self.total),
+        }
+    }
+}
+
 #[derive(Clone, Copy, Debug)]
 struct Running {
     client: usize,
@@ -749,6 +829,9 @@ pub struct Engine<S: Scheduler> {
     band: Option<(Time, Time)>,
     /// Per client: (grid instants present, instants within the band).
     band_counts: Vec<(u64, u64)>,
+    /// Window lengths of the windowed lag, and its state: client i, length j at `i * lengths + j`.
+    lag_windows: Vec<Time>,
+    window_lag: Vec<WindowState>,
     series_every: Option<Time>,
     /// The clients whose lag is recorded over time, and their series (by slot).
     series_clients: Vec<usize>,
@@ -785,6 +868,17 @@ impl<S: Scheduler> Engine<S> {
         self.band = Some((every.max(1), band));
         self.band_counts = vec![(0, 0); self.clients.len()];
         self.push(every.max(1), Event::BandGrid);
+    }
+
+    /// Measure every client's lag over the windows `[k·t, (k+1)·t)` for each
+    /// window length t in `lengths` (each at least 1 ns), up to the horizon:
+    /// O(N) work at every window edge.
+    pub fn lag_windows(&mut self, lengths: &[Time]) {
+        self.lag_windows = lengths.iter().map(|&t| t.max(1)).collect();
+        self.window_lag = vec![WindowState::default(); lengths.len() * self.clients.len()];
+        for j in 0..lengths.len() {
+            self.push(0, Event::WindowEdge(j as u32));
+        }
     }
 
     /// Also measure each client's CPU time inside these time windows `[start, end)`.
@@ -887,6 +981,8 @@ impl<S: Scheduler> Engine<S> {
             window_received: Vec::new(),
             band: None,
             band_counts: Vec::new(),
+            lag_windows: Vec::new(),
+            window_lag: Vec::new(),
             series_every: None,
             series_clients: Vec::new(),
             series: Vec::new(),
@@ -978,8 +1074,20 @@ impl<S: Scheduler> Engine<S> {
             }
         }
         // Free the scheduler, the fluid and the queues before the results are built.
-        let Engine { clients, mut report, cost, windows, window_received, mut series, band_counts, .. } = self;
+        let Engine {
+            clients,
+            mut report,
+            cost,
+            windows,
+            window_received,
+            mut series,
+            band_counts,
+            lag_windows,
+            window_lag,
+            ..
+        } = self;
         let w = windows.len();
+        let lw = lag_windows.len();
         report.decision_cost = cost;
         report.clients = clients
             .into_iter()
@@ -998,6 +1106,7 @@ impl<S: Scheduler> Engine<S> {
                 lag_series: if c.series == NONE { Vec::new() } else { std::mem::take(&mut series[c.series as usize]) },
                 window_received: window_received.get(i * w..(i + 1) * w).map(<[Time]>::to_vec).unwrap_or_default(),
                 within_band: band_counts.get(i).filter(|b| b.0 > 0).map(|b| b.1 as f64 / b.0 as f64),
+                window_lags: lag_windows.iter().enumerate().map(|(j, &t)| window_lag[i * lw + j].stats(t)).collect(),
                 name: c.name,
             })
             .collect();
@@ -1097,6 +1206,18 @@ impl<S: Scheduler> Engine<S> {
                     }
                 }
                 self.push(now + every, Event::BandGrid);
+            }
+            Event::WindowEdge(j) => {
+                let j = j as usize;
+                let lengths = self.lag_windows.len();
+                for i in 0..self.clients.len() {
+                    let now_service = self.service_now(i).map(|r| (self.fluid.ideal(now, Self::id(i)), r));
+                    self.window_lag[i * lengths + j].edge(now_service);
+                }
+                let next = now.saturating_add(self.lag_windows[j]);
+                if next <= self.cfg.horizon {
+                    self.push(next, Event::WindowEdge(j as u32));
+                }
             }
             Event::SampleGrid => {
                 for k in 0..self.series_clients.len() {
@@ -1198,7 +1319,9 @@ impl<S: Scheduler> Engine<S> {
         let mut client = SimClient::new(member);
         client.chain = k as u32;
         self.clients.push(client);
+        // Per-client measurement slots, laid out client-major, grow at the end.
         self.window_received.extend(std::iter::repeat_n(0, self.windows.len()));
+        self.window_lag.extend(std::iter::repeat_n(WindowState::default(), self.lag_windows.len()));
         if self.band.is_some() {
             self.band_counts.push((0, 0));
         }
@@ -1208,16 +1331,21 @@ impl<S: Scheduler> Engine<S> {
         self.handle(Event::Arrive(i as u32), trace)
     }
 
+    /// Client i's received service up to now, ns, if it is present.
+    #[inline]
+    fn service_now(&self, i: usize) -> Option<Time> {
+        let c = &self.clients[i];
+        match c.state {
+            State::Absent | State::Gone => None,
+            State::Running(cpu) => Some(c.received + self.now.saturating_sub(self.running_start[cpu as usize])),
+            State::Waiting | State::Blocked => Some(c.received),
+        }
+    }
+
     /// Client i's lag now (fixed point), if it is present.
     fn lag_now(&mut self, i: usize) -> Option<i128> {
-        let now = self.now;
-        let c = &self.clients[i];
-        let received = match c.state {
-            State::Absent | State::Gone => return None,
-            State::Running(cpu) => c.received + now.saturating_sub(self.running_start[cpu as usize]),
-            State::Waiting | State::Blocked => c.received,
-        };
-        Some(self.fluid.ideal(now, Self::id(i)) as i128 - ((received as i128) << FRAC))
+        let received = self.service_now(i)?;
+        Some(self.fluid.ideal(self.now, Self::id(i)) as i128 - ((received as i128) << FRAC))
     }
 
     /// Lag and service-error sample for client i at `now`. Integer
@@ -1225,12 +1353,7 @@ impl<S: Scheduler> Engine<S> {
     #[inline]
     fn sample(&mut self, i: usize) {
         let now = self.now;
-        let c = &self.clients[i];
-        let received = match c.state {
-            State::Absent | State::Gone => return,
-            State::Running(cpu) => c.received + now.saturating_sub(self.running_start[cpu as usize]),
-            State::Waiting | State::Blocked => c.received,
-        };
+        let Some(received) = self.service_now(i) else { return };
         let ideal: Service = self.fluid.ideal(now, Self::id(i));
         let lag = ideal as i128 - ((received as i128) << FRAC);
         let error = if self.static_set {

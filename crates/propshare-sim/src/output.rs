@@ -18,7 +18,7 @@ use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
-use crate::engine::{SimReport, TraceEvent};
+use crate::engine::{SimReport, TraceEvent, WindowLag};
 
 /// One client's metrics, in the units a reader wants (quanta, shares).
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -63,6 +63,57 @@ pub struct ClientMetrics {
     pub window_received_ns: Vec<u64>,
     /// Fraction of the time (band grid) with |lag| within one quantum, when measured.
     pub within_quantum: Option<f64>,
+    /// Lag over fixed windows, per window length, when measured.
+    pub window_lag: Vec<WindowLagMetrics>,
+}
+
+/// Lag over the windows `[k·t, (k+1)·t)` of one length t (DWRR paper, Fig. 5):
+/// of one client, or of every client of a run together.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct WindowLagMetrics {
+    /// The window length t, ns.
+    pub window_ns: u64,
+    /// Windows measured (over all clients, for a run).
+    pub windows: u64,
+    /// Smallest window lag (ideal − received in the window), quanta.
+    pub min_lag: f64,
+    /// Largest window lag, quanta.
+    pub max_lag: f64,
+    /// Largest |window lag| / ideal service in the window.
+    pub max_rel_error: Option<f64>,
+}
+
+impl WindowLagMetrics {
+    fn of(w: &WindowLag, q: f64) -> WindowLagMetrics {
+        WindowLagMetrics {
+            window_ns: w.length,
+            windows: w.windows,
+            min_lag: w.min_lag / q,
+            max_lag: w.max_lag / q,
+            max_rel_error: w.max_rel_error,
+        }
+    }
+
+    /// The largest |window lag|, quanta (the paper's bar).
+    pub fn max_abs_lag(&self) -> f64 {
+        self.min_lag.abs().max(self.max_lag.abs())
+    }
+
+    /// The extremes over several clients' metrics for window length `window_ns`
+    /// (clients with no window left out).
+    pub fn over<'a>(window_ns: u64, all: impl Iterator<Item = &'a WindowLagMetrics>) -> WindowLagMetrics {
+        let empty = WindowLagMetrics { window_ns, windows: 0, min_lag: 0.0, max_lag: 0.0, max_rel_error: None };
+        all.filter(|m| m.windows > 0).fold(empty, |a, m| WindowLagMetrics {
+            window_ns,
+            windows: a.windows + m.windows,
+            min_lag: if a.windows == 0 { m.min_lag } else { a.min_lag.min(m.min_lag) },
+            max_lag: if a.windows == 0 { m.max_lag } else { a.max_lag.max(m.max_lag) },
+            max_rel_error: match (a.max_rel_error, m.max_rel_error) {
+                (Some(x), Some(y)) => Some(x.max(y)),
+                (x, y) => x.or(y),
+            },
+        })
+    }
 }
 
 /// A run's metrics.
@@ -96,6 +147,8 @@ pub struct RunMetrics {
     pub max_lag: f64,
     /// Smallest lag over clients, quanta.
     pub min_lag: f64,
+    /// Windowed lag over every client, per window length, when measured.
+    pub window_lag: Vec<WindowLagMetrics>,
     /// Per client.
     pub clients: Vec<ClientMetrics>,
 }
@@ -139,6 +192,7 @@ pub fn metrics(scenario: &str, r: &SimReport) -> RunMetrics {
                 migrations: c.migrations,
                 window_received_ns: c.window_received.clone(),
                 within_quantum: c.within_band,
+                window_lag: c.window_lags.iter().map(|w| WindowLagMetrics::of(w, q)).collect(),
             }
         })
         .collect();
@@ -158,6 +212,15 @@ pub fn metrics(scenario: &str, r: &SimReport) -> RunMetrics {
         idle_fraction: r.idle_while_waiting as f64 / total,
         max_lag: clients.iter().map(|c| c.max_lag).fold(f64::NEG_INFINITY, f64::max).max(0.0),
         min_lag: clients.iter().map(|c| c.min_lag).fold(f64::INFINITY, f64::min).min(0.0),
+        window_lag: r
+            .clients
+            .first()
+            .map(|c| c.window_lags.iter().map(|w| w.length).collect::<Vec<_>>())
+            .unwrap_or_default()
+            .into_iter()
+            .enumerate()
+            .map(|(j, t)| WindowLagMetrics::over(t, clients.iter().map(|c| &c.window_lag[j])))
+            .collect(),
         clients,
     }
 }
@@ -228,6 +291,33 @@ pub fn write_metrics_csv(path: &Path, runs: &[RunMetrics]) -> io::Result<()> {
                     c.runs,
                     c.migrations
                 )?;
+            }
+        }
+        Ok(())
+    })
+}
+
+/// Windowed lag as tidy CSV: one row per scheduler, seed, client and window length.
+pub fn write_window_lag_csv(path: &Path, runs: &[RunMetrics]) -> io::Result<()> {
+    write_atomic(path, |w| {
+        writeln!(w, "scenario,scheduler,seed,client,window_ns,windows,min_lag,max_lag,max_rel_error")?;
+        for r in runs {
+            for c in &r.clients {
+                for m in &c.window_lag {
+                    writeln!(
+                        w,
+                        "{},{},{},{},{},{},{},{},{}",
+                        csv(&r.scenario),
+                        csv(&c.scheduler),
+                        c.seed,
+                        csv(&c.client),
+                        m.window_ns,
+                        m.windows,
+                        m.min_lag,
+                        m.max_lag,
+                        m.max_rel_error.map(|x| x.to_string()).unwrap_or_default()
+                    )?;
+                }
             }
         }
         Ok(())

@@ -4,6 +4,7 @@
 use std::path::Path;
 
 use plotters::prelude::*;
+use plotters::style::text_anchor::{HPos, Pos, VPos};
 
 /// A named series of (x, y) points.
 pub struct Series {
@@ -22,7 +23,8 @@ pub enum Scale {
     Log,
 }
 
-type PlotResult = Result<(), Box<dyn std::error::Error>>;
+/// What drawing a plot returns.
+pub type PlotResult = Result<(), Box<dyn std::error::Error>>;
 
 fn bounds(series: &[Series], axis: impl Fn(&(f64, f64)) -> f64, scale: Scale) -> (f64, f64) {
     let vals = series.iter().flat_map(|s| s.points.iter().map(&axis)).filter(|v| v.is_finite());
@@ -44,6 +46,41 @@ fn bounds(series: &[Series], axis: impl Fn(&(f64, f64)) -> f64, scale: Scale) ->
             (lo - pad, hi + pad)
         }
     }
+}
+
+/// At most about `2 · buckets` points that draw like `points` (in x order):
+/// the x range is cut into `buckets` equal slices and each keeps its lowest
+/// and highest point, in x order, so every extreme survives. A lag series
+/// of a long run has millions of points; an SVG needs a few thousand.
+pub fn envelope(points: &[(f64, f64)], buckets: usize) -> Vec<(f64, f64)> {
+    let (Some(first), Some(last)) = (points.first(), points.last()) else { return Vec::new() };
+    if points.len() <= 2 * buckets.max(1) {
+        return points.to_vec();
+    }
+    let span = (last.0 - first.0).max(f64::MIN_POSITIVE);
+    let slice_of = |x: f64| (((x - first.0) / span * buckets as f64) as usize).min(buckets - 1);
+    let mut out = Vec::with_capacity(2 * buckets);
+    let mut k = 0;
+    while k < points.len() {
+        let b = slice_of(points[k].0);
+        let (mut lo, mut hi) = (k, k);
+        let mut end = k;
+        while end < points.len() && slice_of(points[end].0) == b {
+            if points[end].1 < points[lo].1 {
+                lo = end;
+            }
+            if points[end].1 > points[hi].1 {
+                hi = end;
+            }
+            end += 1;
+        }
+        out.push(points[lo.min(hi)]);
+        if lo != hi {
+            out.push(points[lo.max(hi)]);
+        }
+        k = end;
+    }
+    out
 }
 
 /// A line chart of several series.
@@ -188,4 +225,124 @@ pub fn histogram(path: &Path, title: &str, x_label: &str, series: &[Series], bin
     chart.configure_series_labels().background_style(WHITE.mix(0.85)).border_style(BLACK).draw()?;
     root.present()?;
     Ok(())
+}
+
+/// A tick value with at most three significant digits and no float noise.
+fn tick(v: &f64) -> String {
+    let decimals = if *v == 0.0 || v.abs() >= 100.0 { 0 } else { (2.0 - v.abs().log10().floor()) as usize };
+    format!("{v:.decimals$}")
+}
+
+/// One series of a grouped bar chart: a value (or none) and a label to write
+/// above the bar, per group.
+pub struct BarSeries {
+    /// Legend label.
+    pub name: String,
+    /// One value per group.
+    pub values: Vec<Option<f64>>,
+    /// One label per group (may be empty).
+    pub labels: Vec<String>,
+}
+
+/// A grouped bar chart: one group per entry of `groups` along x, in each
+/// group one bar per series, its label written above it. On a log y axis
+/// (values must be positive) bars rise from below the smallest value.
+pub fn grouped_bars(
+    path: &Path,
+    title: &str,
+    (x_label, y_label): (&str, &str),
+    groups: &[String],
+    series: &[BarSeries],
+    y_scale: Scale,
+) -> PlotResult {
+    let root = SVGBackend::new(path, (900, 480)).into_drawing_area();
+    root.fill(&WHITE)?;
+    let n = groups.len().max(1);
+    let values = || series.iter().flat_map(|s| s.values.iter().flatten()).copied().filter(|v| v.is_finite());
+    let hi = values().fold(0.0, f64::max);
+    let lo = values().filter(|v| *v > 0.0).fold(f64::INFINITY, f64::min);
+    // Group k is centred on x = k, its bars share [k - 0.4, k + 0.4].
+    let x = -0.5f64..n as f64 - 0.5;
+    let mut builder = ChartBuilder::on(&root);
+    builder.caption(title, ("sans-serif", 20)).margin(12).x_label_area_size(40).y_label_area_size(70);
+    let name_at = |x: &f64| {
+        let k = x.round();
+        if (x - k).abs() < 1e-6 && k >= 0.0 {
+            groups.get(k as usize).cloned().unwrap_or_default()
+        } else {
+            String::new()
+        }
+    };
+    let width = 0.8 / series.len().max(1) as f64;
+    let above = TextStyle::from(("sans-serif", 11).into_font()).pos(Pos::new(HPos::Center, VPos::Bottom));
+    macro_rules! draw {
+        ($chart:expr, $floor:expr) => {{
+            let mut chart = $chart;
+            let floor: f64 = $floor;
+            chart
+                .configure_mesh()
+                .disable_x_mesh()
+                .x_labels(n)
+                .x_label_formatter(&name_at)
+                .y_label_formatter(&tick)
+                .x_desc(x_label)
+                .y_desc(y_label)
+                .draw()?;
+            for (si, s) in series.iter().enumerate() {
+                let color = Palette99::pick(si).to_rgba();
+                let left = |g: usize| g as f64 - 0.4 + si as f64 * width;
+                let shown = |v: &Option<f64>| v.filter(|v| v.is_finite()).map(|v| v.max(floor));
+                chart
+                    .draw_series(s.values.iter().enumerate().filter_map(|(g, v)| {
+                        let v = shown(v).filter(|&v| v > floor)?;
+                        Some(Rectangle::new([(left(g), floor), (left(g) + width * 0.9, v)], color.filled()))
+                    }))?
+                    .label(s.name.clone())
+                    .legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 12, y + 5)], color.filled()));
+                chart.draw_series(s.values.iter().zip(&s.labels).enumerate().filter_map(|(g, (v, l))| {
+                    let v = shown(v).filter(|_| !l.is_empty())?;
+                    Some(Text::new(l.clone(), (left(g) + width * 0.45, v), above.clone()))
+                }))?;
+            }
+            chart
+                .configure_series_labels()
+                .position(SeriesLabelPosition::UpperLeft)
+                .background_style(WHITE.mix(0.85))
+                .border_style(BLACK)
+                .draw()?;
+        }};
+    }
+    // Headroom above the tallest bar for its label and the legend.
+    match y_scale {
+        Scale::Log if lo.is_finite() => {
+            // At most five decades: smaller values sit on the floor.
+            let floor = lo.max(hi * 1e-5) / 2.0;
+            draw!(builder.build_cartesian_2d(x, (floor..hi * 40.0).log_scale())?, floor)
+        }
+        _ => draw!(builder.build_cartesian_2d(x, 0f64..if hi > 0.0 { hi * 1.4 } else { 1.0 })?, 0.0),
+    }
+    root.present()?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::envelope;
+
+    /// The envelope keeps at most two points per slice, in x order, and
+    /// every slice's lowest and highest point.
+    #[test]
+    fn envelope_keeps_every_extreme() {
+        let points: Vec<(f64, f64)> = (0..10_000).map(|i| (i as f64, ((i * 7919) % 1000) as f64 - 500.0)).collect();
+        let e = envelope(&points, 100);
+        assert!(e.len() <= 200 && e.len() >= 100, "{} points", e.len());
+        assert!(e.windows(2).all(|w| w[0].0 < w[1].0));
+        for slice in points.chunks(100) {
+            let lo = slice.iter().map(|p| p.1).fold(f64::INFINITY, f64::min);
+            let hi = slice.iter().map(|p| p.1).fold(f64::NEG_INFINITY, f64::max);
+            let inside: Vec<f64> = e.iter().filter(|p| p.0 >= slice[0].0 && p.0 <= slice[99].0).map(|p| p.1).collect();
+            assert!(inside.contains(&lo) && inside.contains(&hi));
+        }
+        assert_eq!(envelope(&points[..150], 100), points[..150].to_vec());
+    }
 }

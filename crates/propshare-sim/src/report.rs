@@ -11,7 +11,7 @@ use std::io::Write as _;
 use std::path::Path;
 
 use crate::output::write_atomic;
-use crate::run::ScenarioResult;
+use crate::run::{duration_label, window_lag_of, ScenarioResult};
 
 fn esc(s: &str) -> String {
     s.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;").replace('"', "&quot;")
@@ -129,6 +129,7 @@ fn section(out: &mut String, r: &ScenarioResult) {
         );
     }
     out.push_str("</table><p class=\"note\">Lag and service error in quanta; ranges over all clients and runs.</p>\n");
+    window_lag_table(out, r);
     for (file, caption) in &r.plots {
         let _ = writeln!(
             out,
@@ -138,6 +139,44 @@ fn section(out: &mut String, r: &ScenarioResult) {
             esc(caption)
         );
     }
+}
+
+/// The windowed lag (DWRR paper, Fig. 5): per scheduler and window length,
+/// the largest |lag| over every client and window in ms, and the largest
+/// relative error.
+fn window_lag_table(out: &mut String, r: &ScenarioResult) {
+    let lengths = &r.scenario.report.lag_windows;
+    if lengths.is_empty() {
+        return;
+    }
+    out.push_str("<table><tr><th class=l>scheduler</th>");
+    for &t in lengths {
+        let _ = write!(out, "<th>{} windows</th>", esc(&duration_label(t)));
+    }
+    out.push_str("</tr>\n");
+    let mut names: Vec<&str> = r.runs.iter().map(|m| m.scheduler.as_str()).collect();
+    names.dedup();
+    for name in names {
+        let q = r.runs.iter().find(|m| m.scheduler == name).map_or(0, |m| m.quantum_ns) as f64;
+        let _ = write!(out, "<tr><td class=l>{}</td>", esc(name));
+        for &t in lengths {
+            let cell = match window_lag_of(&r.runs, name, t) {
+                Some(m) => format!(
+                    "{:.1} ms ({})",
+                    m.max_abs_lag() * q / 1e6,
+                    m.max_rel_error.map_or("n/a".into(), |e| format!("{:.2}%", 100.0 * e))
+                ),
+                None => "n/a".into(),
+            };
+            let _ = write!(out, "<td>{cell}</td>");
+        }
+        out.push_str("</tr>\n");
+    }
+    out.push_str(
+        "</table><p class=\"note\">Windowed lag: the run is cut into windows of each length; in each, a client's \
+         lag is its ideal service minus the service it received there. Largest |lag| over every client and \
+         window, and in brackets the largest relative error (lag / ideal service in the window).</p>\n",
+    );
 }
 
 /// Write `dir/index.html` for `results`, grouped by paper, under `title`.

@@ -124,6 +124,9 @@ pub fn run_scenario(
                 engine.measure_cost();
             }
             engine.windows(&windows);
+            if !scn.report.lag_windows.is_empty() {
+                engine.lag_windows(&scn.report.lag_windows);
+            }
             if scn.claims.iter().any(|c| c.metric == ClaimMetric::WithinQuantum) {
                 let every = scn.report.sample_every.unwrap_or(cfg.quantum);
                 engine.lag_band(every, cfg.quantum);
@@ -179,7 +182,10 @@ pub fn run_scenario(
                         .filter(|c| !c.lag_series.is_empty())
                         .map(|c| Series {
                             name: c.name.clone(),
-                            points: c.lag_series.iter().map(|&(t, l)| (t as f64 / 1e9, l / q)).collect(),
+                            points: plot::envelope(
+                                &c.lag_series.iter().map(|&(t, l)| (t as f64 / 1e9, l / q)).collect::<Vec<_>>(),
+                                1000,
+                            ),
                         })
                         .collect();
                     lag_plot.push((name.clone(), series));
@@ -233,6 +239,17 @@ pub fn run_scenario(
         plot::histogram(&dir.join(&file), "distribution of per-client max and min lag", "lag (quanta)", &dist, 30)
             .map_err(|e| RunError::Plot { path: file.clone(), message: e.to_string() })?;
         plots.push((file, "distribution of each client's largest and smallest lag, all schedulers".into()));
+        if !scn.report.lag_windows.is_empty() {
+            let file = format!("{}__window_lag.svg", slug(&scn.name));
+            window_lag_chart(&dir.join(&file), &scn.report.lag_windows, &schedulers, &runs)
+                .map_err(|e| RunError::Plot { path: file.clone(), message: e.to_string() })?;
+            plots.push((
+                file,
+                "largest |lag| over every client and every window of each length, per scheduler (the DWRR paper's \
+                 Fig. 5); above each bar, the largest relative error (window lag / ideal service in the window)"
+                    .into(),
+            ));
+        }
     }
     if let Some(dir) = &opts.out {
         let base = slug(&scn.name);
@@ -240,9 +257,59 @@ pub fn run_scenario(
         output::write_metrics_json(&j, &runs).map_err(io_err(&j))?;
         let c = dir.join(format!("{base}.metrics.csv"));
         output::write_metrics_csv(&c, &runs).map_err(io_err(&c))?;
+        if !scn.report.lag_windows.is_empty() {
+            let w = dir.join(format!("{base}.window_lag.csv"));
+            output::write_window_lag_csv(&w, &runs).map_err(io_err(&w))?;
+        }
     }
     let verdicts = scn.claims.iter().map(|c| judge(c, &windows, &runs)).collect();
     Ok(ScenarioResult { scenario: scn.clone(), runs, verdicts, plots, costs })
+}
+
+/// A window length for people: `"5 s"`, `"250 ms"`.
+pub fn duration_label(t: Time) -> String {
+    match t {
+        t if t % 1_000_000_000 == 0 => format!("{} s", t / 1_000_000_000),
+        t if t % 1_000_000 == 0 => format!("{} ms", t / 1_000_000),
+        t if t % 1_000 == 0 => format!("{} us", t / 1_000),
+        t => format!("{t} ns"),
+    }
+}
+
+/// Window lag of one scheduler's runs for one window length: the extremes over every repeat.
+pub fn window_lag_of(runs: &[RunMetrics], scheduler: &str, length: Time) -> Option<output::WindowLagMetrics> {
+    let all = runs.iter().filter(|r| r.scheduler == scheduler).flat_map(|r| &r.window_lag);
+    Some(output::WindowLagMetrics::over(length, all.filter(|m| m.window_ns == length))).filter(|m| m.windows > 0)
+}
+
+/// The grouped bar chart of the DWRR paper's Fig. 5: per window length, one
+/// bar per scheduler, its largest |window lag| in ms, the largest relative
+/// error written above it.
+fn window_lag_chart(path: &Path, lengths: &[Time], schedulers: &[String], runs: &[RunMetrics]) -> plot::PlotResult {
+    let groups: Vec<String> = lengths.iter().map(|&t| duration_label(t)).collect();
+    let bars: Vec<plot::BarSeries> = schedulers
+        .iter()
+        .map(|s| {
+            let quantum = runs.iter().find(|r| &r.scheduler == s).map_or(0, |r| r.quantum_ns) as f64;
+            let (values, labels) = lengths
+                .iter()
+                .map(|&t| match window_lag_of(runs, s, t) {
+                    Some(m) => (
+                        Some(m.max_abs_lag() * quantum / 1e6),
+                        m.max_rel_error.map(|e| format!("{:.2}%", 100.0 * e)).unwrap_or_default(),
+                    ),
+                    None => (None, String::new()),
+                })
+                .unzip();
+            plot::BarSeries { name: s.clone(), values, labels }
+        })
+        .collect();
+    // A log axis when the bars span more than a factor 20, so small ones stay visible.
+    let values = || bars.iter().flat_map(|b| b.values.iter().flatten()).copied().filter(|&v| v > 0.0);
+    let spread = values().fold(0.0, f64::max) / values().fold(f64::INFINITY, f64::min);
+    let scale = if spread > 20.0 { Scale::Log } else { Scale::Linear };
+    let title = "largest |lag| over windows of each length";
+    plot::grouped_bars(path, title, ("window length", "max |lag| (ms)"), &groups, &bars, scale)
 }
 
 /// Evaluate one claim over the runs of its scheduler (all repeats);
@@ -263,6 +330,8 @@ pub fn judge(claim: &Claim, windows: &[(Time, Time)], runs: &[RunMetrics]) -> Ve
         let mut named = r.clients.iter().filter(|c| names_client(pattern, &c.client)).peekable();
         named.peek().is_some().then(|| named.map(&received).sum::<f64>())
     };
+    let of_length =
+        |m: &&output::WindowLagMetrics| m.windows > 0 && claim.window_length.is_none_or(|t| t == m.window_ns);
     let fold = |vals: Vec<f64>| -> Option<(f64, f64)> {
         let lo = vals.iter().copied().fold(f64::INFINITY, f64::min);
         let hi = vals.iter().copied().fold(f64::NEG_INFINITY, f64::max);
@@ -300,6 +369,53 @@ pub fn judge(claim: &Claim, windows: &[(Time, Time)], runs: &[RunMetrics]) -> Ve
                 .collect(),
         ),
         ClaimMetric::IdleFraction => fold(mine.iter().map(|r| r.idle_fraction).collect()),
+        ClaimMetric::WindowLag => fold(
+            mine.iter()
+                .flat_map(|r| r.clients.iter().filter(|c| about(&c.client)))
+                .flat_map(|c| c.window_lag.iter().filter(|m| of_length(m)))
+                .flat_map(|m| [m.min_lag, m.max_lag])
+                .collect(),
+        ),
+        ClaimMetric::WindowMaxAbsLag => fold(
+            mine.iter()
+                .filter_map(|r| {
+                    let all = r.clients.iter().filter(|c| about(&c.client)).flat_map(|c| &c.window_lag);
+                    all.filter(|m| of_length(m)).map(|m| m.max_abs_lag()).reduce(f64::max)
+                })
+                .collect(),
+        ),
+        ClaimMetric::WindowRelError => fold(
+            mine.iter()
+                .filter_map(|r| {
+                    let all = r.clients.iter().filter(|c| about(&c.client)).flat_map(|c| &c.window_lag);
+                    all.filter(|m| of_length(m)).filter_map(|m| m.max_rel_error).reduce(f64::max)
+                })
+                .collect(),
+        ),
+        ClaimMetric::WindowLagGrowth => fold(
+            mine.iter()
+                .filter_map(|r| {
+                    let at = |j: usize| {
+                        let all = r.clients.iter().filter(|c| about(&c.client)).filter_map(|c| c.window_lag.get(j));
+                        all.filter(|m| m.windows > 0).map(|m| m.max_abs_lag()).reduce(f64::max)
+                    };
+                    let by_length = |a: &(usize, &output::WindowLagMetrics), b: &(usize, &output::WindowLagMetrics)| {
+                        a.1.window_ns.cmp(&b.1.window_ns)
+                    };
+                    let shortest = r.window_lag.iter().enumerate().min_by(by_length)?.0;
+                    let longest = r.window_lag.iter().enumerate().max_by(by_length)?.0;
+                    Some(at(longest)? / at(shortest).filter(|&v| v > 0.0)?)
+                })
+                .collect(),
+        ),
+        ClaimMetric::MigrationsPerS => fold(
+            mine.iter()
+                .map(|r| {
+                    let moves: u64 = r.clients.iter().filter(|c| about(&c.client)).map(|c| c.migrations).sum();
+                    moves as f64 / (r.horizon_ns as f64 / 1e9)
+                })
+                .collect(),
+        ),
         ClaimMetric::WithinQuantum => fold(
             mine.iter()
                 .filter_map(|r| {

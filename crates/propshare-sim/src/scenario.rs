@@ -19,6 +19,10 @@ use toml::Spanned;
 
 use crate::engine::{Behavior, ChainSpec, ClientSpec, Dist, MemberLeaves, SimConfig};
 
+/// The most windows one length of `[report] lag_windows` may cut the horizon
+/// into (each window edge costs O(N)).
+pub const MAX_WINDOWS: u64 = 100_000;
+
 /// A scenario that could not be loaded: where and why.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 #[error("{file}:{line}:{column}: {field}{sep}{message}", sep = if field.is_empty() { "" } else { ": " })]
@@ -281,6 +285,8 @@ struct RawClaim {
     note: Option<String>,
     #[serde(default)]
     window: Option<Spanned<[Dur; 2]>>,
+    #[serde(default)]
+    window_length: Option<Spanned<Dur>>,
 }
 
 #[derive(Deserialize)]
@@ -292,6 +298,8 @@ struct RawReport {
     lag_clients: Vec<String>,
     #[serde(default)]
     gantt: Option<[Dur; 2]>,
+    #[serde(default)]
+    lag_windows: Vec<Spanned<Dur>>,
 }
 
 /// A metric a claim is about.
@@ -309,11 +317,26 @@ pub enum ClaimMetric {
     IdleFraction,
     /// Fraction of the time a client's |lag| is at most one quantum (mean over clients).
     WithinQuantum,
+    /// Lag over the windows of `[report] lag_windows` (ideal − received in
+    /// each window), range over clients and windows, in quanta.
+    WindowLag,
+    /// The largest |window lag| over clients and windows, in quanta (the DWRR paper's Fig. 5 bar).
+    WindowMaxAbsLag,
+    /// The largest |window lag| / ideal service in the window.
+    WindowRelError,
+    /// The largest |window lag| at the longest window length over that at the
+    /// shortest: the length ratio if lag grows linearly, about 1 if bounded.
+    WindowLagGrowth,
+    /// Migrations (starts on another CPU than the client's previous run) per
+    /// second of simulated time, over all clients (or of `client`).
+    MigrationsPerS,
 }
 
 impl ClaimMetric {
     /// The metric names accepted in files.
-    pub const NAMES: &'static str = "service_error, lag, share, share_ratio, idle_fraction, within_quantum";
+    pub const NAMES: &'static str = "service_error, lag, share, share_ratio, idle_fraction, within_quantum, \
+                                     window_lag, window_max_abs_lag, window_rel_error, window_lag_growth, \
+                                     migrations_per_s";
 
     fn parse(s: &str) -> Option<ClaimMetric> {
         Some(match s {
@@ -323,6 +346,11 @@ impl ClaimMetric {
             "share_ratio" => ClaimMetric::ShareRatio,
             "idle_fraction" => ClaimMetric::IdleFraction,
             "within_quantum" => ClaimMetric::WithinQuantum,
+            "window_lag" => ClaimMetric::WindowLag,
+            "window_max_abs_lag" => ClaimMetric::WindowMaxAbsLag,
+            "window_rel_error" => ClaimMetric::WindowRelError,
+            "window_lag_growth" => ClaimMetric::WindowLagGrowth,
+            "migrations_per_s" => ClaimMetric::MigrationsPerS,
             _ => return None,
         })
     }
@@ -336,7 +364,22 @@ impl ClaimMetric {
             ClaimMetric::ShareRatio => "share_ratio",
             ClaimMetric::IdleFraction => "idle_fraction",
             ClaimMetric::WithinQuantum => "within_quantum",
+            ClaimMetric::WindowLag => "window_lag",
+            ClaimMetric::WindowMaxAbsLag => "window_max_abs_lag",
+            ClaimMetric::WindowRelError => "window_rel_error",
+            ClaimMetric::WindowLagGrowth => "window_lag_growth",
+            ClaimMetric::MigrationsPerS => "migrations_per_s",
         }
+    }
+
+    /// Whether the metric is measured over `[report] lag_windows`.
+    pub fn windowed(self) -> bool {
+        self.takes_window_length() || self == ClaimMetric::WindowLagGrowth
+    }
+
+    /// Whether a claim on the metric may name one `window_length`.
+    pub fn takes_window_length(self) -> bool {
+        matches!(self, ClaimMetric::WindowLag | ClaimMetric::WindowMaxAbsLag | ClaimMetric::WindowRelError)
     }
 }
 
@@ -375,6 +418,8 @@ pub struct Claim {
     pub note: Option<String>,
     /// For share and share_ratio: measure only inside `[start, end)`, ns.
     pub window: Option<(Time, Time)>,
+    /// For the window metrics: only windows of this length, ns (`None`: every length).
+    pub window_length: Option<Time>,
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -421,6 +466,8 @@ pub struct ReportSpec {
     pub lag_clients: Vec<String>,
     /// Window of the per-CPU Gantt chart, ns.
     pub gantt: Option<(Time, Time)>,
+    /// Window lengths of the windowed lag metric (DWRR paper, Fig. 5), ns.
+    pub lag_windows: Vec<Time>,
 }
 
 /// A validated scenario.
@@ -500,6 +547,31 @@ impl Ctx<'_> {
             _ => {}
         }
         Ok(d)
+    }
+
+    /// `[report] lag_windows`: distinct lengths, each at least 1 ns, at most
+    /// the horizon, and at most [`MAX_WINDOWS`] windows in the horizon.
+    fn lag_windows(&self, lengths: &[Spanned<Dur>], horizon: Time) -> Result<Vec<Time>, ScenarioError> {
+        let mut out = Vec::new();
+        for (k, l) in lengths.iter().enumerate() {
+            let field = format!("report.lag_windows[{k}]");
+            let t = l.get_ref().0;
+            let bad = |m: String| Err(self.err(l.span(), &field, m));
+            if t == 0 {
+                return bad("a window length must be at least 1 ns".into());
+            }
+            if t > horizon {
+                return bad(format!("{t} ns is longer than the horizon ({horizon} ns): no complete window"));
+            }
+            if horizon / t > MAX_WINDOWS {
+                return bad(format!("{t} ns cuts the horizon into more than {MAX_WINDOWS} windows"));
+            }
+            if out.contains(&t) {
+                return bad(format!("duplicate window length {t} ns"));
+            }
+            out.push(t);
+        }
+        Ok(out)
     }
 
     fn time_dist(&self, d: &RawTimeDist, span: Range<usize>, field: &str) -> Result<Dist, ScenarioError> {
@@ -776,6 +848,16 @@ impl Scenario {
             }
         };
 
+        let report = match raw.report {
+            None => ReportSpec::default(),
+            Some(r) => ReportSpec {
+                sample_every: r.sample_every.map(|d| d.0).filter(|&d| d > 0),
+                lag_windows: cx.lag_windows(&r.lag_windows, horizon)?,
+                lag_clients: r.lag_clients,
+                gantt: r.gantt.map(|[a, b]| (a.0, b.0)),
+            },
+        };
+
         let mut claims = Vec::new();
         for (i, rc) in raw.claims.iter().enumerate() {
             let at = format!("claim[{i}]");
@@ -813,6 +895,37 @@ impl Scenario {
                 }
                 w => w.as_ref().map(|w| (w.get_ref()[0].0, w.get_ref()[1].0)),
             };
+            if metric.windowed() && report.lag_windows.is_empty() {
+                return Err(cx.err(
+                    c.metric.span(),
+                    &format!("{at}.metric"),
+                    format!("{} needs window lengths in [report] lag_windows", metric.name()),
+                ));
+            }
+            if metric == ClaimMetric::WindowLagGrowth && report.lag_windows.len() < 2 {
+                return Err(cx.err(
+                    c.metric.span(),
+                    &format!("{at}.metric"),
+                    "window_lag_growth needs at least two lengths in [report] lag_windows",
+                ));
+            }
+            let window_length = match &c.window_length {
+                Some(l) if !metric.takes_window_length() => {
+                    return Err(cx.err(
+                        l.span(),
+                        &format!("{at}.window_length"),
+                        "window_length applies only to window_lag, window_max_abs_lag and window_rel_error",
+                    ))
+                }
+                Some(l) if !report.lag_windows.contains(&l.get_ref().0) => {
+                    return Err(cx.err(
+                        l.span(),
+                        &format!("{at}.window_length"),
+                        format!("{} ns is not one of the lengths in [report] lag_windows", l.get_ref().0),
+                    ))
+                }
+                l => l.as_ref().map(|l| l.get_ref().0),
+            };
             if c.min.is_none() && c.max.is_none() {
                 return Err(cx.err(rc.span(), &at, "a claim needs `min`, `max` or both"));
             }
@@ -827,17 +940,9 @@ impl Scenario {
                 max: c.max,
                 note: c.note.clone(),
                 window,
+                window_length,
             });
         }
-
-        let report = raw
-            .report
-            .map(|r| ReportSpec {
-                sample_every: r.sample_every.map(|d| d.0).filter(|&d| d > 0),
-                lag_clients: r.lag_clients,
-                gantt: r.gantt.map(|[a, b]| (a.0, b.0)),
-            })
-            .unwrap_or_default();
 
         let repeat = match &raw.repeat {
             Some(r) if *r.get_ref() == 0 => return Err(cx.err(r.span(), "repeat", "must be at least 1")),

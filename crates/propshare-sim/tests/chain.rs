@@ -68,6 +68,30 @@ fn a_chain_alone_runs_its_members_back_to_back_each_for_exactly_its_work() {
     }
 }
 
+/// Chain members are created after the per-client measurements are set
+/// up (claim windows, the lag band, windowed lag); each gets its own slots.
+#[test]
+fn members_get_every_per_client_measurement() {
+    let q = 10 * MS;
+    let sched = registry::build("wfq", SchedConfig::new(1, q)).unwrap();
+    let clients = vec![ClientSpec::cpu_bound("A", Weight::ONE)];
+    let mut engine = Engine::new(sched, SimConfig::new(1, q, 1000 * MS), clients).unwrap();
+    engine.windows(&[(0, 500 * MS)]);
+    engine.lag_band(q, q);
+    engine.lag_windows(&[100 * MS]);
+    engine.chains(&[chain(MemberLeaves::AfterLifetime(200 * MS), 1)]).unwrap();
+    let r = engine.run(&mut |_| {}).unwrap();
+    assert_eq!(r.clients.len(), 1 + 6, "A and members joining at 0, 200, ..., 1000 ms");
+    for c in &r.clients[1..] {
+        assert_eq!(c.window_received.len(), 1, "{}", c.name);
+        assert_eq!(c.window_lags.len(), 1, "{}", c.name);
+    }
+    // Members present in [0, 500 ms) got CPU there; later ones did not.
+    assert!(member(&r, "short0").window_received[0] > 0);
+    assert_eq!(member(&r, "short3").window_received[0], 0);
+    assert!(member(&r, "short1").within_band.is_some());
+}
+
 /// A member that would stay 0 ns is refused, not run.
 #[test]
 fn a_zero_length_member_is_refused() {

@@ -1,7 +1,7 @@
 //! The engine end to end: reference schedulers against the fluid model.
 
 use propshare::{Weight, MS};
-use propshare_sim::engine::{simulate, Behavior, ClientSpec, Dist, SimConfig};
+use propshare_sim::engine::{simulate, Behavior, ClientSpec, Dist, Engine, SimConfig, SimReport};
 use proptest::prelude::*;
 
 fn clients(weights: &[u64]) -> Vec<ClientSpec> {
@@ -72,7 +72,6 @@ fn deterministic() {
 /// round robin with weights 1:9 does not for the heavy client.
 #[test]
 fn within_one_quantum_fraction() {
-    use propshare_sim::engine::Engine;
     let q = 10 * MS;
     let run = |name: &str| {
         let sched = propshare::registry::build(name, propshare::SchedConfig::new(1, q)).unwrap();
@@ -89,4 +88,80 @@ fn within_one_quantum_fraction() {
     let rr = run("rr");
     let heavy = rr.clients[1].within_band.unwrap();
     assert!(heavy < 0.05, "heavy client within a quantum {heavy} of the time");
+}
+
+fn run_with_lag_windows(name: &str, cfg: SimConfig, cs: Vec<ClientSpec>, lengths: &[u64]) -> SimReport {
+    let sched = propshare::registry::build(name, propshare::SchedConfig::new(cfg.cpus, cfg.quantum)).unwrap();
+    let mut e = Engine::new(sched, cfg, cs).unwrap();
+    e.lag_windows(lengths);
+    e.run(&mut |_| {}).unwrap()
+}
+
+/// Round robin on one CPU, two clients of weight 1, quantum 10 ms: a runs
+/// [0,10), [20,30), [40,50), b the quanta between; each is due 7.5 ms per
+/// 15 ms window. Windows [0,15), [15,30), [30,45): a receives 10, 10, 5 ms,
+/// so its window lags are -2.5, -2.5, +2.5 ms (b's the opposite) and the
+/// relative error is 2.5 / 7.5 = 1/3. Their sum, -2.5 ms, is a's lag at
+/// 45 ms: due 22.5, received 25. Windows of 20 ms: a receives 10, 10 ms and
+/// the last, partial window [40, 45) is not counted.
+#[test]
+fn window_lag_by_hand_round_robin() {
+    let q = 10 * MS;
+    let r = run_with_lag_windows("rr", SimConfig::new(1, q, 45 * MS), clients(&[1, 1]), &[15 * MS, 20 * MS]);
+    let (a, b) = (&r.clients[0], &r.clients[1]);
+    assert_eq!(a.received, 25 * MS);
+    let ms = MS as f64;
+    let w = &a.window_lags[0];
+    assert_eq!((w.length, w.windows), (15 * MS, 3));
+    assert_eq!((w.min_lag, w.max_lag, w.total_lag), (-2.5 * ms, 2.5 * ms, -2.5 * ms));
+    assert!((w.max_rel_error.unwrap() - 1.0 / 3.0).abs() < 1e-12);
+    let w = &b.window_lags[0];
+    assert_eq!((w.min_lag, w.max_lag, w.total_lag), (-2.5 * ms, 2.5 * ms, 2.5 * ms));
+    assert!((a.ideal - a.received as f64 - a.window_lags[0].total_lag).abs() < 1e-6);
+    let w = &a.window_lags[1];
+    assert_eq!((w.length, w.windows), (20 * MS, 2));
+    assert_eq!((w.min_lag, w.max_lag, w.total_lag), (0.0, 0.0, 0.0));
+    assert_eq!(w.max_rel_error, Some(0.0));
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 24, ..ProptestConfig::default() })]
+
+    /// The windows of one length tile the run: when the horizon is a whole
+    /// number of windows, each client's window lags add up to its lag at the
+    /// end (ideal − received, computed apart), whatever the scheduler, the
+    /// weights, P and the window length.
+    #[test]
+    fn window_lags_sum_to_the_lag_at_the_end(
+        weights in proptest::collection::vec(1u64..=20, 1..10),
+        cpus in 1usize..4,
+        windows in 1u64..12,
+        length_quanta in 1u64..40,
+        sched in prop_oneof![Just("wfq"), Just("rr"), Just("dwrr"), Just("dwrr-cfs"), Just("cfs")],
+    ) {
+        let q = 10 * MS;
+        let length = length_quanta * q + 3 * MS; // not a multiple of the quantum
+        let r = run_with_lag_windows(sched, SimConfig::new(cpus, q, windows * length), clients(&weights), &[length]);
+        for c in &r.clients {
+            let w = &c.window_lags[0];
+            prop_assert_eq!(w.windows, windows);
+            let end_lag = c.ideal - c.received as f64;
+            prop_assert!((w.total_lag - end_lag).abs() < 1e-3, "{}: {} vs {}", c.name, w.total_lag, end_lag);
+            prop_assert!(w.min_lag <= w.max_lag);
+        }
+    }
+}
+
+/// A client that arrives mid-window is measured from the next edge on, and
+/// a client that departs is not measured over the window it leaves in.
+#[test]
+fn window_lag_counts_only_whole_windows_of_presence() {
+    let q = 10 * MS;
+    let mut cs = clients(&[1, 1, 1]);
+    cs[1].arrive = 25 * MS;
+    cs[2].depart = Some(75 * MS);
+    let r = run_with_lag_windows("wfq", SimConfig::new(1, q, 100 * MS), cs, &[20 * MS]);
+    let windows: Vec<u64> = r.clients.iter().map(|c| c.window_lags[0].windows).collect();
+    // Edges at 0, 20, ..., 100: c0 all 5 windows; c1 from 40 on (3); c2 up to 60 (3).
+    assert_eq!(windows, vec![5, 3, 3]);
 }

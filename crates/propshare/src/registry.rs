@@ -69,9 +69,29 @@ pub const SCHEDULERS: &[Entry] = &[
         build: |c| Box::new(algo::lottery::Lottery::new(c)),
     },
     Entry {
+        name: "lottery+readjust",
+        summary: "lottery with tickets in proportion to readjusted weights, one exact draw (SFS paper section 2.9)",
+        build: |c| Box::new(algo::lottery::Lottery::with_readjustment(c)),
+    },
+    Entry {
+        name: "lottery+readjust+dedicate",
+        summary: "lottery over readjusted weights, a waiting capped client runs first (its share is exactly one CPU)",
+        build: |c| Box::new(algo::lottery::Lottery::with_dedicated_cpus(c)),
+    },
+    Entry {
         name: "wrr",
         summary: "weighted round robin, w consecutive quanta per round (as in the GR3 paper)",
         build: |c| Box::new(algo::wrr::WeightedRoundRobin::new(c)),
+    },
+    Entry {
+        name: "wrr+readjust",
+        summary: "WRR with turns of phi*Q ns over readjusted weights, rational phi paid exactly over turns (SFS paper section 2.9)",
+        build: |c| Box::new(algo::wrr::WeightedRoundRobin::with_readjustment(c)),
+    },
+    Entry {
+        name: "wrr+readjust+dedicate",
+        summary: "WRR over readjusted weights, a waiting capped client runs first (its share is exactly one CPU)",
+        build: |c| Box::new(algo::wrr::WeightedRoundRobin::with_dedicated_cpus(c)),
     },
     Entry {
         name: "srr",
@@ -79,9 +99,29 @@ pub const SCHEDULERS: &[Entry] = &[
         build: |c| Box::new(algo::srr::SmoothedRoundRobin::new(c)),
     },
     Entry {
+        name: "srr+readjust",
+        summary: "SRR over readjusted weights, a capped client's rational phi paid exactly over passes (SFS paper section 2.9)",
+        build: |c| Box::new(algo::srr::SmoothedRoundRobin::with_readjustment(c)),
+    },
+    Entry {
+        name: "srr+readjust+dedicate",
+        summary: "SRR over readjusted weights, a waiting capped client runs first (its share is exactly one CPU)",
+        build: |c| Box::new(algo::srr::SmoothedRoundRobin::with_dedicated_cpus(c)),
+    },
+    Entry {
         name: "vtrr",
         summary: "virtual-time round robin (Nieh, Vaill, Zhong 2001)",
         build: |c| Box::new(algo::vtrr::Vtrr::new(c)),
+    },
+    Entry {
+        name: "vtrr+readjust",
+        summary: "VTRR over readjusted weights: exact virtual times, counters paid exactly over cycles (SFS paper section 2.9)",
+        build: |c| Box::new(algo::vtrr::Vtrr::with_readjustment(c)),
+    },
+    Entry {
+        name: "vtrr+readjust+dedicate",
+        summary: "VTRR over readjusted weights, a waiting capped client runs first (its share is exactly one CPU)",
+        build: |c| Box::new(algo::vtrr::Vtrr::with_dedicated_cpus(c)),
     },
     Entry {
         name: "cfs",
@@ -102,6 +142,16 @@ pub const SCHEDULERS: &[Entry] = &[
         name: "eevdf+lbfail",
         summary: "EEVDF with the kernel's nr_balance_failed relaxation: too-heavy tasks move after failed balance passes",
         build: |c| Box::new(algo::eevdf::Eevdf::with_balance_failed_relax(c)),
+    },
+    Entry {
+        name: "cfs+readjust",
+        summary: "CFS over readjusted weights (global readjustment, phi rounded to an integer load weight; SFS paper section 2.9)",
+        build: |c| Box::new(algo::cfs::Cfs::with_readjustment(c)),
+    },
+    Entry {
+        name: "eevdf+readjust",
+        summary: "EEVDF over readjusted weights (global readjustment, phi rounded to an integer load weight; SFS paper section 2.9)",
+        build: |c| Box::new(algo::eevdf::Eevdf::with_readjustment(c)),
     },
     Entry {
         name: "gdq",

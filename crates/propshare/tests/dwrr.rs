@@ -207,6 +207,7 @@ fn worked_example<L: LocalQueue>() {
     run(&mut s, 2 * MS, cpu1, b, MS);
     assert_eq!(s.owner(b), Some(cpu1));
     assert_eq!(s.migrations(), 1);
+    assert_eq!(s.balancing_steps(), 1, "only CPU 1's pick found its round-active empty");
     assert_eq!((s.cpu(cpu0).unwrap().round(), s.cpu(cpu1).unwrap().round(), s.highest()), (0, 0, 0));
     // Time 1.5 (3 ms): A and B finish their round slices. Round balancing
     // finds nothing (C has finished round `highest`), so both CPUs swap
@@ -221,6 +222,7 @@ fn worked_example<L: LocalQueue>() {
     // CPU 0 = {A}, CPU 1 = {B, C}: each client had exactly one unit in 1.5 units.
     assert!(matches!(d, Decision::Run { client, .. } if client == c || client == b));
     assert_eq!(s.migrations(), 1);
+    assert_eq!(s.balancing_steps(), 3, "both CPUs balanced at 1.5 units");
     s.check_invariants().unwrap();
 }
 
@@ -643,7 +645,7 @@ fn overrun_dropped_drifts_carried_stays_bounded() {
 }
 
 // ---------------------------------------------------------------------------
-// N ≤ P: no migrations, a whole CPU each (notes T9).
+// N ≤ P: no migrations, a whole CPU each (notes 002 2.10, T9).
 
 #[test]
 fn no_migrations_when_clients_fit() {
@@ -656,6 +658,59 @@ fn no_migrations_when_clients_fit() {
     assert_eq!(h.s.migrations(), 0);
     for i in 0..3 {
         assert_eq!(h.service(i), 3000 * MS as u128);
+    }
+}
+
+/// N ≤ P clients of any weights (infeasible ones too) joining at any times:
+/// each is placed on an idle CPU and never moves, so round balancing finds
+/// only running clients and DWRR never migrates; each gets a whole CPU.
+fn clients_that_fit_never_move<L: LocalQueue>(cpus: usize, joins: &[(u64, Time)]) {
+    let opts = DwrrOptions { round_unit: 30 * MS, weight_unit: 1, carry_overrun: false };
+    let mut h: Host<L> = Host::new(cpus, 10 * MS, opts, 1);
+    let mut owners: Vec<CpuId> = Vec::new();
+    let mut joined_at = Vec::new();
+    for (c, &(weight, gap)) in joins.iter().enumerate() {
+        let at = h.now + gap;
+        h.run_until(at, &mut |h| {
+            for (i, &k) in owners.iter().enumerate() {
+                assert_eq!(h.s.owner(ClientId(i as u32)), Some(k), "client {i} moved");
+            }
+        });
+        h.join(c as u32, weight);
+        owners.push(h.s.owner(ClientId(c as u32)).unwrap());
+        joined_at.push(at);
+    }
+    let end = h.now + 2000 * MS;
+    h.run_until(end, &mut |h| {
+        for (i, &k) in owners.iter().enumerate() {
+            assert_eq!(h.s.owner(ClientId(i as u32)), Some(k), "client {i} moved");
+        }
+    });
+    assert_eq!(h.s.migrations(), 0);
+    for (i, &at) in joined_at.iter().enumerate() {
+        assert_eq!(h.service(i), (end - at) as u128, "client {i} did not get a whole CPU");
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 48, ..ProptestConfig::default() })]
+
+    #[test]
+    fn clients_that_fit_never_move_rr(
+        (cpus, joins) in (1usize..=12).prop_flat_map(|p| {
+            (Just(p), proptest::collection::vec((1u64..=50, 0..100 * MS), 1..=p))
+        })
+    ) {
+        clients_that_fit_never_move::<RoundRobinQueue>(cpus, &joins);
+    }
+
+    #[test]
+    fn clients_that_fit_never_move_cfs(
+        (cpus, joins) in (1usize..=12).prop_flat_map(|p| {
+            (Just(p), proptest::collection::vec((1u64..=50, 0..100 * MS), 1..=p))
+        })
+    ) {
+        clients_that_fit_never_move::<VruntimeQueue>(cpus, &joins);
     }
 }
 

@@ -409,3 +409,25 @@ fn decision_cost() {
         }
     }
 }
+
+/// Weights off the nice table (2048, 3000, 10240) used to livelock EEVDF:
+/// the real slice for the rest of a request was the exact quotient, which
+/// `calc_delta_fair` (through the 32-bit inverse weight) maps just short of
+/// the deadline, so the same task got 2 ns slices for ever. Now every
+/// request is consumed by its slice and time advances normally.
+#[test]
+fn eevdf_off_table_weights_do_not_livelock() {
+    for ws in [[2048u64, 1024], [3000, 1000], [10240, 1024]] {
+        let mut s = propshare::registry::build("eevdf", SchedConfig::new(1, MS)).unwrap();
+        for (i, &w) in ws.iter().enumerate() {
+            s.join(0, ClientId(i as u32), Weight::new(w).unwrap()).unwrap();
+        }
+        let mut now = 0;
+        for _ in 0..10_000 {
+            let Decision::Run { client, slice } = s.pick(now, CpuId(0)).unwrap() else { panic!("idle") };
+            assert!(slice >= MS / 4, "{ws:?}: a {slice} ns slice");
+            now += slice;
+            s.stopped(now, CpuId(0), client, slice, StopReason::Expired).unwrap();
+        }
+    }
+}

@@ -80,6 +80,46 @@
 //! therefore stay where they are for ever: one client keeps a CPU to itself
 //! while two share the other, the known cross-CPU unfairness of Linux.
 //!
+//! # `cfs+readjust`, `eevdf+readjust`
+//!
+//! [`LinuxSched::with_readjustment`] runs the policy and the balancer over
+//! readjusted weights (SFS paper section 2.9): after every join, leave,
+//! block, wake and weight change the global runnable set is readjusted
+//! ([`Reweigh`]) and each client whose φ changed gets load weight
+//! `⌊φ + 1/2⌋` (at least 1) through the policy's `reweight` (queued or
+//! running) or `reweight_sleeping` (blocked, or not yet enqueued). Feasible
+//! weights are never changed, so on feasible sets the variant makes exactly
+//! the plain decisions (tested).
+//!
+//! What it changes: Linux already keeps a heavy task alone on a CPU (a task
+//! runs on one CPU and the balancer moves only waiting tasks), so the
+//! readjusted shares of 10, 1, 1 on 2 CPUs come out either way. But the
+//! balancer's average load counts the infeasible weight in full, which
+//! lifts the average above every other CPU's load: `busiest − avg` is 0 and
+//! no waiting task ever moves between the other CPUs. With weights 10 and
+//! four 1s on 3 CPUs placed 1 | 3 | 1 ... plain Linux keeps three light
+//! tasks at 1/3 of a CPU and one at a whole CPU for ever; over readjusted
+//! loads (φ* = 2) the balancer moves one and every light task gets 1/2, the
+//! fluid share (tested).
+//!
+//! Cost and what a kernel would pay: readjustment needs the *global*
+//! runnable set in weight order, while everything else here is per CPU.
+//! We keep one [`crate::readjust::FeasibleSet`] (a B-tree, O(log N) per
+//! enqueue, dequeue or weight change, plus O(P) for the walk and O(P log n)
+//! to reweight at most P clients). In a kernel that is a global structure
+//! touched on every sleep and wake-up under one lock, the very contention
+//! per-CPU runqueues exist to avoid. A kernel would rather keep the global
+//! weight sum in an atomic and per-CPU lists of their heaviest tasks, and
+//! readjust lazily (at balance time, or only when some task's weight
+//! exceeds `W/P`, which one atomic read detects).
+//!
+//! Gap: φ is rounded to the nearest integer load weight (the kernel's
+//! weight unit: `__calc_delta` uses integer weights). Only capped clients
+//! are affected, with an error of at most 1/2, a relative error of at most
+//! `1/(2·w_max)` with `w_max` the heaviest uncapped weight (at most 1/2048
+//! for nice-0 tasks); φ* = R/(P' − m) is exact whenever P' − m divides R,
+//! always on 2 CPUs.
+//!
 //! # Modelled and not modelled
 //!
 //! Modelled: per-CPU runqueues with their own virtual time, the policy of
@@ -130,7 +170,9 @@
 use std::collections::BTreeSet;
 use std::fmt::Debug;
 
+use crate::algo::reweigh::Reweigh;
 use crate::model::{ClientId, CpuId, SchedError, StopReason, Time, Weight, MS};
+use crate::readjust::Phi;
 use crate::roster::{ClientTable, Roster, Status};
 use crate::scheduler::{Decision, Kick, SchedConfig, Scheduler};
 
@@ -264,11 +306,39 @@ pub fn calc_delta_fair(delta: Time, w: u64) -> Time {
 }
 
 /// Real time a client of weight `w` must run to advance its virtual
-/// runtime by `vdelta` (the inverse of [`calc_delta_fair`], rounded up, at
-/// least 1 ns).
+/// runtime by `vdelta`: the least `t ≥ 1` with
+/// `calc_delta_fair(t, w) ≥ vdelta` (saturating at `u64::MAX`).
+///
+/// The exact quotient `⌈vdelta·w/1024⌉` is not enough: `calc_delta_fair`
+/// goes through the 32-bit inverse weight and can fall short of it (for
+/// w = 2048, `calc_delta_fair(2, 2048) = 0`), and a slice that does not
+/// reach the deadline would be handed out again and again, each time a few
+/// ns long (an EEVDF livelock found with readjusted weights; the kernel's
+/// tick hides it). So step up from the quotient, then search down to the
+/// least such t. O(log t) calls of `calc_delta_fair`.
 pub fn real_for_virtual(vdelta: u64, w: u64) -> Time {
-    let t = (vdelta as u128 * w as u128).div_ceil(NICE_0_LOAD as u128);
-    t.clamp(1, u64::MAX as u128) as Time
+    let exact = (vdelta as u128 * w as u128).div_ceil(NICE_0_LOAD as u128);
+    let (mut lo, mut hi) = (0u64, exact.clamp(1, u64::MAX as u128) as Time);
+    // Step up: each step adds the real time of the virtual shortfall.
+    loop {
+        let got = calc_delta_fair(hi, w);
+        if got >= vdelta || hi == u64::MAX {
+            break;
+        }
+        lo = hi;
+        let step = ((vdelta - got) as u128 * w as u128).div_ceil(NICE_0_LOAD as u128).max(1);
+        hi = (hi as u128 + step).min(u64::MAX as u128) as Time;
+    }
+    // calc_delta_fair is monotone in t: the least t in (lo, hi] that reaches vdelta.
+    while hi - lo > 1 {
+        let mid = lo + (hi - lo) / 2;
+        if calc_delta_fair(mid, w) >= vdelta {
+            hi = mid;
+        } else {
+            lo = mid;
+        }
+    }
+    hi.max(1)
 }
 
 /// How often each CPU runs the periodic load balancer: 4 ms.
@@ -462,6 +532,14 @@ pub struct LinuxSched<R: FairRq> {
     cpus: Vec<CpuPart<R>>,
     stamp: u64,
     migrations: u64,
+    reweigh: Reweigh,
+}
+
+/// The integer load weight nearest to `phi` (halves round up), at least 1.
+pub fn load_weight(phi: Phi) -> u64 {
+    let den = phi.den.max(1) as u128;
+    let w = (2 * phi.num as u128 + den) / (2 * den);
+    w.clamp(1, u64::MAX as u128) as u64
 }
 
 impl<R: FairRq> LinuxSched<R> {
@@ -474,6 +552,14 @@ impl<R: FairRq> LinuxSched<R> {
     pub fn with_balance_failed_relax(cfg: SchedConfig) -> Self {
         let tun = Tunables { balance_failed_relax: true, ..Tunables::for_quantum(cfg.quantum) };
         Self::with_tunables(cfg, tun)
+    }
+
+    /// Over readjusted weights (`+readjust`).
+    pub fn with_readjustment(cfg: SchedConfig) -> Self {
+        let mut s = Self::new(cfg);
+        s.reweigh = Reweigh::new(true);
+        s.name.push_str("+readjust");
+        s
     }
 
     /// With explicit tunables.
@@ -490,6 +576,7 @@ impl<R: FairRq> LinuxSched<R> {
                 .collect(),
             stamp: 0,
             migrations: 0,
+            reweigh: Reweigh::new(false),
         }
     }
 
@@ -511,6 +598,31 @@ impl<R: FairRq> LinuxSched<R> {
     /// Tasks moved between CPUs so far (balancing and wake-up placement).
     pub fn migrations(&self) -> u64 {
         self.migrations
+    }
+
+    /// Readjust after a change of the runnable set or a weight, and give
+    /// every client whose φ changed its new load weight. `pending` is a
+    /// client that is runnable but not yet enqueued (joining or waking).
+    fn readjust(&mut self, pending: Option<ClientId>) {
+        let (_, changes) = self.reweigh.refresh(&self.roster);
+        for (c, phi) in changes {
+            self.set_load_weight(c, load_weight(phi), pending);
+        }
+    }
+
+    /// Set `c`'s load weight, on its runqueue if it is enqueued.
+    fn set_load_weight(&mut self, c: ClientId, w: u64, pending: Option<ClientId>) {
+        let tun = self.tun;
+        let queued = self.roster.status(c).is_ok_and(Status::is_runnable) && pending != Some(c);
+        let Some(se) = self.ents.get_mut(c) else { return };
+        if se.weight == w {
+            return;
+        }
+        if queued {
+            self.cpus[se.cpu].rq.reweight(&tun, c, se, w);
+        } else {
+            R::reweight_sleeping(se, w);
+        }
     }
 
     fn next_stamp(&mut self) -> u64 {
@@ -674,14 +786,19 @@ impl<R: FairRq> Scheduler for LinuxSched<R> {
         let mut se = Entity::new(w.get(), k);
         se.slice = self.tun.base_slice;
         self.ents.insert(c, se);
+        self.reweigh.insert(c, w);
+        self.readjust(Some(c));
         Ok(self.attach(k, c, Enqueue::New))
     }
 
     fn leave(&mut self, now: Time, c: ClientId) -> Result<(), SchedError> {
+        let w = self.roster.weight(c)?;
         if self.roster.leave(c)? == Status::Runnable {
             self.detach(c, Dequeue::Leave);
         }
         self.ents.remove(c);
+        self.reweigh.remove(c, w);
+        self.readjust(None);
         self.balance_due(now);
         Ok(())
     }
@@ -689,12 +806,16 @@ impl<R: FairRq> Scheduler for LinuxSched<R> {
     fn block(&mut self, now: Time, c: ClientId) -> Result<(), SchedError> {
         self.roster.block(c)?;
         self.detach(c, Dequeue::Sleep);
+        self.reweigh.remove(c, self.roster.weight(c)?);
+        self.readjust(None);
         self.balance_due(now);
         Ok(())
     }
 
     fn wake(&mut self, now: Time, c: ClientId) -> Result<Kick, SchedError> {
         self.roster.wake(c)?;
+        self.reweigh.insert(c, self.roster.weight(c)?);
+        self.readjust(Some(c));
         self.balance_due(now);
         let prev = self.ents[c].cpu;
         let k = self.select_cpu_wake(prev);
@@ -708,7 +829,8 @@ impl<R: FairRq> Scheduler for LinuxSched<R> {
 
     fn set_weight(&mut self, now: Time, c: ClientId, w: Weight) -> Result<(), SchedError> {
         let status = self.roster.status(c)?;
-        self.roster.set_weight(c, w)?;
+        let old = self.roster.set_weight(c, w)?;
+        self.reweigh.change_weight(c, old, w, status.is_runnable());
         let tun = self.tun;
         let se = &mut self.ents[c];
         if status.is_runnable() {
@@ -716,6 +838,7 @@ impl<R: FairRq> Scheduler for LinuxSched<R> {
         } else {
             R::reweight_sleeping(se, w.get());
         }
+        self.readjust(None);
         self.balance_due(now);
         Ok(())
     }
@@ -741,16 +864,18 @@ impl<R: FairRq> Scheduler for LinuxSched<R> {
     }
 
     fn stopped(&mut self, now: Time, cpu: CpuId, c: ClientId, ran: Time, why: StopReason) -> Result<(), SchedError> {
-        self.roster.stop(cpu, c, why)?;
+        let w = self.roster.stop(cpu, c, why)?;
         let tun = self.tun;
         let se = &mut self.ents[c];
         let part = &mut self.cpus[cpu.index()];
         part.rq.put_prev(&tun, c, se, ran, why.still_runnable());
         if !why.still_runnable() {
             part.lru.remove(&(se.stamp, c));
-        }
-        if why == StopReason::Left {
-            self.ents.remove(c);
+            if why == StopReason::Left {
+                self.ents.remove(c);
+            }
+            self.reweigh.remove(c, w);
+            self.readjust(None);
         }
         self.balance_due(now);
         Ok(())
@@ -841,8 +966,20 @@ mod tests {
             }
         }
         assert_eq!(calc_delta_fair(5, NICE_0_LOAD), 5);
-        assert_eq!(real_for_virtual(1024, 1), 1);
-        assert_eq!(real_for_virtual(1, 2048), 2);
+        // Weight 1's inverse is 2^32 − 1, so 1 ns gives 1023 of the 1024 units.
+        assert_eq!(calc_delta_fair(1, 1), 1023);
+        assert_eq!(real_for_virtual(1024, 1), 2);
+        // The exact quotient 2 falls short through the inverse weight: 3.
+        assert_eq!(calc_delta_fair(2, 2048), 0);
+        assert_eq!(real_for_virtual(1, 2048), 3);
+        // Always the least run that reaches the virtual amount.
+        for &w in &[1u64, 15, 1000, 1024, 2048, 3000, 10240, 88761, (1 << 32) - 1] {
+            for &v in &[1u64, 7, 1000, 4_999_986, 1 << 40] {
+                let t = real_for_virtual(v, w);
+                assert!(calc_delta_fair(t, w) >= v, "w {w} v {v}");
+                assert!(t == 1 || calc_delta_fair(t - 1, w) < v, "w {w} v {v}: {t} not the least");
+            }
+        }
     }
 
     #[test]

@@ -28,14 +28,55 @@
 //! tickets indexed by client id; growing it to a larger id is O(N),
 //! amortised O(1)).
 //!
+//! # `lottery+readjust`
+//!
+//! [`Lottery::with_readjustment`] gives each client tickets in proportion to
+//! its readjusted weight φ (SFS paper section 2.9: "give out tickets in
+//! proportion to φ"). Uncapped clients keep `φ = w` and stay in the Fenwick
+//! tree; the at most P − 1 capped clients share one rational `φ* = R/D`
+//! (D = P' − m) and are kept out of the tree. Scaling every ticket by D makes
+//! all of them integers without touching the tree: a capped client holds
+//! `a = R` (compensated `⌊R·Q/d⌋`) scaled tickets and the tree's U tickets
+//! count `D·U`, so one exact draw `x` uniform in `[0, A + D·U)`, with A the
+//! sum of the waiting capped clients' `a`, picks the capped client whose
+//! range holds `x` if `x < A`, else the tree's ticket `⌊(x − A)/D⌋`, which
+//! is uniform on `[0, U)`. Client i wins with probability exactly
+//! `φ_i / Σ_waiting φ` (tested by enumerating every `x`). With no capped
+//! client the draw is the plain one (`x` uniform in `[0, U)`), so on feasible
+//! sets `lottery+readjust` makes exactly `lottery`'s decisions for the same
+//! seed. Cost: pick O(P + log N); readjustment O(P log N) per event.
+//!
+//! What it does on P CPUs (tested, `tests/readjust_variants.rs`): the
+//! draw excludes running clients, so a client's chance of a CPU is not its
+//! fluid share, and a capped client, whose φ* is only `1/P'` of the
+//! tickets, wins an idle CPU less often than its infeasible w made it win.
+//! In the SFS paper's section 4.2 pattern (weights 1, 10, 1 on 2 CPUs, both
+//! CPUs deciding together) the heavy client runs a quantum with probability
+//! `10/12 + 2/12·10/11 = 65/66` under plain lottery and `1/2 + 1/2·2/3 = 5/6`
+//! under `lottery+readjust` (the readjusted ideal is 1): the paper (section
+//! 1.1) calls lottery's error on infeasible weights "slight" and says
+//! readjustment can help; on P CPUs tickets in proportion to φ move the
+//! capped client further from its CPU.
+//!
+//! Option `lottery+readjust+dedicate` ([`Lottery::with_dedicated_cpus`]):
+//! a waiting capped client runs on the next idle CPU without a draw (its
+//! readjusted share is exactly one CPU; [`Reweigh::waiting_capped`]); the
+//! lottery is held among the others. Section 4.2 pattern: 1:2:1 (tested).
+//!
+//! Gap: the paper gives no rule for compensation tickets of capped clients;
+//! we apply section 3.4's `1/f` to `φ*`, rounded down in the scaled units.
+//! Gap: `A + D·U` saturates at 2^128 (beyond any real Q, weights and N).
+//!
 //! Gap: on P CPUs a running client holds no tickets (it cannot win a CPU
 //! it already has); the paper has one processor.
 //! Gap: compensation is computed from the real time used and capped only by
 //! d ≥ 1 ns; a run that exceeds Q gets no negative compensation (the paper
 //! does not cover overruns).
 
+use crate::algo::reweigh::Reweigh;
 use crate::model::{ClientId, CpuId, SchedError, StopReason, Time, Weight};
-use crate::roster::{ClientTable, Roster};
+use crate::readjust::Readjustment;
+use crate::roster::{ClientTable, Roster, Status};
 use crate::scheduler::{Decision, Kick, SchedConfig, Scheduler};
 
 /// SplitMix64: 64 bits of state, period 2^64, passes BigCrush.
@@ -145,7 +186,11 @@ pub struct Lottery {
     quantum: Time,
     rng: SplitMix64,
     clients: ClientTable<Client>,
+    /// Tickets of waiting uncapped clients.
     tickets: TicketTree,
+    reweigh: Reweigh,
+    /// The last readjustment (capped clients: `reweigh.capped()`).
+    readjustment: Readjustment,
 }
 
 impl Lottery {
@@ -157,61 +202,165 @@ impl Lottery {
             rng: SplitMix64::new(cfg.seed),
             clients: ClientTable::new(),
             tickets: TicketTree::default(),
+            reweigh: Reweigh::new(false),
+            readjustment: Readjustment::EMPTY,
         }
     }
 
-    /// The tickets `c` holds while waiting: its weight, inflated by its compensation.
-    fn tickets_of(&self, c: ClientId, w: Weight) -> u128 {
-        let w = w.get() as u128;
+    /// Lottery over readjusted weights (`lottery+readjust`).
+    pub fn with_readjustment(cfg: SchedConfig) -> Lottery {
+        Lottery { reweigh: Reweigh::new(true), ..Lottery::new(cfg) }
+    }
+
+    /// Readjusted, and a waiting capped client runs without a draw
+    /// (`lottery+readjust+dedicate`).
+    pub fn with_dedicated_cpus(cfg: SchedConfig) -> Lottery {
+        Lottery { reweigh: Reweigh::dedicating(), ..Lottery::new(cfg) }
+    }
+
+    /// `tickets`, inflated by `c`'s compensation `Q/d` (section 3.4).
+    fn compensated(&self, c: ClientId, tickets: u128) -> u128 {
         match self.clients.get(c).and_then(|e| e.short_run) {
-            Some(d) => w * self.quantum as u128 / d.max(1) as u128,
-            None => w,
+            Some(d) => tickets.saturating_mul(self.quantum as u128) / d.max(1) as u128,
+            None => tickets,
         }
     }
 
+    fn is_capped(&self, c: ClientId) -> bool {
+        self.reweigh.capped().contains(&c)
+    }
+
+    /// Put waiting client `c` in the tree with its weight's tickets, unless
+    /// it is capped (capped clients are drawn outside the tree).
     fn put_in_pool(&mut self, c: ClientId) {
         if let Ok(w) = self.roster.weight(c) {
-            let t = self.tickets_of(c, w);
+            let t = if self.is_capped(c) { 0 } else { self.compensated(c, w.get() as u128) };
             self.tickets.set(c, t);
         }
+    }
+
+    /// Readjust after a change of the runnable set or a weight: capped
+    /// clients leave the tree, uncapped ones (back at `φ = w`) return to it.
+    fn refresh(&mut self) {
+        let (r, changes) = self.reweigh.refresh(&self.roster);
+        self.readjustment = r;
+        for (c, _) in changes {
+            if self.roster.status(c) == Ok(Status::Runnable) {
+                self.put_in_pool(c);
+            }
+        }
+    }
+
+    /// The waiting capped clients with their scaled tickets `a` (`R`, or
+    /// `⌊R·Q/d⌋` with compensation), heaviest first. At most P − 1.
+    fn capped_tickets(&self) -> Vec<(ClientId, u128)> {
+        let r = self.readjustment.feasible_weight as u128;
+        self.reweigh
+            .capped()
+            .iter()
+            .filter(|&&c| self.roster.status(c) == Ok(Status::Runnable))
+            .map(|&c| (c, self.compensated(c, r)))
+            .collect()
+    }
+
+    /// The winner of one lottery among the waiting clients, if any.
+    fn draw(&mut self) -> Option<ClientId> {
+        let capped = self.capped_tickets();
+        if capped.is_empty() {
+            // The plain draw (also readjusted when no waiting client is capped).
+            return (self.tickets.total > 0).then(|| self.tickets.find(self.rng.below(self.tickets.total)));
+        }
+        let d = self.readjustment.feasible_cpus().max(1) as u128;
+        let a: u128 = capped.iter().map(|&(_, t)| t).fold(0, u128::saturating_add);
+        let x = self.rng.below(a.saturating_add(d.saturating_mul(self.tickets.total)));
+        Some(Self::winner(&capped, a, x).unwrap_or_else(|| self.tickets.find((x - a) / d)))
+    }
+
+    /// The capped client holding scaled ticket `x` if `x < a` (their sum).
+    fn winner(capped: &[(ClientId, u128)], a: u128, mut x: u128) -> Option<ClientId> {
+        if x >= a {
+            return None;
+        }
+        capped.iter().find_map(|&(c, t)| {
+            if x < t {
+                Some(c)
+            } else {
+                x -= t;
+                None
+            }
+        })
+    }
+
+    /// Winning probabilities of the next draw, exactly, as (client, numerator)
+    /// over a common denominator: the number of draw values `x` each client
+    /// wins, counted range by range (for tests; O(N + P)).
+    pub fn draw_odds(&self) -> (Vec<(ClientId, u128)>, u128) {
+        let capped = self.capped_tickets();
+        let (scale, a) = if capped.is_empty() {
+            (1, 0)
+        } else {
+            (self.readjustment.feasible_cpus().max(1) as u128, capped.iter().map(|&(_, t)| t).sum())
+        };
+        let mut odds: Vec<(ClientId, u128)> = capped.clone();
+        for (i, &t) in self.tickets.own.iter().enumerate() {
+            if t > 0 {
+                odds.push((ClientId(i as u32), t * scale));
+            }
+        }
+        (odds, a + scale * self.tickets.total)
     }
 }
 
 impl Scheduler for Lottery {
     fn name(&self) -> &str {
-        "lottery"
+        match self.reweigh.suffix() {
+            "" => "lottery",
+            "+readjust" => "lottery+readjust",
+            _ => "lottery+readjust+dedicate",
+        }
     }
 
     fn join(&mut self, _now: Time, c: ClientId, w: Weight) -> Result<Kick, SchedError> {
         self.roster.join(c, w)?;
         self.clients.insert(c, Client { short_run: None });
+        self.reweigh.insert(c, w);
+        self.refresh();
         self.put_in_pool(c);
         Ok(None)
     }
 
     fn leave(&mut self, _now: Time, c: ClientId) -> Result<(), SchedError> {
+        let w = self.roster.weight(c)?;
         self.roster.leave(c)?;
         self.tickets.set(c, 0);
         self.clients.remove(c);
+        self.reweigh.remove(c, w);
+        self.refresh();
         Ok(())
     }
 
     fn block(&mut self, _now: Time, c: ClientId) -> Result<(), SchedError> {
         self.roster.block(c)?;
         self.tickets.set(c, 0);
+        self.reweigh.remove(c, self.roster.weight(c)?);
+        self.refresh();
         Ok(())
     }
 
     fn wake(&mut self, _now: Time, c: ClientId) -> Result<Kick, SchedError> {
         self.roster.wake(c)?;
+        self.reweigh.insert(c, self.roster.weight(c)?);
+        self.refresh();
         self.put_in_pool(c);
         Ok(None)
     }
 
     fn set_weight(&mut self, _now: Time, c: ClientId, w: Weight) -> Result<(), SchedError> {
         let status = self.roster.status(c)?;
-        self.roster.set_weight(c, w)?;
-        if status == crate::roster::Status::Runnable {
+        let old = self.roster.set_weight(c, w)?;
+        self.reweigh.change_weight(c, old, w, status.is_runnable());
+        self.refresh();
+        if status == Status::Runnable {
             self.put_in_pool(c);
         }
         Ok(())
@@ -219,10 +368,9 @@ impl Scheduler for Lottery {
 
     fn pick(&mut self, _now: Time, cpu: CpuId) -> Result<Decision, SchedError> {
         self.roster.check_pick(cpu)?;
-        if self.tickets.total == 0 {
+        let Some(winner) = self.reweigh.waiting_capped(&self.roster).or_else(|| self.draw()) else {
             return Ok(Decision::Idle);
-        }
-        let winner = self.tickets.find(self.rng.below(self.tickets.total));
+        };
         self.tickets.set(winner, 0);
         self.clients[winner].short_run = None;
         self.roster.start(cpu, winner);
@@ -230,14 +378,19 @@ impl Scheduler for Lottery {
     }
 
     fn stopped(&mut self, _now: Time, cpu: CpuId, c: ClientId, ran: Time, why: StopReason) -> Result<(), SchedError> {
-        self.roster.stop(cpu, c, why)?;
+        let w = self.roster.stop(cpu, c, why)?;
         if why == StopReason::Left {
             self.clients.remove(c);
+            self.reweigh.remove(c, w);
+            self.refresh();
             return Ok(());
         }
         self.clients[c].short_run = (ran < self.quantum).then_some(ran);
         if why.still_runnable() {
             self.put_in_pool(c);
+        } else {
+            self.reweigh.remove(c, w);
+            self.refresh();
         }
         Ok(())
     }

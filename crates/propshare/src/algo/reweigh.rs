@@ -1,7 +1,8 @@
-//! Readjusted weights kept current for the tag-based baselines (WF2Q+, SFQ,
-//! stride): a helper, not an algorithm.
+//! Readjusted weights kept current for every baseline with a `+readjust`
+//! variant (WFQ, WF2Q+, SFQ, stride, lottery, WRR, SRR, VTRR, CFS, EEVDF):
+//! a helper, not an algorithm.
 //!
-//! Every tag-based algorithm with a `+readjust` variant does the same thing
+//! Every algorithm with a `+readjust` variant does the same thing
 //! on each change of the runnable set or of a weight (SFS paper section 2.9:
 //! "run readjust on every change and replace w by φ wherever the base
 //! scheduler uses the weight"): readjust the runnable set (O(P), see
@@ -12,17 +13,24 @@
 //! Without readjustment (the plain variants) it tracks nothing and returns
 //! the plain fluid rate `P' / Σw` with `P' = min(P, N)`.
 //!
+//! The option `+dedicate` ([`Reweigh::dedicating`], for the global-queue
+//! algorithms whose P-CPU rules make a client wait or lose turns: lottery,
+//! WRR, SRR, VTRR) adds one rule: a waiting capped client runs on the next
+//! idle CPU ([`Reweigh::waiting_capped`]), since its readjusted share is
+//! exactly one CPU.
+//!
 //! Cost: insert and remove O(log N) (only with readjustment); refresh
 //! O(P log N) with readjustment, O(1) without.
 
 use crate::model::{ClientId, Weight};
 use crate::readjust::{FeasibleSet, Phi, Readjustment};
-use crate::roster::Roster;
+use crate::roster::{Roster, Status};
 
 /// Readjustment bookkeeping for one scheduler.
 #[derive(Clone, Debug, Default)]
 pub struct Reweigh {
     enabled: bool,
+    dedicate: bool,
     feasible: FeasibleSet,
     capped: Vec<ClientId>,
 }
@@ -33,9 +41,41 @@ impl Reweigh {
         Reweigh { enabled, ..Reweigh::default() }
     }
 
+    /// Readjusted weights plus the dedicated-CPU rule ([`Reweigh::waiting_capped`]).
+    pub fn dedicating() -> Reweigh {
+        Reweigh { enabled: true, dedicate: true, ..Reweigh::default() }
+    }
+
     /// Whether weights are readjusted.
     pub fn enabled(&self) -> bool {
         self.enabled
+    }
+
+    /// The registry suffix of this mode: `""`, `"+readjust"` or `"+readjust+dedicate"`.
+    pub fn suffix(&self) -> &'static str {
+        match (self.enabled, self.dedicate) {
+            (false, _) => "",
+            (true, false) => "+readjust",
+            (true, true) => "+readjust+dedicate",
+        }
+    }
+
+    /// The dedicated-CPU rule (`+dedicate`): a capped client's readjusted
+    /// share is exactly one CPU, and in the fluid model it never waits, so
+    /// an idle CPU runs a waiting capped client before asking the
+    /// algorithm. Returns the heaviest waiting (runnable, not running)
+    /// capped client, if the rule is on. O(P).
+    pub fn waiting_capped(&self, roster: &Roster) -> Option<ClientId> {
+        if !self.dedicate {
+            return None;
+        }
+        self.capped.iter().copied().find(|&c| roster.status(c) == Ok(Status::Runnable))
+    }
+
+    /// The clients capped by the last [`Reweigh::refresh`] (at most P − 1,
+    /// heaviest first); empty without readjustment.
+    pub fn capped(&self) -> &[ClientId] {
+        &self.capped
     }
 
     /// `c` (weight `w`) became runnable.
@@ -92,4 +132,84 @@ impl Reweigh {
 #[inline]
 pub fn same_phi(a: Phi, b: Phi) -> bool {
     a.num == b.num && a.den == b.den
+}
+
+/// A rational weight φ = num/den paid out as whole units per round, exactly
+/// over rounds: round k pays `⌊(carry + num·unit) / den⌋` units and carries
+/// the remainder, so any k consecutive rounds at a fixed φ pay `k·φ·unit`
+/// units within one (Bresenham's rule, the deficit counter of DRR). The
+/// round-robin baselines use it for their per-round allowance (WRR: ns per
+/// turn, unit Q; SRR and VTRR: quanta per round, unit 1). An integer φ pays
+/// exactly `φ·unit` every round and never carries.
+#[derive(Clone, Copy, Debug)]
+pub struct RoundShare {
+    phi: Phi,
+    /// Remainder owed from earlier rounds, `< den`.
+    carry: u64,
+}
+
+impl RoundShare {
+    /// A share of `phi` with nothing carried.
+    pub fn new(phi: Phi) -> RoundShare {
+        RoundShare { phi, carry: 0 }
+    }
+
+    /// The current φ.
+    pub fn phi(&self) -> Phi {
+        self.phi
+    }
+
+    /// Change φ; a different φ drops the carried remainder (less than one
+    /// unit is lost or gained per change).
+    pub fn set(&mut self, phi: Phi) {
+        if !same_phi(self.phi, phi) {
+            *self = RoundShare::new(phi);
+        }
+    }
+
+    /// `⌊φ·unit⌋`, without touching the carry (a cap for the current round).
+    pub fn floor(&self, unit: u64) -> u64 {
+        let v = self.phi.num as u128 * unit as u128 / self.phi.den.max(1) as u128;
+        v.min(u64::MAX as u128) as u64
+    }
+
+    /// The units paid for the next round (at least 1 if φ ≥ 1/unit, else it
+    /// may be 0 while the carry builds up). Saturates at `u64::MAX`.
+    pub fn next_round(&mut self, unit: u64) -> u64 {
+        let den = self.phi.den.max(1) as u128;
+        let total = self.phi.num as u128 * unit as u128 + self.carry as u128;
+        self.carry = (total % den) as u64;
+        (total / den).min(u64::MAX as u128) as u64
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn round_share_pays_a_rational_exactly_over_rounds() {
+        // φ = 7/3 quanta per round: 2, 2, 3, 2, 2, 3, ...; every 3 rounds exactly 7.
+        let mut s = RoundShare::new(Phi { num: 7, den: 3 });
+        let paid: Vec<u64> = (0..6).map(|_| s.next_round(1)).collect();
+        assert_eq!(paid, [2, 2, 3, 2, 2, 3]);
+        // Integer φ: the same every round, no carry.
+        let mut s = RoundShare::new(Phi::whole(5));
+        assert!((0..10).all(|_| s.next_round(1_000) == 5_000));
+        // Any k consecutive rounds pay ⌊k·φ⌋ or ⌈k·φ⌉.
+        let mut s = RoundShare::new(Phi { num: 1_000_003, den: 7 });
+        let mut sum = 0u128;
+        for k in 1..=1000u128 {
+            sum += s.next_round(3) as u128;
+            let exact = k * 3 * 1_000_003;
+            assert!(sum * 7 <= exact && exact < (sum + 1) * 7, "round {k}");
+        }
+        // Changing φ drops the carry; keeping it does not.
+        let mut s = RoundShare::new(Phi { num: 1, den: 2 });
+        assert_eq!((s.next_round(1), s.next_round(1)), (0, 1));
+        s.next_round(1);
+        s.set(Phi { num: 2, den: 4 });
+        assert_eq!(s.next_round(1), 0, "2/4 is a new representation: carry dropped");
+        assert_eq!(s.floor(9), 4);
+    }
 }

@@ -41,8 +41,47 @@
 //! scheduler work-conserving and each pick O(k + P)).
 //! Gap: runs shorter than Q count as a full visit (SRR serves packets; we
 //! serve quanta).
+//!
+//! # `srr+readjust`
+//!
+//! [`SmoothedRoundRobin::with_readjustment`] puts each client in the weight
+//! matrix with its readjusted weight φ (SFS paper section 2.9). The matrix
+//! needs whole numbers, so a capped client's φ* = R/D is paid per pass by
+//! [`RoundShare`]: at the start of every pass of the WSS its row is the
+//! binary of `⌊(carry + R)/D⌋` and the remainder is carried, so any k
+//! consecutive passes serve it exactly `k·φ*` times within one. φ* < w < 2^32
+//! (a capped client's weight exceeds its φ*), so the 32 columns suffice.
+//! Feasible weights are never changed, so on feasible sets `srr+readjust`
+//! makes exactly `srr`'s decisions (tested). Cost: readjustment O(P log N)
+//! per join, leave, block, wake and weight change, plus O(k) per client
+//! whose φ changed; at each pass boundary O(k) per capped client whose row
+//! changes (at most P − 1), i.e. O(P·k / Σφ) per quantum.
+//!
+//! What it does on P CPUs (tested): weights 10, 1, 1 on 2 CPUs put the
+//! heavy client (1010b) in columns where it meets the two light clients
+//! unevenly, and plain SRR serves the equal light clients 2 : 1;
+//! readjusted (φ = 2 = 10b) they are served equally and the heavy client
+//! keeps its CPU. Readjustment does not cure SRR's own P-CPU error: a
+//! client running on another CPU loses its turn in a column, so a capped
+//! client with several set bits gets fewer than φ* visits per pass
+//! (weights 10, 1, 1, 1 on 2 CPUs: 0.67 of a CPU plain, 0.5 readjusted,
+//! where the fluid share is 1), and in the section 4.2 pattern with each CPU
+//! picking right after its own stop the capped client loses one turn per
+//! pass (1:1:1 instead of 1:2:1).
+//!
+//! Option `srr+readjust+dedicate` ([`SmoothedRoundRobin::with_dedicated_cpus`]):
+//! a waiting capped client runs on the next idle CPU outside the sequence
+//! ([`Reweigh::waiting_capped`]), so it holds its CPU and the sequence,
+//! which skips running clients, serves the others. Section 4.2 pattern:
+//! 1:2:1 under either host ordering (tested).
+//!
+//! Gap: when φ changes mid-pass the client's row changes at once (its new
+//! share starts with the current pass, the carry dropped); a row change
+//! moves it to the back of its columns.
 
+use crate::algo::reweigh::{Reweigh, RoundShare};
 use crate::model::{ClientId, CpuId, SchedError, StopReason, Time, Weight};
+use crate::readjust::Phi;
 use crate::roster::{ClientTable, Roster, Status};
 use crate::scheduler::{Decision, Kick, SchedConfig, Scheduler};
 
@@ -92,6 +131,9 @@ pub struct SmoothedRoundRobin {
     column: usize,
     /// The next client to serve in the current column.
     next: Option<ClientId>,
+    /// Each client's (readjusted) weight, paid in whole visits per pass.
+    shares: ClientTable<RoundShare>,
+    reweigh: Reweigh,
 }
 
 impl SmoothedRoundRobin {
@@ -107,6 +149,57 @@ impl SmoothedRoundRobin {
             term: 1,
             column: 0,
             next: None,
+            shares: ClientTable::new(),
+            reweigh: Reweigh::new(false),
+        }
+    }
+
+    /// SRR over readjusted weights (`srr+readjust`).
+    pub fn with_readjustment(cfg: SchedConfig) -> SmoothedRoundRobin {
+        SmoothedRoundRobin { reweigh: Reweigh::new(true), ..SmoothedRoundRobin::new(cfg) }
+    }
+
+    /// Readjusted, and a waiting capped client runs first (`srr+readjust+dedicate`).
+    pub fn with_dedicated_cpus(cfg: SchedConfig) -> SmoothedRoundRobin {
+        SmoothedRoundRobin { reweigh: Reweigh::dedicating(), ..SmoothedRoundRobin::new(cfg) }
+    }
+
+    /// Put runnable `c` in the matrix with its share for the coming pass.
+    fn enter(&mut self, c: ClientId) {
+        let bits = self.shares[c].next_round(1).max(1);
+        self.insert(c, bits);
+    }
+
+    /// Give runnable `c` the row `bits` if it has another one.
+    fn set_row(&mut self, c: ClientId, bits: u64) {
+        if self.rows.get(c).is_some_and(|r| r.bits != bits) {
+            self.remove(c);
+            self.insert(c, bits);
+        }
+    }
+
+    /// Readjust after a change of the runnable set or a weight; rows change
+    /// at once for the clients whose φ changed.
+    fn refresh(&mut self) {
+        let (_, changes) = self.reweigh.refresh(&self.roster);
+        for (c, phi) in changes {
+            let Some(share) = self.shares.get_mut(c) else { continue };
+            share.set(phi);
+            if self.rows.get(c).is_some() {
+                let bits = share.next_round(1).max(1);
+                self.set_row(c, bits);
+            }
+        }
+    }
+
+    /// A new pass starts: capped clients get their share for it.
+    fn new_pass(&mut self) {
+        let capped = self.reweigh.capped().to_vec();
+        for c in capped {
+            if self.rows.get(c).is_some() {
+                let bits = self.shares[c].next_round(1).max(1);
+                self.set_row(c, bits);
+            }
         }
     }
 
@@ -137,9 +230,8 @@ impl SmoothedRoundRobin {
         }
     }
 
-    /// Put `c` with weight `w` in the column of each of its set bits.
-    fn insert(&mut self, c: ClientId, w: Weight) {
-        let bits = w.get();
+    /// Put `c` with weight `bits` (`1 ..= 2^32 − 1`) in the column of each of its set bits.
+    fn insert(&mut self, c: ClientId, bits: u64) {
         self.rows.insert(c, Row { bits, links: vec![Link::default(); bits.count_ones() as usize] });
         for b in (0..COLUMNS).filter(|&b| bits >> b & 1 == 1) {
             let tail = self.columns[b].tail;
@@ -154,7 +246,7 @@ impl SmoothedRoundRobin {
                 self.next = Some(c);
             }
         }
-        self.per_order[w.order() as usize] += 1;
+        self.per_order[63 - bits.leading_zeros() as usize] += 1;
         self.update_order();
     }
 
@@ -189,6 +281,7 @@ impl SmoothedRoundRobin {
         self.term += 1;
         if self.term >= 1u64 << self.order {
             self.term = 1;
+            self.new_pass();
         }
         self.column = Self::column_of_term(self.order, self.term);
         self.next = self.columns[self.column].head;
@@ -229,47 +322,69 @@ impl SmoothedRoundRobin {
 
 impl Scheduler for SmoothedRoundRobin {
     fn name(&self) -> &str {
-        "srr"
+        match self.reweigh.suffix() {
+            "" => "srr",
+            "+readjust" => "srr+readjust",
+            _ => "srr+readjust+dedicate",
+        }
     }
 
     fn join(&mut self, _now: Time, c: ClientId, w: Weight) -> Result<Kick, SchedError> {
         self.roster.join(c, w)?;
-        self.insert(c, w);
+        self.shares.insert(c, RoundShare::new(Phi::whole(w.get())));
+        self.enter(c);
+        self.reweigh.insert(c, w);
+        self.refresh();
         Ok(None)
     }
 
     fn leave(&mut self, _now: Time, c: ClientId) -> Result<(), SchedError> {
+        let w = self.roster.weight(c)?;
         self.roster.leave(c)?;
         self.remove(c);
+        self.shares.remove(c);
+        self.reweigh.remove(c, w);
+        self.refresh();
         Ok(())
     }
 
     fn block(&mut self, _now: Time, c: ClientId) -> Result<(), SchedError> {
         self.roster.block(c)?;
         self.remove(c);
+        self.reweigh.remove(c, self.roster.weight(c)?);
+        self.refresh();
         Ok(())
     }
 
     fn wake(&mut self, _now: Time, c: ClientId) -> Result<Kick, SchedError> {
         self.roster.wake(c)?;
         let w = self.roster.weight(c)?;
-        self.insert(c, w);
+        self.enter(c);
+        self.reweigh.insert(c, w);
+        self.refresh();
         Ok(None)
     }
 
     fn set_weight(&mut self, _now: Time, c: ClientId, w: Weight) -> Result<(), SchedError> {
         let status = self.roster.status(c)?;
-        self.roster.set_weight(c, w)?;
+        let old = self.roster.set_weight(c, w)?;
+        self.shares[c].set(Phi::whole(w.get()));
         if status.is_runnable() {
             self.remove(c);
-            self.insert(c, w);
+            self.enter(c);
         }
+        self.reweigh.change_weight(c, old, w, status.is_runnable());
+        self.refresh();
         Ok(())
     }
 
     fn pick(&mut self, _now: Time, cpu: CpuId) -> Result<Decision, SchedError> {
         self.roster.check_pick(cpu)?;
-        Ok(match self.choose() {
+        let first = match self.reweigh.waiting_capped(&self.roster) {
+            Some(c) => Some(c),
+            None => self.choose(),
+        };
+        Ok(match first {
             Some(client) => {
                 self.roster.start(cpu, client);
                 Decision::Run { client, slice: self.quantum }
@@ -279,9 +394,14 @@ impl Scheduler for SmoothedRoundRobin {
     }
 
     fn stopped(&mut self, _now: Time, cpu: CpuId, c: ClientId, _ran: Time, why: StopReason) -> Result<(), SchedError> {
-        self.roster.stop(cpu, c, why)?;
+        let w = self.roster.stop(cpu, c, why)?;
         if !why.still_runnable() {
             self.remove(c);
+            if why == StopReason::Left {
+                self.shares.remove(c);
+            }
+            self.reweigh.remove(c, w);
+            self.refresh();
         }
         Ok(())
     }
