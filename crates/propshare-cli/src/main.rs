@@ -132,6 +132,9 @@ struct SimArgs {
     /// Run every registered scheduler.
     #[arg(long)]
     all: bool,
+    /// Write no event traces (metrics and plots only).
+    #[arg(long)]
+    no_traces: bool,
     /// Override the scenario's seed.
     #[arg(long)]
     seed: Option<u64>,
@@ -251,7 +254,7 @@ fn simulate(a: SimArgs, html: bool) -> Result<(), Failure> {
         }
     }
     let out = a.out.clone().unwrap_or_else(|| Path::new("out").join(&scn.name));
-    let opts = RunOptions { out: Some(out.clone()), traces: true, plots: true, measure_cost: a.cost };
+    let opts = RunOptions { out: Some(out.clone()), traces: !a.no_traces, plots: true, measure_cost: a.cost };
     let total = only.as_ref().map_or(scn.schedulers.len(), Vec::len) * scn.repeat as usize;
     let pb = progress_bar(total as u64, a.quiet);
     let result = run_scenario(&scn, only.as_deref(), &opts, &mut |d, _| pb.set_position(d as u64))?;

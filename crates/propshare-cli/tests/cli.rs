@@ -71,6 +71,8 @@ fn bad_scenarios_exit_2_with_file_line_and_field() {
             SLEEP,
             &format!("{SLEEP}\n[report]\nlag_windows = [\"100ms\"]\n{CLAIM}metric = \"lag\"\nwindow_length = \"100ms\"\nmax = 1.0"),
         ),
+        ("tracebackwards", SLEEP, &format!("{SLEEP}\n[report]\ntrace = [\"200ms\", \"100ms\"]")),
+        ("ganttlate", SLEEP, &format!("{SLEEP}\n[report]\ngantt = [\"5s\", \"6s\"]")),
         (
             "growthone",
             SLEEP,
@@ -95,6 +97,8 @@ fn bad_scenarios_exit_2_with_file_line_and_field() {
         "claim[0].metric",
         "claim[0].window_length",
         "claim[0].window_length",
+        "report.trace",
+        "report.gantt",
         "claim[0].metric",
     ];
     assert_eq!(cases.len(), expect_field.len());
@@ -235,4 +239,44 @@ fn report_renders_in_headless_chromium() {
             assert!(dom.contains("window_lag.svg") && dom.contains("500 ms windows"), "no windowed lag in the report");
         }
     }
+}
+
+/// `[report] trace` keeps exactly the events inside the window (runs that
+/// overlap it); `--no-traces` writes no trace at all.
+#[test]
+fn trace_window_and_no_traces() {
+    let dir = tmp("trace");
+    let file = dir.join("t.toml");
+    std::fs::write(&file, format!("{GOOD}\n[report]\ntrace = [\"300ms\", \"400ms\"]\n")).unwrap();
+    let out_dir = dir.join("o");
+    let out = propshare(&["simulate", file.to_str().unwrap(), "--quiet", "--out", out_dir.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let trace = std::fs::read_to_string(out_dir.join("t__wfq.trace.jsonl")).unwrap();
+    let (mut runs, mut others) = (0, 0);
+    for line in trace.lines().skip(1) {
+        let e: serde_json::Value = serde_json::from_str(line).unwrap();
+        let ms = |k: &str| e[k].as_u64().unwrap() as f64 / 1e6;
+        if e["ev"] == "run" {
+            assert!(ms("start") < 400.0 && ms("end") > 300.0, "run outside the window: {line}");
+            runs += 1;
+        } else {
+            assert!((300.0..400.0).contains(&ms("t")), "event outside the window: {line}");
+            others += 1;
+        }
+    }
+    // a runs all 100 ms at a 10 ms quantum; b runs 3 ms bursts between sleeps.
+    assert!(runs >= 15 && others >= 5, "{runs} runs, {others} other events");
+
+    let quiet_dir = dir.join("q");
+    let out = propshare(&[
+        "simulate",
+        file.to_str().unwrap(),
+        "--quiet",
+        "--no-traces",
+        "--out",
+        quiet_dir.to_str().unwrap(),
+    ]);
+    assert!(out.status.success());
+    assert!(quiet_dir.join("t.metrics.json").exists());
+    assert!(!quiet_dir.join("t__wfq.trace.jsonl").exists() && !quiet_dir.join("t__wfq.perfetto.json").exists());
 }

@@ -261,6 +261,20 @@ pub enum TraceEvent<'a> {
     },
 }
 
+impl TraceEvent<'_> {
+    /// Whether the event falls in the time window `[start, end)` (a run: overlaps it).
+    pub fn within(&self, (start, end): (Time, Time)) -> bool {
+        match *self {
+            TraceEvent::Run { start: s, end: e, .. } => s < end && e > start,
+            TraceEvent::Join { t, .. }
+            | TraceEvent::Leave { t, .. }
+            | TraceEvent::Block { t, .. }
+            | TraceEvent::Wake { t, .. }
+            | TraceEvent::Weight { t, .. } => (start..end).contains(&t),
+        }
+    }
+}
+
 /// Per-client results.
 #[derive(Clone, Debug, PartialEq)]
 pub struct ClientStats {

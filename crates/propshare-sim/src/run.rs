@@ -152,7 +152,13 @@ pub fn run_scenario(
             };
             let report = engine.run(&mut |e: TraceEvent| {
                 if let Some(w) = writer.as_mut() {
-                    w.event(&e);
+                    let in_window = match scn.report.trace {
+                        Some(window) => e.within(window),
+                        None => true,
+                    };
+                    if in_window {
+                        w.event(&e);
+                    }
                 }
                 if let (true, true, TraceEvent::Run { cpu, client, start, end }) = (first, opts.plots, e) {
                     if end > window.0 && start < window.1 && bars.len() < 20_000 {

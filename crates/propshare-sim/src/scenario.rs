@@ -297,9 +297,11 @@ struct RawReport {
     #[serde(default)]
     lag_clients: Vec<String>,
     #[serde(default)]
-    gantt: Option<[Dur; 2]>,
+    gantt: Option<Spanned<[Dur; 2]>>,
     #[serde(default)]
     lag_windows: Vec<Spanned<Dur>>,
+    #[serde(default)]
+    trace: Option<Spanned<[Dur; 2]>>,
 }
 
 /// A metric a claim is about.
@@ -468,6 +470,8 @@ pub struct ReportSpec {
     pub gantt: Option<(Time, Time)>,
     /// Window lengths of the windowed lag metric (DWRR paper, Fig. 5), ns.
     pub lag_windows: Vec<Time>,
+    /// Time window `[start, end)` of the event traces, ns (default: the whole run).
+    pub trace: Option<(Time, Time)>,
 }
 
 /// A validated scenario.
@@ -572,6 +576,24 @@ impl Ctx<'_> {
             out.push(t);
         }
         Ok(out)
+    }
+
+    /// A `[start, end]` window of the run: `start < end`, `start` before the horizon.
+    fn time_window(
+        &self,
+        w: Option<&Spanned<[Dur; 2]>>,
+        field: &str,
+        horizon: Time,
+    ) -> Result<Option<(Time, Time)>, ScenarioError> {
+        let Some(w) = w else { return Ok(None) };
+        let [Dur(start), Dur(end)] = *w.get_ref();
+        if start >= end {
+            return Err(self.err(w.span(), field, format!("start ({start} ns) must be before end ({end} ns)")));
+        }
+        if start >= horizon {
+            return Err(self.err(w.span(), field, format!("starts at {start} ns, after the horizon ({horizon} ns)")));
+        }
+        Ok(Some((start, end)))
     }
 
     fn time_dist(&self, d: &RawTimeDist, span: Range<usize>, field: &str) -> Result<Dist, ScenarioError> {
@@ -854,7 +876,8 @@ impl Scenario {
                 sample_every: r.sample_every.map(|d| d.0).filter(|&d| d > 0),
                 lag_windows: cx.lag_windows(&r.lag_windows, horizon)?,
                 lag_clients: r.lag_clients,
-                gantt: r.gantt.map(|[a, b]| (a.0, b.0)),
+                gantt: cx.time_window(r.gantt.as_ref(), "report.gantt", horizon)?,
+                trace: cx.time_window(r.trace.as_ref(), "report.trace", horizon)?,
             },
         };
 
