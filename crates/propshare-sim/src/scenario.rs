@@ -295,7 +295,7 @@ struct RawReport {
     #[serde(default)]
     sample_every: Option<Dur>,
     #[serde(default)]
-    lag_clients: Vec<String>,
+    lag_clients: Vec<Spanned<String>>,
     #[serde(default)]
     gantt: Option<Spanned<[Dur; 2]>>,
     #[serde(default)]
@@ -393,6 +393,32 @@ pub fn names_client(pattern: &str, name: &str) -> bool {
     match pattern.strip_suffix('*') {
         Some(prefix) => name.starts_with(prefix),
         None => name == pattern,
+    }
+}
+
+/// The client names a scenario can produce: fixed ones (clients and class
+/// members) and prefixes whose members are numbered at run time (Poisson
+/// arrivals and chains: `prefix0`, `prefix1`, ...).
+struct KnownNames {
+    fixed: Vec<String>,
+    numbered: Vec<String>,
+}
+
+impl KnownNames {
+    /// Whether `pattern` ([`names_client`]) can name at least one client.
+    fn can_name(&self, pattern: &str) -> bool {
+        let numbered_member = |name: &str, prefix: &str| {
+            name.strip_prefix(prefix).is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
+        };
+        match pattern.strip_suffix('*') {
+            Some(group) => {
+                self.fixed.iter().any(|n| n.starts_with(group))
+                    || self.numbered.iter().any(|p| p.starts_with(group) || numbered_member(group, p) || group == p)
+            }
+            None => {
+                self.fixed.iter().any(|n| n == pattern) || self.numbered.iter().any(|p| numbered_member(pattern, p))
+            }
+        }
     }
 }
 
@@ -870,12 +896,29 @@ impl Scenario {
             }
         };
 
+        let known = KnownNames {
+            fixed: clients
+                .iter()
+                .map(|c| c.name.clone())
+                .chain(classes.iter().flat_map(|c| (0..c.count).map(move |j| format!("{}{j}", c.prefix))))
+                .collect(),
+            numbered: poisson.iter().map(|p| p.prefix.clone()).chain(chains.iter().map(|c| c.prefix.clone())).collect(),
+        };
+        if let Some(r) = &raw.report {
+            if let Some((k, n)) = r.lag_clients.iter().enumerate().find(|(_, n)| !known.fixed.contains(n.get_ref())) {
+                return Err(cx.err(
+                    n.span(),
+                    &format!("report.lag_clients[{k}]"),
+                    format!("no client is named {:?} (lag plots need a [[client]] or [[class]] member)", n.get_ref()),
+                ));
+            }
+        }
         let report = match raw.report {
             None => ReportSpec::default(),
             Some(r) => ReportSpec {
                 sample_every: r.sample_every.map(|d| d.0).filter(|&d| d > 0),
                 lag_windows: cx.lag_windows(&r.lag_windows, horizon)?,
-                lag_clients: r.lag_clients,
+                lag_clients: r.lag_clients.iter().map(|n| n.get_ref().clone()).collect(),
                 gantt: cx.time_window(r.gantt.as_ref(), "report.gantt", horizon)?,
                 trace: cx.time_window(r.trace.as_ref(), "report.trace", horizon)?,
             },
@@ -951,6 +994,13 @@ impl Scenario {
             };
             if c.min.is_none() && c.max.is_none() {
                 return Err(cx.err(rc.span(), &at, "a claim needs `min`, `max` or both"));
+            }
+            let named = c.client.iter().map(|n| (n, format!("{at}.client")));
+            let named = named.chain(c.clients.iter().enumerate().map(|(k, n)| (n, format!("{at}.clients[{k}]"))));
+            for (n, field) in named {
+                if !known.can_name(n) {
+                    return Err(cx.err(rc.span(), &field, format!("no client is named {n:?}")));
+                }
             }
             claims.push(Claim {
                 paper: c.paper.clone(),
