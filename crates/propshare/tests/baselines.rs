@@ -560,6 +560,39 @@ fn vtrr_worked_examples_step_by_step() {
     assert_eq!(run_exact("vtrr", &[2, 2, 1], 6).sequence(), [0, 1, 2, 0, 1, 0]);
 }
 
+/// The counter rule deciding against the VFT test (the one test in this file
+/// with blocking: on static sets the rule never decides alone; blocking and
+/// waking make counters and VFTs disagree). Shares c0 = 3,
+/// c1 = 2, c2 = 4, c3 = 4 (S_T = 13), queue c2 c3 c0 c1:
+/// 1. c2 (head); 2. c3 (counter 4 > 3); 3. c0 (VFT test), blocks and wakes at
+///    once (counter min(3, c3's 3), the walk restarts at the head);
+/// 4. c2 (head), blocks and wakes at once: back after c3 (equal share, later
+///    arrival), counter min(4, c3's 3) = 3, VFT stays 3Q/4 (> QVT + Q/4 = 4Q/13 + Q/4);
+/// 5. c3 (head, counter 3 → 2);
+/// 6. next is c2: VFT 3Q/4 − QVT(t+Q) 6Q/13 ≥ Q/4 fails, but its counter
+///    3 > 2, so c2 runs (without the counter rule c3 would run again).
+#[test]
+fn vtrr_counter_rule_decides_after_wakes() {
+    let mut s = registry::build("vtrr", SchedConfig { cpus: 1, quantum: MS, seed: 0 }).expect("registered");
+    for (i, w) in [3, 2, 4, 4].into_iter().enumerate() {
+        s.join(0, ClientId(i as u32), Weight::new(w).unwrap()).unwrap();
+    }
+    let mut t = 0;
+    let mut seq = Vec::new();
+    for step in 1..=6 {
+        let Decision::Run { client, slice } = s.pick(t, CpuId(0)).unwrap() else { panic!("idle") };
+        t += slice;
+        let block_and_wake = step == 3 || step == 4;
+        let why = if block_and_wake { StopReason::Blocked } else { StopReason::Expired };
+        s.stopped(t, CpuId(0), client, slice, why).unwrap();
+        if block_and_wake {
+            s.wake(t, client).unwrap();
+        }
+        seq.push(client.0);
+    }
+    assert_eq!(seq, [2, 3, 0, 2, 3, 2]);
+}
+
 proptest! {
     #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]
 

@@ -55,9 +55,9 @@
 //! client's too, and their size depends on the random light weights (table
 //! in docs/ALGORITHMS.md). On static one-CPU sets the counter rule never
 //! decides alone: the VFT test passes whenever it would fire (with the rule
-//! removed, the rule-model proptest still passes; checked by hand). It can
-//! only matter when counters and VFTs disagree, e.g. a client that wakes
-//! mid-cycle with its VFT still ahead.
+//! removed, the rule-model proptest still passes; checked by hand). It
+//! decides when counters and VFTs disagree, e.g. for a client that wakes
+//! mid-cycle with its VFT still ahead (tested).
 //!
 //! Cost: pick O(1) amortised on one CPU (one step of the walk; resetting the
 //! counters is O(N) once per cycle of `Σw ≥ N` quanta), plus skipping the at
@@ -81,7 +81,9 @@
 //! (`left` the quanta left in the cycle); we keep the rule below.
 //! Gap: the counter of a client that joins or wakes mid-cycle: `min(share,
 //! counter of the client before it)`, raised to the counter of the client
-//! after it: the largest value that keeps the time-counter invariant.
+//! after it: the largest value that keeps the time-counter invariant. So a
+//! client that blocks and wakes within a cycle can get back counter it had
+//! used (tested: `vtrr_counter_rule_decides_after_wakes`).
 //! Gap: a waking client gets `VFT = max(VFT_last, QVT + Q/S)` (fair
 //! queueing's rule, so sleeping earns no credit); a weight change keeps the
 //! virtual start `VFT − Q/S_old` and sets `VFT = start + Q/S_new`.
