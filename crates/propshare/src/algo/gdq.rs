@@ -292,6 +292,8 @@ pub struct Gdq {
     groups: Vec<Group>,
     /// Bit k set: G^k has members or CPUs.
     present: u64,
+    /// Bit k set: G^k has P̄^k > 0 (P̲^k or ψ_k non-zero).
+    entitled: u64,
     /// P'·D, the VFT scale of the current period.
     vft_scale: u128,
 }
@@ -320,6 +322,7 @@ impl Gdq {
             cpus: vec![Cpu::default(); cfg.cpus],
             groups: vec![Group::default(); ORDERS],
             present: 0,
+            entitled: 0,
             vft_scale: 0,
         }
     }
@@ -688,18 +691,22 @@ impl Gdq {
         let big_r = r.feasible_weight as u128;
         let total = big_r * p;
         let scale = p * d;
+        // Only groups with members or a standing entitlement can change: any
+        // other group has no members and keeps P̲ = P̄ = ψ = 0.
+        let touched = self.present | self.entitled;
         // Pass 1: fold the ending periods, note the smallest competing base.
         let mut new = [(0u64, 0u128); ORDERS];
         let mut vmin: Option<u128> = None;
-        for (k, slot) in new.iter_mut().enumerate() {
+        for k in set_bits(touched) {
             let g = &self.groups[k];
             let (floor, psi) = if g.members == 0 || total == 0 {
                 (0, 0)
             } else {
                 let a = g.uncapped_weight as u128 * d + g.capped as u128 * big_r;
-                ((p * a / total) as u64, p * a % total)
+                let (q, r) = div_rem(p * a, total);
+                (q as u64, r)
             };
-            *slot = (floor, psi);
+            new[k] = (floor, psi);
             if g.psi > 0 {
                 if g.psi != psi || self.vft_scale != scale {
                     let fold = self.vft_part(g.vft_work, g.psi, false);
@@ -711,7 +718,10 @@ impl Gdq {
             }
         }
         // Pass 2: install; groups entering the competition start at vmin.
-        for (k, &(floor, psi)) in new.iter().enumerate() {
+        let mut entitled = 0u64;
+        for k in set_bits(touched) {
+            let (floor, psi) = new[k];
+            entitled |= ((floor > 0 || psi > 0) as u64) << k;
             let g = &mut self.groups[k];
             if g.psi == 0 && psi > 0 {
                 g.vft_work = 0;
@@ -723,6 +733,7 @@ impl Gdq {
             g.ceil = floor + (psi > 0) as u64;
             g.psi = psi;
         }
+        self.entitled = entitled;
         self.vft_scale = scale;
     }
 
@@ -1072,6 +1083,25 @@ impl Scheduler for Gdq {
             }
         }
         Ok(())
+    }
+}
+
+/// The indices of the set bits of `mask`, lowest first.
+fn set_bits(mut mask: u64) -> impl Iterator<Item = usize> {
+    std::iter::from_fn(move || {
+        let k = mask.trailing_zeros() as usize;
+        mask &= mask.wrapping_sub(1);
+        (k < 64).then_some(k)
+    })
+}
+
+/// (⌊n/d⌋, n mod d), d > 0, in 64-bit arithmetic when both fit.
+fn div_rem(n: u128, d: u128) -> (u128, u128) {
+    if (n | d) >> 64 == 0 {
+        let (n, d) = (n as u64, d as u64);
+        ((n / d) as u128, (n % d) as u128)
+    } else {
+        (n / d, n % d)
     }
 }
 

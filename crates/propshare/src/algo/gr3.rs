@@ -196,6 +196,9 @@ struct Group {
     uncapped: u128,
     /// k: number of capped members (each weighs R/den).
     capped: usize,
+    /// Φ_G as a numerator over den, `uncapped·den + capped·R`, kept in step
+    /// with the three (read at every pick).
+    weight: u128,
     /// W_G.
     work: u64,
 }
@@ -255,6 +258,31 @@ pub struct Gr3Queue {
     capped_num: u128,
     /// The infeasible set I.
     capped: Vec<ClientId>,
+    /// Reused buffers of the readjustment (no allocation once warm).
+    scratch: Scratch,
+}
+
+/// Buffers reused by every readjustment.
+#[derive(Clone, Debug, Default)]
+struct Scratch {
+    /// The new infeasible set.
+    capped: Vec<ClientId>,
+    /// The clients whose capped state may change.
+    movers: Vec<ClientId>,
+    /// The boundary class, sorted heaviest first.
+    boundary: Vec<(u64, ClientId)>,
+}
+
+/// A set of group orders (bit σ), in increasing order when iterated.
+type Orders = u32;
+
+/// The orders in `set`, lowest first.
+fn orders(mut set: Orders) -> impl Iterator<Item = u32> {
+    std::iter::from_fn(move || {
+        let o = set.trailing_zeros();
+        set &= set.wrapping_sub(1);
+        (o < ORDERS as u32).then_some(o)
+    })
 }
 
 impl Gr3Queue {
@@ -276,6 +304,7 @@ impl Gr3Queue {
             den: 1,
             capped_num: 0,
             capped: Vec::new(),
+            scratch: Scratch::default(),
         }
     }
 
@@ -350,7 +379,11 @@ impl Gr3Queue {
     }
 
     fn group_weight(&self, o: u32) -> u128 {
-        let g = &self.groups[o as usize];
+        self.groups[o as usize].weight
+    }
+
+    /// Φ_G recomputed from the group's sums (the cache `Group::weight` must equal it).
+    fn weigh(&self, g: &Group) -> u128 {
         g.uncapped * self.den as u128 + g.capped as u128 * self.capped_num
     }
 
@@ -409,7 +442,7 @@ impl Gr3Queue {
 
     /// INTRAGROUP-SCHEDULE (§2.2) on the group of order `o`.
     fn intragroup(&mut self, o: u32) -> Step {
-        let g = self.groups[o as usize];
+        let g = &self.groups[o as usize];
         let mut c = g.current.expect("listed groups are non-empty");
         if g.turn_over || self.members[c].deficit < ONE {
             c = self.ring.next(c);
@@ -440,7 +473,7 @@ impl Gr3Queue {
         self.len += 1;
         self.natural_total += weight as u128;
         self.uncapped_total += weight as u128;
-        self.settle(vec![o]);
+        self.settle(1 << o);
     }
 
     /// Remove `c` now (leave, weight change, or lazy removal). Returns
@@ -458,7 +491,7 @@ impl Gr3Queue {
         } else {
             self.uncapped_total -= m.weight as u128;
         }
-        self.settle(vec![m.group]);
+        self.settle(1 << m.group);
         true
     }
 
@@ -530,6 +563,8 @@ impl Gr3Queue {
             (false, true) => g.uncapped += m.weight as u128,
             (false, false) => g.uncapped -= m.weight as u128,
         }
+        let g = &self.groups[m.group as usize];
+        self.groups[m.group as usize].weight = self.weigh(g);
     }
 
     fn class_insert(&mut self, c: ClientId, o: u32, w: u64) {
@@ -558,17 +593,26 @@ impl Gr3Queue {
     /// After the queued set changed in the groups `touched`: readjust (P > 1),
     /// move the touched groups in the list, rescale their work, and resume at
     /// group 1.
-    fn settle(&mut self, mut touched: Vec<u32>) {
+    fn settle(&mut self, mut touched: Orders) {
         if self.cpus > 1 && self.readjust(&mut touched) {
-            let mut list: Vec<u32> = (0..ORDERS as u32).filter(|&o| self.groups[o as usize].len > 0).collect();
-            list.sort_by_key(|&o| self.key(o));
-            self.list = list;
+            // Re-sort the list; the keys are distinct (they end with the order).
+            let mut keyed = [(Reverse(0u128), 0u32); ORDERS];
+            let mut n = 0;
+            for o in 0..ORDERS as u32 {
+                if self.groups[o as usize].len > 0 {
+                    keyed[n] = self.key(o);
+                    n += 1;
+                }
+            }
+            keyed[..n].sort_unstable();
+            self.list.clear();
+            self.list.extend(keyed[..n].iter().map(|&(_, o)| o));
         } else {
-            for &o in &touched {
+            for o in orders(touched) {
                 self.reposition(o);
             }
         }
-        self.rescale_touched(&touched);
+        self.rescale_touched(touched);
         self.cursor = 0;
     }
 
@@ -578,25 +622,27 @@ impl Gr3Queue {
     /// touched group, the usual case, this is exactly the rule; several are
     /// touched only by a readjustment.) If every group is touched, the last
     /// (paper rule) or first (predecessor rule) keeps its work as the anchor.
-    fn rescale_touched(&mut self, touched: &[u32]) {
+    fn rescale_touched(&mut self, touched: Orders) {
         let g = self.list.len();
         // Nothing has run yet (every W = 0): this is the initial state of
         // §2.2, already well-ordered; keep it.
         if g < 2 || self.list.iter().all(|&o| self.groups[o as usize].work == 0) {
             return;
         }
-        let mut settled: Vec<bool> = self.list.iter().map(|o| !touched.contains(o)).collect();
-        if !settled.contains(&true) {
+        let mut settled = [false; ORDERS];
+        for (k, &o) in self.list.iter().enumerate() {
+            settled[k] = touched & (1 << o) == 0;
+        }
+        if !settled[..g].contains(&true) {
             settled[if self.rule == RescaleRule::Paper { g - 1 } else { 0 }] = true;
         }
-        let order: Vec<usize> = match self.rule {
-            RescaleRule::Paper => (0..g).rev().collect(),
-            RescaleRule::Predecessor => (0..g).collect(),
-        };
+        // The paper's rule works from the last group up, the predecessor rule down.
+        let paper = self.rule == RescaleRule::Paper;
+        let position = move |i: usize| if paper { g - 1 - i } else { i };
         let mut progress = true;
         while progress {
             progress = false;
-            for &k in &order {
+            for k in (0..g).map(position) {
                 if settled[k] {
                     continue;
                 }
@@ -648,12 +694,13 @@ impl Gr3Queue {
     // ----- weight readjustment (§3.3) ------------------------------------
 
     /// WEIGHT-READJUSTMENT through the groups of original weights: the
-    /// infeasible set I, R = Φ_T - Φ_I and den = P' - |I| (1 if I is empty).
-    fn find_infeasible(&self) -> (Vec<ClientId>, u128, u64) {
+    /// infeasible set I (into `capped`, cleared first), R = Φ_T - Φ_I and
+    /// den = P' - |I| (1 if I is empty).
+    fn find_infeasible(&mut self, capped: &mut Vec<ClientId>) -> (u128, u64) {
         let q = self.cpus.min(self.len) as u64;
-        let mut capped = Vec::new();
+        capped.clear();
         if q <= 1 {
-            return (capped, self.natural_total, 1);
+            return (self.natural_total, 1);
         }
         let total = self.natural_total;
         let (mut count, mut weight) = (0u64, 0u128);
@@ -671,10 +718,11 @@ impl Gr3Queue {
             }
             // Line 7: the boundary group may hold some infeasible clients.
             if len < 2 * left {
-                let mut members: Vec<(u64, ClientId)> =
-                    self.class_ring.walk(head, cl.len).map(|c| (self.members[c].weight, c)).collect();
+                let mut members = std::mem::take(&mut self.scratch.boundary);
+                members.clear();
+                members.extend(self.class_ring.walk(head, cl.len).map(|c| (self.members[c].weight, c)));
                 members.sort_unstable_by_key(|&(w, c)| (Reverse(w), c));
-                for (w, c) in members {
+                for &(w, c) in &members {
                     // INFEASIBLE: φ_C > (Φ - Φ_I)/(Q - |I|).
                     if w as u128 * (q - count) as u128 > total - weight {
                         capped.push(c);
@@ -684,30 +732,37 @@ impl Gr3Queue {
                         break;
                     }
                 }
+                self.scratch.boundary = members;
             }
             break;
         }
         let den = if capped.is_empty() { 1 } else { q - count };
-        (capped, total - weight, den)
+        (total - weight, den)
     }
 
     /// Recompute I and apply it; adds the groups whose weight changed other
     /// than by the common factor to `touched`. Returns whether anything changed.
-    fn readjust(&mut self, touched: &mut Vec<u32>) -> bool {
-        let (mut new, r, den) = self.find_infeasible();
+    fn readjust(&mut self, touched: &mut Orders) -> bool {
+        let mut new = std::mem::take(&mut self.scratch.capped);
+        let (r, den) = self.find_infeasible(&mut new);
         let r = if new.is_empty() { 0 } else { r };
         new.sort_unstable();
         let mut old = std::mem::take(&mut self.capped);
         old.sort_unstable();
         if old == new && r == self.capped_num && den == self.den {
-            self.capped = new;
+            self.capped = old;
+            self.scratch.capped = new;
             return false;
         }
-        let mut movers: Vec<ClientId> = old.iter().chain(&new).copied().collect();
+        let mut movers = std::mem::take(&mut self.scratch.movers);
+        movers.clear();
+        movers.extend(old.iter().chain(&new));
         movers.sort_unstable();
         movers.dedup();
         // Groups holding capped clients change weight with R and den.
-        touched.extend(movers.iter().map(|&c| self.members[c].group));
+        for &c in &movers {
+            *touched |= 1 << self.members[c].group;
+        }
         // Take the movers' weights out of their groups, re-weigh, put back.
         for &c in &movers {
             self.account(c, false);
@@ -722,6 +777,9 @@ impl Gr3Queue {
         }
         self.capped_num = r;
         self.den = den;
+        for o in 0..ORDERS {
+            self.groups[o].weight = self.weigh(&self.groups[o]);
+        }
         let capped_order = if new.is_empty() { 0 } else { self.capped_order() };
         for &c in &movers {
             let m = self.members[c];
@@ -730,13 +788,13 @@ impl Gr3Queue {
                 // Its weight moved it to another group: re-insert it there as a join.
                 self.ring_remove(c);
                 self.ring_insert(c, target);
-                touched.push(target);
+                *touched |= 1 << target;
             }
             self.account(c, true);
         }
         self.capped = new;
-        touched.sort_unstable();
-        touched.dedup();
+        self.scratch.capped = old;
+        self.scratch.movers = movers;
         true
     }
 
@@ -782,6 +840,9 @@ impl Gr3Queue {
             }
             if self.ring.walk(cur, g.len + 1).last() != Some(cur) {
                 return Err(format!("group {o} ring length is not {}", g.len));
+            }
+            if g.weight != self.weigh(g) {
+                return Err(format!("group {o} cached weight {} is not {}", g.weight, self.weigh(g)));
             }
             if (a, k) != (g.uncapped, g.capped) {
                 return Err(format!("group {o} sums ({a}, {k}) recorded ({}, {})", g.uncapped, g.capped));
@@ -834,6 +895,9 @@ fn mul_wide(a: u128, b: u128) -> (u128, u128) {
 
 /// a·b compared with c·d, exactly.
 fn cmp_products(a: u128, b: u128, c: u128, d: u128) -> Ordering {
+    if (a | b | c | d) >> 64 == 0 {
+        return (a * b).cmp(&(c * d)); // 64 × 64 bits: no overflow
+    }
     mul_wide(a, b).cmp(&mul_wide(c, d))
 }
 
