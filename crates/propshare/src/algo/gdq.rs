@@ -158,7 +158,10 @@
 //! Gap: preempted stops are charged like expired ones (actual time).
 
 use crate::model::{ClientId, CpuId, SchedError, StopReason, Time, Weight};
-use crate::readjust::{FeasibleSet, Phi, Readjustment};
+use std::cmp::Reverse;
+
+use super::classes::WeightClasses;
+use crate::readjust::{Phi, Readjustment};
 use crate::roster::{ClientTable, Roster, Status};
 use crate::scheduler::{Decision, Kick, SchedConfig, Scheduler};
 
@@ -185,20 +188,26 @@ impl Default for GdqParams {
     }
 }
 
+/// One client: 64 bytes, one cache line (the decision path reads `nv`,
+/// `next`, `phi` and `order` of clients met in random order).
 #[derive(Clone, Debug)]
+#[repr(align(64))]
 struct Proc {
     weight: Weight,
     capped: bool,
     phi: Phi,
     /// The group it is queued in (meaningful while `queue` is set).
     order: u32,
-    queue: Option<usize>,
+    /// Its queue's index in the arena (u32 keeps `Proc` within a line).
+    queue: Option<u32>,
     prev: ClientId,
     next: ClientId,
     nv: u128,
     /// Its order changed while it ran: move it when it stops.
     regroup: bool,
 }
+
+const _: () = assert!(std::mem::size_of::<Option<Proc>>() == 64);
 
 /// A round-robin queue of one group: active (served by `cpu`) or stalled.
 #[derive(Clone, Debug)]
@@ -282,9 +291,13 @@ pub struct Gdq {
     /// T in ns.
     interval_ns: Time,
     epoch: Option<Time>,
-    feasible: FeasibleSet,
+    /// The runnable clients by order of original weight, for readjustment.
+    feasible: WeightClasses,
     readjustment: Readjustment,
+    /// The capped clients, heaviest first (ties by id).
     capped: Vec<ClientId>,
+    /// The previous capped list, kept for its allocation.
+    spare_capped: Vec<ClientId>,
     procs: ClientTable<Proc>,
     queues: Vec<RunQueue>,
     free_queues: Vec<usize>,
@@ -313,9 +326,10 @@ impl Gdq {
             params,
             interval_ns: params.interval.saturating_mul(cfg.quantum.max(1)),
             epoch: None,
-            feasible: FeasibleSet::new(),
+            feasible: WeightClasses::default(),
             readjustment: Readjustment::EMPTY,
             capped: Vec::new(),
+            spare_capped: Vec::new(),
             procs: ClientTable::new(),
             queues: Vec::new(),
             free_queues: Vec::new(),
@@ -417,7 +431,7 @@ impl Gdq {
                 let v = self.queue_view(q);
                 for &c in &v.clients {
                     let p = &self.procs[c];
-                    if p.queue != Some(q) || p.order != k as u32 {
+                    if p.queue != Some(q as u32) || p.order != k as u32 {
                         return Err(format!("{c} in queue {q} points elsewhere"));
                     }
                     if self.procs[p.next].prev != c {
@@ -535,13 +549,13 @@ impl Gdq {
         let rq = &mut self.queues[q];
         rq.len += 1;
         rq.weight += Self::phi_fp(phi);
-        self.procs[c].queue = Some(q);
+        self.procs[c].queue = Some(q as u32);
     }
 
     /// Unlink `c` from its queue (C(Q) passes to next(C)). Frees an emptied stalled queue.
     fn unlink(&mut self, c: ClientId) -> usize {
         let p = &self.procs[c];
-        let q = p.queue.expect("queued");
+        let q = p.queue.expect("queued") as usize;
         let (prev, next, phi) = (p.prev, p.next, p.phi);
         let rq = &mut self.queues[q];
         rq.len -= 1;
@@ -640,7 +654,7 @@ impl Gdq {
     /// Give `c` a new (weight, capped, φ), keeping group sums and queue weights right.
     fn set_phi(&mut self, c: ClientId, weight: Weight, capped: bool, phi: Phi) {
         let Some(p) = self.procs.get(c) else { return };
-        let queued = p.queue;
+        let queued = p.queue.map(|q| q as usize);
         if let Some(q) = queued {
             self.remove_contribution(c);
             let old = Self::phi_fp(self.procs[c].phi);
@@ -662,9 +676,20 @@ impl Gdq {
     /// update capped clients, regroup those whose order changed, recompute
     /// every group's entitlement.
     fn refresh(&mut self) {
-        let r = self.feasible.readjust(self.roster.cpus());
-        let now_capped: Vec<ClientId> = self.feasible.heaviest(r.capped).map(|(c, _)| c).collect();
-        let old = std::mem::take(&mut self.capped);
+        // The readjustment of crate::readjust, found through the weight
+        // classes in O(g + P log P) instead of an ordered set's O(log N)
+        // updates; the capped clients in the order of its `heaviest`.
+        let cpus = self.roster.cpus();
+        let procs = &self.procs;
+        let mut now_capped = std::mem::take(&mut self.spare_capped);
+        let (rest, _) = self.feasible.infeasible(cpus, &mut now_capped, |c| procs[c].weight.get());
+        now_capped.sort_unstable_by_key(|&c| (Reverse(procs[c].weight), c));
+        let r = Readjustment {
+            cpus: cpus.min(self.feasible.len()) as u64,
+            capped: now_capped.len(),
+            feasible_weight: rest as u64,
+        };
+        let mut old = std::mem::take(&mut self.capped);
         for c in old.iter().chain(now_capped.iter()).copied() {
             let Some(p) = self.procs.get(c) else { continue };
             let w = p.weight;
@@ -676,9 +701,11 @@ impl Gdq {
         for c in now_capped.iter().copied() {
             self.settle(c);
         }
-        for c in old.into_iter().filter(|c| !now_capped.contains(c)) {
+        for c in old.iter().copied().filter(|c| !now_capped.contains(c)) {
             self.settle(c);
         }
+        old.clear();
+        self.spare_capped = old;
         self.capped = now_capped;
         self.reshare();
     }
@@ -981,7 +1008,7 @@ impl Scheduler for Gdq {
             regroup: false,
         };
         self.procs.insert(c, proc);
-        self.feasible.insert(c, w);
+        self.feasible.insert(c, w.get());
         self.enqueue(c);
         self.refresh();
         Ok(None)
@@ -993,7 +1020,7 @@ impl Scheduler for Gdq {
         self.start_clock(now);
         if was.is_runnable() {
             self.dequeue(c);
-            self.feasible.remove(c, w);
+            self.feasible.remove(c, w.get());
         }
         self.procs.remove(c);
         self.refresh();
@@ -1004,7 +1031,7 @@ impl Scheduler for Gdq {
         self.roster.block(c)?;
         self.start_clock(now);
         self.dequeue(c);
-        self.feasible.remove(c, self.procs[c].weight);
+        self.feasible.remove(c, self.procs[c].weight.get());
         self.refresh();
         Ok(())
     }
@@ -1017,7 +1044,7 @@ impl Scheduler for Gdq {
         p.capped = false;
         p.phi = Phi::whole(w.get());
         p.regroup = false;
-        self.feasible.insert(c, w);
+        self.feasible.insert(c, w.get());
         self.enqueue(c);
         self.refresh();
         Ok(None)
@@ -1028,8 +1055,8 @@ impl Scheduler for Gdq {
         let old = self.roster.set_weight(c, w)?;
         self.start_clock(now);
         if status.is_runnable() {
-            self.feasible.remove(c, old);
-            self.feasible.insert(c, w);
+            self.feasible.remove(c, old.get());
+            self.feasible.insert(c, w.get());
         }
         let p = &self.procs[c];
         let (capped, phi) = (p.capped, if p.capped { p.phi } else { Phi::whole(w.get()) });
@@ -1072,12 +1099,12 @@ impl Scheduler for Gdq {
             StopReason::Blocked => {
                 self.procs[c].regroup = false;
                 self.dequeue(c);
-                self.feasible.remove(c, w);
+                self.feasible.remove(c, w.get());
                 self.refresh();
             }
             StopReason::Left => {
                 self.dequeue(c);
-                self.feasible.remove(c, w);
+                self.feasible.remove(c, w.get());
                 self.procs.remove(c);
                 self.refresh();
             }

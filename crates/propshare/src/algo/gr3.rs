@@ -118,11 +118,9 @@
 
 use std::cmp::{Ordering, Reverse};
 
+use super::classes::{Rings, WeightClasses, ORDERS};
 use crate::model::{ClientId, Weight};
 use crate::roster::ClientTable;
-
-/// Weight orders: weights are below 2^32, so σ ∈ 0..32.
-const ORDERS: usize = 32;
 
 /// One quantum, in deficit units (2^-32 quantum).
 const ONE: u64 = 1 << 32;
@@ -136,52 +134,6 @@ pub enum RescaleRule {
     /// Tie W to the previous (heavier) group whenever there is one, to the
     /// next only for the first group (notes P1; `+fairjoin`).
     Predecessor,
-}
-
-/// Links of a circular doubly-linked ring.
-#[derive(Clone, Copy, Debug)]
-struct Link {
-    prev: ClientId,
-    next: ClientId,
-}
-
-/// Many disjoint circular rings of clients sharing one link table.
-#[derive(Clone, Debug, Default)]
-struct Rings {
-    links: ClientTable<Link>,
-}
-
-impl Rings {
-    fn single(&mut self, c: ClientId) {
-        self.links.insert(c, Link { prev: c, next: c });
-    }
-
-    fn insert_before(&mut self, anchor: ClientId, c: ClientId) {
-        let prev = self.links[anchor].prev;
-        self.links.insert(c, Link { prev, next: anchor });
-        self.links[prev].next = c;
-        self.links[anchor].prev = c;
-    }
-
-    /// Unlink `c`; returns its predecessor, or `None` if the ring is now empty.
-    fn remove(&mut self, c: ClientId) -> Option<ClientId> {
-        let l = self.links.remove(c).expect("ringed");
-        if l.next == c {
-            return None;
-        }
-        self.links[l.prev].next = l.next;
-        self.links[l.next].prev = l.prev;
-        Some(l.prev)
-    }
-
-    fn next(&self, c: ClientId) -> ClientId {
-        self.links[c].next
-    }
-
-    /// The ring from `start`, `len` clients.
-    fn walk(&self, start: ClientId, len: usize) -> impl Iterator<Item = ClientId> + '_ {
-        std::iter::successors(Some(start), |&c| Some(self.next(c))).take(len)
-    }
 }
 
 /// A scheduling group (clients of one order of *readjusted* weight).
@@ -201,14 +153,6 @@ struct Group {
     weight: u128,
     /// W_G.
     work: u64,
-}
-
-/// The clients of one order of *original* weight, for readjustment (§3.3).
-#[derive(Clone, Copy, Debug, Default)]
-struct Class {
-    head: Option<ClientId>,
-    len: usize,
-    weight: u128,
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -240,16 +184,14 @@ pub struct Gr3Queue {
     rule: RescaleRule,
     members: ClientTable<Member>,
     ring: Rings,
-    class_ring: Rings,
+    /// The queued clients by order of original weight (readjustment, §3.3).
+    classes: WeightClasses,
     groups: [Group; ORDERS],
-    classes: [Class; ORDERS],
     /// Orders of the non-empty groups, in list order.
     list: Vec<u32>,
     /// Index i of the current group in `list`.
     cursor: usize,
     len: usize,
-    /// Σ original weights of all queued clients.
-    natural_total: u128,
     /// Σ original weights of the uncapped clients.
     uncapped_total: u128,
     /// Common denominator of all weights: P' - |I| (1 when nothing is capped).
@@ -269,8 +211,6 @@ struct Scratch {
     capped: Vec<ClientId>,
     /// The clients whose capped state may change.
     movers: Vec<ClientId>,
-    /// The boundary class, sorted heaviest first.
-    boundary: Vec<(u64, ClientId)>,
 }
 
 /// A set of group orders (bit σ), in increasing order when iterated.
@@ -293,13 +233,11 @@ impl Gr3Queue {
             rule,
             members: ClientTable::new(),
             ring: Rings::default(),
-            class_ring: Rings::default(),
             groups: [Group::default(); ORDERS],
-            classes: [Class::default(); ORDERS],
+            classes: WeightClasses::default(),
             list: Vec::new(),
             cursor: 0,
             len: 0,
-            natural_total: 0,
             uncapped_total: 0,
             den: 1,
             capped_num: 0,
@@ -387,7 +325,7 @@ impl Gr3Queue {
         g.uncapped * self.den as u128 + g.capped as u128 * self.capped_num
     }
 
-    /// The order of the capped weight R/den (≥ 1, see `find_infeasible`).
+    /// The order of the capped weight R/den (≥ 1, see `WeightClasses::infeasible`).
     fn capped_order(&self) -> u32 {
         let q = (self.capped_num / self.den as u128).max(1);
         127 - q.leading_zeros()
@@ -466,12 +404,11 @@ impl Gr3Queue {
     pub fn insert(&mut self, c: ClientId, w: Weight) {
         debug_assert!(!self.contains(c), "{c} queued twice");
         let (weight, o) = (w.get(), w.order());
-        self.class_insert(c, o, weight);
+        self.classes.insert(c, weight);
         self.members.insert(c, Member { weight, capped: false, group: o, deficit: 0, flagged: false });
         self.ring_insert(c, o);
         self.account(c, true);
         self.len += 1;
-        self.natural_total += weight as u128;
         self.uncapped_total += weight as u128;
         self.settle(1 << o);
     }
@@ -482,10 +419,9 @@ impl Gr3Queue {
         let Some(m) = self.members.get(c).copied() else { return false };
         self.account(c, false);
         self.ring_remove(c);
-        self.class_remove(c, m.weight.max(1).ilog2(), m.weight);
+        self.classes.remove(c, m.weight);
         self.members.remove(c);
         self.len -= 1;
-        self.natural_total -= m.weight as u128;
         if m.capped {
             self.capped.retain(|&x| x != c);
         } else {
@@ -565,29 +501,6 @@ impl Gr3Queue {
         }
         let g = &self.groups[m.group as usize];
         self.groups[m.group as usize].weight = self.weigh(g);
-    }
-
-    fn class_insert(&mut self, c: ClientId, o: u32, w: u64) {
-        let cl = &mut self.classes[o as usize];
-        match cl.head {
-            None => {
-                self.class_ring.single(c);
-                cl.head = Some(c);
-            }
-            Some(h) => self.class_ring.insert_before(h, c),
-        }
-        cl.len += 1;
-        cl.weight += w as u128;
-    }
-
-    fn class_remove(&mut self, c: ClientId, o: u32, w: u64) {
-        let prev = self.class_ring.remove(c);
-        let cl = &mut self.classes[o as usize];
-        if cl.head == Some(c) {
-            cl.head = prev;
-        }
-        cl.len -= 1;
-        cl.weight -= w as u128;
     }
 
     /// After the queued set changed in the groups `touched`: readjust (P > 1),
@@ -693,58 +606,12 @@ impl Gr3Queue {
 
     // ----- weight readjustment (§3.3) ------------------------------------
 
-    /// WEIGHT-READJUSTMENT through the groups of original weights: the
-    /// infeasible set I (into `capped`, cleared first), R = Φ_T - Φ_I and
-    /// den = P' - |I| (1 if I is empty).
-    fn find_infeasible(&mut self, capped: &mut Vec<ClientId>) -> (u128, u64) {
-        let q = self.cpus.min(self.len) as u64;
-        capped.clear();
-        if q <= 1 {
-            return (self.natural_total, 1);
-        }
-        let total = self.natural_total;
-        let (mut count, mut weight) = (0u64, 0u128);
-        for o in (0..ORDERS).rev() {
-            let cl = self.classes[o];
-            let Some(head) = cl.head else { continue };
-            let left = q - count;
-            let len = cl.len as u64;
-            // Line 4: |G| < P - |I| and 2^σ > (Φ_T - Φ_I - Φ_G)/(P - |I| - |G|).
-            if len < left && (1u128 << o) * (left - len) as u128 > total - weight - cl.weight {
-                capped.extend(self.class_ring.walk(head, cl.len));
-                count += len;
-                weight += cl.weight;
-                continue;
-            }
-            // Line 7: the boundary group may hold some infeasible clients.
-            if len < 2 * left {
-                let mut members = std::mem::take(&mut self.scratch.boundary);
-                members.clear();
-                members.extend(self.class_ring.walk(head, cl.len).map(|c| (self.members[c].weight, c)));
-                members.sort_unstable_by_key(|&(w, c)| (Reverse(w), c));
-                for &(w, c) in &members {
-                    // INFEASIBLE: φ_C > (Φ - Φ_I)/(Q - |I|).
-                    if w as u128 * (q - count) as u128 > total - weight {
-                        capped.push(c);
-                        count += 1;
-                        weight += w as u128;
-                    } else {
-                        break;
-                    }
-                }
-                self.scratch.boundary = members;
-            }
-            break;
-        }
-        let den = if capped.is_empty() { 1 } else { q - count };
-        (total - weight, den)
-    }
-
     /// Recompute I and apply it; adds the groups whose weight changed other
     /// than by the common factor to `touched`. Returns whether anything changed.
     fn readjust(&mut self, touched: &mut Orders) -> bool {
         let mut new = std::mem::take(&mut self.scratch.capped);
-        let (r, den) = self.find_infeasible(&mut new);
+        let members = &self.members;
+        let (r, den) = self.classes.infeasible(self.cpus, &mut new, |c| members[c].weight);
         let r = if new.is_empty() { 0 } else { r };
         new.sort_unstable();
         let mut old = std::mem::take(&mut self.capped);

@@ -1,5 +1,6 @@
 //! One file per algorithm, each behind [`crate::Scheduler`].
 
+mod classes;
 pub mod cfs;
 pub mod dfs;
 pub mod dwrr;
