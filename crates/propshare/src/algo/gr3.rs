@@ -507,23 +507,16 @@ impl Gr3Queue {
     /// move the touched groups in the list, rescale their work, and resume at
     /// group 1.
     fn settle(&mut self, mut touched: Orders) {
-        if self.cpus > 1 && self.readjust(&mut touched) {
-            // Re-sort the list; the keys are distinct (they end with the order).
-            let mut keyed = [(Reverse(0u128), 0u32); ORDERS];
-            let mut n = 0;
-            for o in 0..ORDERS as u32 {
-                if self.groups[o as usize].len > 0 {
-                    keyed[n] = self.key(o);
-                    n += 1;
-                }
-            }
-            keyed[..n].sort_unstable();
-            self.list.clear();
-            self.list.extend(keyed[..n].iter().map(|&(_, o)| o));
-        } else {
-            for o in orders(touched) {
-                self.reposition(o);
-            }
+        if self.cpus > 1 {
+            self.readjust(&mut touched);
+        }
+        // Only the touched groups can be out of place: the others' weights
+        // are unchanged or all scaled by the same den'/den, and list keys are
+        // distinct, so taking the touched out and re-inserting them restores
+        // the one sorted order.
+        self.list.retain(|&o| touched & (1 << o) == 0);
+        for o in orders(touched) {
+            self.reposition(o);
         }
         self.rescale_touched(touched);
         self.cursor = 0;
@@ -607,8 +600,8 @@ impl Gr3Queue {
     // ----- weight readjustment (§3.3) ------------------------------------
 
     /// Recompute I and apply it; adds the groups whose weight changed other
-    /// than by the common factor to `touched`. Returns whether anything changed.
-    fn readjust(&mut self, touched: &mut Orders) -> bool {
+    /// than by the common factor to `touched`.
+    fn readjust(&mut self, touched: &mut Orders) {
         let mut new = std::mem::take(&mut self.scratch.capped);
         let members = &self.members;
         let (r, den) = self.classes.infeasible(self.cpus, &mut new, |c| members[c].weight);
@@ -619,7 +612,7 @@ impl Gr3Queue {
         if old == new && r == self.capped_num && den == self.den {
             self.capped = old;
             self.scratch.capped = new;
-            return false;
+            return;
         }
         let mut movers = std::mem::take(&mut self.scratch.movers);
         movers.clear();
@@ -662,7 +655,6 @@ impl Gr3Queue {
         self.capped = new;
         self.scratch.capped = old;
         self.scratch.movers = movers;
-        true
     }
 
     /// Check the queue's internal invariants (tests).
