@@ -307,6 +307,28 @@ proptest! {
             prop_assert_eq!(h.inexact, 0);
         }
     }
+
+    /// The kinetic weight-class queue and the paper's re-sorted surplus
+    /// queue decide identically: exactly (with and without affinity), and
+    /// for the heuristic, which reads the first k of Qα in its order at the
+    /// last re-sort from either structure.
+    #[test]
+    fn kinetic_classes_decide_as_the_resorted_queue(cpus in 1usize..=6, which in 0u8..4, ops in proptest::collection::vec(op(), 1..300)) {
+        let opts = match which {
+            0 => SfsOptions { heuristic: Some(Heuristic { per_queue: 2, resort_every: 7 }), ..SfsOptions::EXACT },
+            1 => SfsOptions { heuristic: Some(Heuristic::default()), affinity_bias: 4, affinity_slack: Some(10 * MS), ..SfsOptions::EXACT },
+            2 => SfsOptions { affinity_bias: 3, affinity_slack: None, tie: Tie::ClientId, ..SfsOptions::EXACT },
+            _ => SfsOptions { heuristic: Some(Heuristic { per_queue: 3, resort_every: 1 }), ..SfsOptions::EXACT },
+        };
+        let mut kinetic = Host::new(cpus, 10 * MS, opts);
+        let mut resorted = Host::new(cpus, 10 * MS, SfsOptions { surplus_order: SurplusOrder::ResortOnVirtualTime, ..opts });
+        kinetic.sfq_check = false;
+        resorted.sfq_check = false;
+        kinetic.run(&ops).map_err(TestCaseError::fail)?;
+        resorted.run(&ops).map_err(TestCaseError::fail)?;
+        prop_assert_eq!(&kinetic.trace, &resorted.trace);
+        prop_assert_eq!(kinetic.inexact, resorted.inexact);
+    }
 }
 
 /// Without the heuristic and with B = 1 the scan and the queue agree even

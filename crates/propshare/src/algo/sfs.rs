@@ -161,6 +161,9 @@ use crate::roster::{ClientTable, Roster, Status};
 use crate::scheduler::{Decision, Kick, SchedConfig, Scheduler};
 use crate::vtime::{VTime, VT_SCALE};
 
+mod kinetic;
+use kinetic::KineticClasses;
+
 /// The paper's k: clients examined per queue by the heuristic (section 3.2).
 pub const DEFAULT_HEURISTIC_K: usize = 20;
 /// Picks between two full surplus re-sorts under the heuristic (Gap: the paper says "every so often").
@@ -431,56 +434,6 @@ impl SurplusQueue {
     }
 }
 
-/// Exact `Qα` as weight classes: waiting clients grouped by φ (by value),
-/// each class ordered by (S, id), which within a class is the surplus order
-/// at every v.
-#[derive(Clone, Debug, Default)]
-struct WeightClasses {
-    classes: std::collections::BTreeMap<Phi, BTreeSet<(VTime, ClientId)>>,
-    len: usize,
-}
-
-impl WeightClasses {
-    fn insert(&mut self, q: Queued) {
-        if self.classes.entry(q.phi).or_default().insert((q.start, q.client)) {
-            self.len += 1;
-        }
-    }
-
-    fn remove(&mut self, q: Queued) -> bool {
-        let Some(class) = self.classes.get_mut(&q.phi) else { return false };
-        let removed = class.remove(&(q.start, q.client));
-        if class.is_empty() {
-            self.classes.remove(&q.phi);
-        }
-        self.len -= removed as usize;
-        removed
-    }
-
-    fn contains(&self, q: Queued) -> bool {
-        self.classes.get(&q.phi).is_some_and(|c| c.contains(&(q.start, q.client)))
-    }
-
-    /// The `n` least (α, tie, id) at v: the first n of each class, merged.
-    fn least(&self, n: usize, v: VTime, tie: Tie) -> Vec<Queued> {
-        let mut out: Vec<Queued> = self
-            .classes
-            .iter()
-            .flat_map(|(&phi, class)| class.iter().take(n).map(move |&(start, client)| Queued { client, phi, start }))
-            .collect();
-        if n == 1 {
-            // The common case: a linear minimum, no sort.
-            return out.into_iter().min_by(|a, b| a.order(b, v, tie)).into_iter().collect();
-        }
-        if out.len() > n {
-            out.select_nth_unstable_by(n - 1, |a, b| a.order(b, v, tie));
-            out.truncate(n);
-        }
-        out.sort_by(|a, b| a.order(b, v, tie));
-        out
-    }
-}
-
 /// Surplus fair scheduling on one global run queue.
 #[derive(Clone, Debug)]
 pub struct Sfs {
@@ -493,11 +446,11 @@ pub struct Sfs {
     by_weight: FeasibleSet,
     /// `QS`: runnable clients by start tag.
     by_start: BTreeSet<(VTime, ClientId)>,
-    /// `Qα`: waiting clients by surplus.
-    /// `Qα` for the heuristic and [`SurplusOrder::ResortOnVirtualTime`].
+    /// `Qα` for [`SurplusOrder::ResortOnVirtualTime`].
     by_surplus: SurplusQueue,
-    /// `Qα` for exact [`SurplusOrder::WeightClasses`].
-    by_class: WeightClasses,
+    /// `Qα` for [`SurplusOrder::WeightClasses`], kept at v (exact) or at
+    /// the v of the last re-sort (heuristic).
+    by_class: KineticClasses,
     v: VTime,
     last_finish: VTime,
     capped: Vec<ClientId>,
@@ -553,7 +506,7 @@ impl Sfs {
             by_weight: FeasibleSet::new(),
             by_start: BTreeSet::new(),
             by_surplus: SurplusQueue { set: BTreeSet::new(), v_sorted: 0, tie: opts.tie },
-            by_class: WeightClasses::default(),
+            by_class: KineticClasses::new(opts.tie),
             v: 0,
             last_finish: 0,
             capped: Vec::new(),
@@ -635,6 +588,10 @@ impl Sfs {
             Some(&(s, _)) => s,
             None => self.v.max(self.last_finish),
         };
+        // The exact weight-class queue follows v; the heuristic's moves only at a re-sort.
+        if self.classes() && self.opts.heuristic.is_none() {
+            self.by_class.advance(self.v);
+        }
     }
 
     /// Section 2.2 readjustment over the runnable set; re-queue every
@@ -685,7 +642,7 @@ impl Sfs {
     }
 
     fn classes(&self) -> bool {
-        self.opts.heuristic.is_none() && self.opts.surplus_order == SurplusOrder::WeightClasses
+        self.opts.surplus_order == SurplusOrder::WeightClasses
     }
 
     fn queue_insert(&mut self, q: Queued) {
@@ -706,7 +663,7 @@ impl Sfs {
 
     fn queue_len(&self) -> usize {
         if self.classes() {
-            self.by_class.len
+            self.by_class.len()
         } else {
             self.by_surplus.len()
         }
@@ -715,10 +672,10 @@ impl Sfs {
     /// The waiting clients this pick considers, best first: the head of the
     /// exact `Qα`, or the heuristic's candidates ranked by current α.
     fn candidates(&mut self, want: usize) -> Vec<ClientId> {
-        if self.classes() {
-            return self.by_class.least(want, self.v, self.opts.tie).into_iter().map(|q| q.client).collect();
-        }
         let Some(h) = self.opts.heuristic else {
+            if self.classes() {
+                return self.by_class.least(want).into_iter().map(|q| q.client).collect();
+            }
             if self.by_surplus.v_sorted != self.v {
                 self.by_surplus.resort(self.v);
             }
@@ -727,11 +684,17 @@ impl Sfs {
         self.picks_since_sort += 1;
         if self.picks_since_sort >= h.resort_every {
             self.picks_since_sort = 0;
-            self.by_surplus.resort(self.v);
+            if self.classes() {
+                self.by_class.advance(self.v);
+            } else {
+                self.by_surplus.resort(self.v);
+            }
         }
         let k = h.per_queue;
         let waiting = |c: &ClientId| self.roster.status(*c) == Ok(Status::Runnable);
-        let mut cands: Vec<Queued> = self.by_surplus.head(k).collect();
+        // The first k of Qα in its order at the last re-sort (either structure gives the same k).
+        let mut cands: Vec<Queued> =
+            if self.classes() { self.by_class.least(k) } else { self.by_surplus.head(k).collect() };
         let by_s = self.by_start.iter().map(|&(_, c)| c).filter(waiting).take(k);
         let by_w = self.by_weight.iter().rev().map(|(c, _)| c).filter(waiting).take(k);
         cands.extend(by_s.chain(by_w).filter_map(|c| self.queued(c)));
@@ -809,14 +772,18 @@ impl Sfs {
         if self.queue_len() != waiting {
             return Err(format!("Qα has {} entries for {waiting} waiting clients", self.queue_len()));
         }
-        let unused = if self.classes() { self.by_surplus.len() } else { self.by_class.len };
+        let unused = if self.classes() { self.by_surplus.len() } else { self.by_class.len() };
         if unused != 0 {
             return Err("the unused surplus structure is not empty".into());
         }
-        let vs = self.by_surplus.v_sorted;
+        let vs = if self.classes() { self.by_class.at() } else { self.by_surplus.v_sorted };
         if vs > self.v {
-            return Err("Qα sorted for a future virtual time".into());
+            return Err("Qα ordered for a future virtual time".into());
         }
+        if self.classes() && self.opts.heuristic.is_none() && vs != self.v {
+            return Err("exact Qα ordered for a past virtual time".into());
+        }
+        self.by_class.check()?;
         if self.by_surplus.set.iter().any(|k| k.start.checked_sub(vs) != Some(k.alpha.lag)) {
             return Err("Qα keyed for another virtual time".into());
         }
