@@ -312,6 +312,10 @@ impl Ord for Surplus {
     fn cmp(&self, other: &Surplus) -> Ordering {
         let a = self.phi.num as u128 * other.phi.den as u128;
         let b = other.phi.num as u128 * self.phi.den as u128;
+        // Fast path: both products fit in 128 bits (the usual case).
+        if let (Some(x), Some(y)) = (a.checked_mul(self.lag), b.checked_mul(other.lag)) {
+            return x.cmp(&y);
+        }
         wide_mul(a, self.lag).cmp(&wide_mul(b, other.lag))
     }
 }
@@ -698,15 +702,15 @@ impl Sfs {
         let by_s = self.by_start.iter().map(|&(_, c)| c).filter(waiting).take(k);
         let by_w = self.by_weight.iter().rev().map(|(c, _)| c).filter(waiting).take(k);
         cands.extend(by_s.chain(by_w).filter_map(|c| self.queued(c)));
-        // Drop duplicates by id (cheap), then rank by exact current α.
-        cands.sort_unstable_by_key(|q| q.client);
-        cands.dedup_by_key(|q| q.client);
+        // Rank by exact current α; a client found in several queues is the
+        // same entry, so duplicates sort next to each other.
         let (v, tie) = (self.v, self.opts.tie);
-        if want < cands.len() {
-            cands.select_nth_unstable_by(want - 1, |a, b| a.order(b, v, tie));
-            cands.truncate(want);
+        if want == 1 {
+            return cands.into_iter().min_by(|a, b| a.order(b, v, tie)).map(|q| q.client).into_iter().collect();
         }
-        cands.sort_by(|a, b| a.order(b, v, tie));
+        cands.sort_unstable_by(|a, b| a.order(b, v, tie));
+        cands.dedup_by_key(|q| q.client);
+        cands.truncate(want);
         cands.into_iter().map(|q| q.client).collect()
     }
 

@@ -47,11 +47,11 @@
 //! | insert, remove | O(log t) in the class, O(log G) node recomputations if its head changed |
 //! | advance time | O(log G) per certificate that fails, O(1) when none does |
 //! | least 1 | O(1): the root |
-//! | least n | O(n·(log G + log t)·log(n log G)): best-first descent from the root |
+//! | least n | O(n·(log G + log t)·log n) comparisons: best-first descent from the root, keeping the n best offers |
 //! | growth (G doubles) | O(G) rebuild, amortized O(1) |
 
 use std::cmp::Ordering;
-use std::collections::{BTreeMap, BTreeSet, BinaryHeap};
+use std::collections::{BTreeMap, BTreeSet};
 use std::ops::Bound::{Excluded, Unbounded};
 
 use super::{wide_mul, Queued, Tie};
@@ -173,21 +173,28 @@ impl KineticClasses {
         }
         // Best-first: a popped subtree emits its winner, then offers the
         // winners of the subtrees hanging off the path down to the winner's
-        // leaf, and the next member of the winner's class.
+        // leaf, and the next member of the winner's class. Every offer is
+        // worse than what offered it, so with m results still wanted only
+        // the m best offers can be emitted: the frontier keeps those, sorted
+        // worst first.
         let mut out = Vec::with_capacity(n);
-        let mut frontier = BinaryHeap::new();
-        frontier.push(self.frontier(self.head(root), Source::Subtree(1)));
-        while out.len() < n {
-            let Some(f) = frontier.pop() else { break };
-            out.push(f.q);
-            let slot = match f.from {
+        let mut frontier: Vec<(Queued, Source)> = Vec::with_capacity(n);
+        frontier.push((self.head(root), Source::Subtree(1)));
+        while let Some((q, from)) = frontier.pop() {
+            out.push(q);
+            let wanted = n - out.len();
+            if wanted == 0 {
+                break;
+            }
+            frontier.drain(..frontier.len().saturating_sub(wanted));
+            let slot = match from {
                 Source::Member(slot) => slot,
                 Source::Subtree(mut node) => {
                     while node < self.cap {
                         let (left, right) = (2 * node, 2 * node + 1);
                         let (down, side) = if self.win[left] == self.win[node] { (left, right) } else { (right, left) };
                         if let Some(s) = self.win[side] {
-                            frontier.push(self.frontier(self.head(s), Source::Subtree(side)));
+                            self.offer(&mut frontier, wanted, self.head(s), Source::Subtree(side));
                         }
                         node = down;
                     }
@@ -195,12 +202,25 @@ impl KineticClasses {
                 }
             };
             let class = self.class(slot);
-            if let Some(&(start, client)) = class.members.range((Excluded((f.q.start, f.q.client)), Unbounded)).next() {
-                let q = Queued { client, phi: class.phi, start };
-                frontier.push(self.frontier(q, Source::Member(slot)));
+            if let Some(&(start, client)) = class.members.range((Excluded((q.start, q.client)), Unbounded)).next() {
+                let next = Queued { client, phi: class.phi, start };
+                self.offer(&mut frontier, wanted, next, Source::Member(slot));
             }
         }
         out
+    }
+
+    /// Add `q` to a frontier sorted worst first that keeps the `wanted` best.
+    fn offer(&self, frontier: &mut Vec<(Queued, Source)>, wanted: usize, q: Queued, from: Source) {
+        let better = |x: &(Queued, Source)| q.order(&x.0, self.at, self.tie) == Ordering::Less;
+        if frontier.len() == wanted && !frontier.first().is_some_and(better) {
+            return;
+        }
+        let at = frontier.partition_point(better);
+        frontier.insert(at, (q, from));
+        if frontier.len() > wanted {
+            frontier.remove(0);
+        }
     }
 
     /// Check every node against its children at `at`; O(G), for tests.
@@ -237,10 +257,6 @@ impl KineticClasses {
         let class = self.class(slot);
         let &(start, client) = class.members.first().expect("a class is never empty");
         Queued { client, phi: class.phi, start }
-    }
-
-    fn frontier(&self, q: Queued, from: Source) -> Frontier {
-        Frontier { q, from, at: self.at, tie: self.tie }
     }
 
     fn new_class(&mut self, phi: Phi) -> usize {
@@ -340,35 +356,6 @@ enum Source {
     Subtree(usize),
     /// A non-head member of this class slot.
     Member(usize),
-}
-
-/// A candidate of [`KineticClasses::least`], ordered least surplus first
-/// (a max-heap of reversed order).
-struct Frontier {
-    q: Queued,
-    from: Source,
-    at: VTime,
-    tie: Tie,
-}
-
-impl PartialEq for Frontier {
-    fn eq(&self, other: &Frontier) -> bool {
-        self.cmp(other) == Ordering::Equal
-    }
-}
-
-impl Eq for Frontier {}
-
-impl PartialOrd for Frontier {
-    fn partial_cmp(&self, other: &Frontier) -> Option<Ordering> {
-        Some(self.cmp(other))
-    }
-}
-
-impl Ord for Frontier {
-    fn cmp(&self, other: &Frontier) -> Ordering {
-        other.q.order(&self.q, self.at, self.tie)
-    }
 }
 
 /// `x − y` for 256-bit (high, low) pairs with x ≥ y.
