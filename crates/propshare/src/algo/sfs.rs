@@ -312,9 +312,9 @@ impl Ord for Surplus {
     fn cmp(&self, other: &Surplus) -> Ordering {
         let a = self.phi.num as u128 * other.phi.den as u128;
         let b = other.phi.num as u128 * self.phi.den as u128;
-        // Fast path: both products fit in 128 bits (the usual case).
-        if let (Some(x), Some(y)) = (a.checked_mul(self.lag), b.checked_mul(other.lag)) {
-            return x.cmp(&y);
+        // Fast path, the usual case: four factors below 2^64, two 64-bit products.
+        if (a | b | self.lag | other.lag) >> 64 == 0 {
+            return (a * self.lag).cmp(&(b * other.lag));
         }
         wide_mul(a, self.lag).cmp(&wide_mul(b, other.lag))
     }
@@ -510,7 +510,7 @@ impl Sfs {
             by_weight: FeasibleSet::new(),
             by_start: BTreeSet::new(),
             by_surplus: SurplusQueue { set: BTreeSet::new(), v_sorted: 0, tie: opts.tie },
-            by_class: KineticClasses::new(opts.tie),
+            by_class: KineticClasses::new(opts.tie, opts.heuristic.map_or(0, |h| 2 * h.per_queue)),
             v: 0,
             last_finish: 0,
             capped: Vec::new(),

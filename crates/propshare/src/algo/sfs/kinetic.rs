@@ -66,6 +66,8 @@ const NEVER: VTime = VTime::MAX;
 struct Class {
     phi: Phi,
     members: BTreeSet<(VTime, ClientId)>,
+    /// The first member, cached: the tournament reads it at every duel.
+    head: Queued,
 }
 
 /// Waiting clients by weight class, with a kinetic tournament over the
@@ -88,10 +90,18 @@ pub(super) struct KineticClasses {
     at: VTime,
     tie: Tie,
     len: usize,
+    /// With `keep` > 0 (the heuristic, queried many times at one time):
+    /// the `cache.len()` least entries at `at`, least first, kept up to
+    /// date by insertions and removals; `None` until the next query after
+    /// time moves.
+    keep: usize,
+    cache: Option<Vec<Queued>>,
 }
 
 impl KineticClasses {
-    pub(super) fn new(tie: Tie) -> KineticClasses {
+    /// An empty queue; `keep` > 0 caches the `keep` least entries between
+    /// changes of time (for repeated queries of up to `keep` at one time).
+    pub(super) fn new(tie: Tie, keep: usize) -> KineticClasses {
         KineticClasses {
             slots: vec![None],
             slot_of: BTreeMap::new(),
@@ -103,6 +113,8 @@ impl KineticClasses {
             at: 0,
             tie,
             len: 0,
+            keep,
+            cache: None,
         }
     }
 
@@ -119,32 +131,41 @@ impl KineticClasses {
     pub(super) fn insert(&mut self, q: Queued) {
         let slot = match self.slot_of.get(&q.phi) {
             Some(&s) => s,
-            None => self.new_class(q.phi),
+            None => self.new_class(q),
         };
         let class = self.slots[slot].as_mut().expect("slot in use");
-        let old_head = class.members.first().copied();
-        if class.members.insert((q.start, q.client)) {
-            self.len += 1;
-            if class.members.first().copied() != old_head {
-                self.update_leaf(slot);
-            }
+        if !class.members.insert((q.start, q.client)) {
+            return;
+        }
+        let new_head = class.members.len() == 1 || (q.start, q.client) < (class.head.start, class.head.client);
+        if new_head {
+            class.head = q;
+        }
+        self.len += 1;
+        self.cache_insert(q);
+        if new_head {
+            self.update_leaf(slot);
         }
     }
 
     pub(super) fn remove(&mut self, q: Queued) -> bool {
         let Some(&slot) = self.slot_of.get(&q.phi) else { return false };
         let class = self.slots[slot].as_mut().expect("slot in use");
-        let old_head = class.members.first().copied();
         if !class.members.remove(&(q.start, q.client)) {
             return false;
         }
         self.len -= 1;
-        if class.members.is_empty() {
+        self.cache_remove(q);
+        let class = self.slots[slot].as_mut().expect("slot in use");
+        if let Some(&(start, client)) = class.members.first() {
+            if class.head.client == q.client {
+                class.head = Queued { client, phi: class.phi, start };
+                self.update_leaf(slot);
+            }
+        } else {
             self.slot_of.remove(&q.phi);
             self.slots[slot] = None;
             self.free.push(slot);
-            self.update_leaf(slot);
-        } else if class.members.first().copied() != old_head {
             self.update_leaf(slot);
         }
         true
@@ -156,6 +177,9 @@ impl KineticClasses {
 
     /// Move time forward to x (x below `at` rebuilds, which v never needs).
     pub(super) fn advance(&mut self, x: VTime) {
+        if x != self.at {
+            self.cache = None;
+        }
         if x < self.at {
             self.at = x;
             self.rebuild();
@@ -165,9 +189,46 @@ impl KineticClasses {
         self.settle(1);
     }
 
-    /// The n least (α, tie, id) at `at`, least first.
-    pub(super) fn least(&self, n: usize) -> Vec<Queued> {
-        let Some(root) = self.win[1] else { return Vec::new() };
+    /// The n least (α, tie, id) at `at`, least first (from the cache when
+    /// one is kept and long enough).
+    pub(super) fn least(&mut self, n: usize) -> Vec<Queued> {
+        if n > self.keep {
+            return self.search(n);
+        }
+        let (keep, len) = (self.keep, self.len);
+        let cache = match self.cache.take() {
+            Some(c) if c.len() >= n || c.len() == len => c,
+            _ => self.search(keep),
+        };
+        let out = cache[..n.min(cache.len())].to_vec();
+        self.cache = Some(cache);
+        out
+    }
+
+    /// A new entry joins the cache if it is among the cached least.
+    fn cache_insert(&mut self, q: Queued) {
+        let (at, tie, len) = (self.at, self.tie, self.len);
+        let Some(cache) = self.cache.as_mut() else { return };
+        let held_all = cache.len() + 1 == len;
+        let i = cache.partition_point(|x| x.order(&q, at, tie) == Ordering::Less);
+        if i < cache.len() || held_all {
+            cache.insert(i, q);
+            cache.truncate(self.keep);
+        }
+    }
+
+    fn cache_remove(&mut self, q: Queued) {
+        let (at, tie) = (self.at, self.tie);
+        let Some(cache) = self.cache.as_mut() else { return };
+        let i = cache.partition_point(|x| x.order(&q, at, tie) == Ordering::Less);
+        if cache.get(i).is_some_and(|x| x.client == q.client) {
+            cache.remove(i);
+        }
+    }
+
+    /// The n least at `at` by best-first search of the tournament.
+    fn search(&self, n: usize) -> Vec<Queued> {
+        let Some(root) = self.win[1].filter(|_| n > 0) else { return Vec::new() };
         if n == 1 {
             return vec![self.head(root)];
         }
@@ -231,6 +292,17 @@ impl KineticClasses {
         {
             return Err("weight classes miscounted".into());
         }
+        if let Some(cache) = &self.cache {
+            if *cache != self.search(cache.len()) {
+                return Err("the cached least entries are stale".into());
+            }
+        }
+        for class in self.slots.iter().flatten() {
+            let first = class.members.first().map(|&(start, client)| Queued { client, phi: class.phi, start });
+            if first != Some(class.head) {
+                return Err("a weight class's cached head is not its first member".into());
+            }
+        }
         for s in 0..self.cap {
             let want = self.slots.get(s).and_then(|c| c.as_ref()).map(|_| s);
             if self.win[self.cap + s] != want {
@@ -254,18 +326,17 @@ impl KineticClasses {
     }
 
     fn head(&self, slot: usize) -> Queued {
-        let class = self.class(slot);
-        let &(start, client) = class.members.first().expect("a class is never empty");
-        Queued { client, phi: class.phi, start }
+        self.class(slot).head
     }
 
-    fn new_class(&mut self, phi: Phi) -> usize {
+    /// A new, still empty class for `first`'s φ (its head is set on insertion).
+    fn new_class(&mut self, first: Queued) -> usize {
         if self.free.is_empty() {
             self.grow();
         }
         let slot = self.free.pop().expect("grown");
-        self.slots[slot] = Some(Class { phi, members: BTreeSet::new() });
-        self.slot_of.insert(phi, slot);
+        self.slots[slot] = Some(Class { phi: first.phi, members: BTreeSet::new(), head: first });
+        self.slot_of.insert(first.phi, slot);
         slot
     }
 
@@ -425,7 +496,7 @@ mod tests {
     /// drops below (or, tie rule, to) the lighter one's.
     #[test]
     fn heavier_class_overtakes_at_the_exact_crossing() {
-        let mut k = KineticClasses::new(Tie::StartTag);
+        let mut k = KineticClasses::new(Tie::StartTag, 0);
         // α_0(x) = 1·(100 − x), α_1(x) = 3·(60 − x): equal at x = 40.
         k.insert(q(0, 1, 100));
         k.insert(q(1, 3, 60));
@@ -439,7 +510,7 @@ mod tests {
         assert_eq!(k.least(1)[0].client, ClientId(1));
         k.check().unwrap();
         // By id alone the tie stays with client 0 until x = 41.
-        let mut by_id = KineticClasses::new(Tie::ClientId);
+        let mut by_id = KineticClasses::new(Tie::ClientId, 0);
         for e in [q(0, 1, 100), q(1, 3, 60), q(2, 2, 1000)] {
             by_id.insert(e);
         }
@@ -460,8 +531,8 @@ mod tests {
             rng ^= rng << 17;
             rng
         };
-        for tie in [Tie::StartTag, Tie::ClientId] {
-            let mut k = KineticClasses::new(tie);
+        for (tie, keep) in [(Tie::StartTag, 0), (Tie::ClientId, 0), (Tie::StartTag, 9)] {
+            let mut k = KineticClasses::new(tie, keep);
             let mut all: Vec<Queued> = Vec::new();
             let mut x: VTime = 0;
             for step in 0..3000u32 {
