@@ -697,8 +697,12 @@ impl Sfs {
         let k = h.per_queue;
         let waiting = |c: &ClientId| self.roster.status(*c) == Ok(Status::Runnable);
         // The first k of Qα in its order at the last re-sort (either structure gives the same k).
-        let mut cands: Vec<Queued> =
-            if self.classes() { self.by_class.least(k) } else { self.by_surplus.head(k).collect() };
+        let mut cands: Vec<Queued> = Vec::with_capacity(3 * k);
+        if self.classes() {
+            cands.extend(self.by_class.least(k));
+        } else {
+            cands.extend(self.by_surplus.head(k));
+        }
         let by_s = self.by_start.iter().map(|&(_, c)| c).filter(waiting).take(k);
         let by_w = self.by_weight.iter().rev().map(|(c, _)| c).filter(waiting).take(k);
         cands.extend(by_s.chain(by_w).filter_map(|c| self.queued(c)));

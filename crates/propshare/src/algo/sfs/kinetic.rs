@@ -61,6 +61,10 @@ use crate::vtime::VTime;
 
 /// A certificate that never fails.
 const NEVER: VTime = VTime::MAX;
+/// The `due` of a node to recompute: no certificate falls due at time 0
+/// (each fails after the time it was made at), so 0 marks the node stale.
+/// Every ancestor of a stale node is stale.
+const STALE: VTime = 0;
 
 #[derive(Clone, Debug)]
 struct Class {
@@ -185,20 +189,24 @@ impl KineticClasses {
             self.rebuild();
             return;
         }
+        // Lazily: the next query settles the certificates due by then.
         self.at = x;
-        self.settle(1);
     }
 
     /// The n least (α, tie, id) at `at`, least first (from the cache when
     /// one is kept and long enough).
     pub(super) fn least(&mut self, n: usize) -> Vec<Queued> {
         if n > self.keep {
+            self.settle(1);
             return self.search(n);
         }
         let (keep, len) = (self.keep, self.len);
         let cache = match self.cache.take() {
             Some(c) if c.len() >= n || c.len() == len => c,
-            _ => self.search(keep),
+            _ => {
+                self.settle(1);
+                self.search(keep)
+            }
         };
         let out = cache[..n.min(cache.len())].to_vec();
         self.cache = Some(cache);
@@ -226,7 +234,7 @@ impl KineticClasses {
         }
     }
 
-    /// The n least at `at` by best-first search of the tournament.
+    /// The n least at `at` by best-first search of the settled tournament.
     fn search(&self, n: usize) -> Vec<Queued> {
         let Some(root) = self.win[1].filter(|_| n > 0) else { return Vec::new() };
         if n == 1 {
@@ -286,6 +294,12 @@ impl KineticClasses {
 
     /// Check every node against its children at `at`; O(G), for tests.
     pub(super) fn check(&self) -> Result<(), String> {
+        let mut settled = self.clone();
+        settled.settle(1);
+        settled.check_settled()
+    }
+
+    fn check_settled(&self) -> Result<(), String> {
         let heads = self.slots.iter().filter(|c| c.is_some()).count();
         if heads != self.slot_of.len()
             || self.slots.iter().flatten().map(|c| c.members.len()).sum::<usize>() != self.len
@@ -362,12 +376,14 @@ impl KineticClasses {
     }
 
     /// A class head changed: refresh its leaf and the path to the root.
+    /// (Lazily: the path is marked stale, and the next query recomputes it
+    /// once however many heads changed below it.)
     fn update_leaf(&mut self, slot: usize) {
         let leaf = self.cap + slot;
         self.win[leaf] = self.slots[slot].as_ref().map(|_| slot);
         let mut node = leaf / 2;
-        while node >= 1 {
-            self.recompute(node);
+        while node >= 1 && self.due[node] != STALE {
+            self.due[node] = STALE;
             node /= 2;
         }
     }
