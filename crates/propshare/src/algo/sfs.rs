@@ -39,7 +39,8 @@
 //!   v changes; examine only the first `k` (default 20) waiting clients of
 //!   each queue (least stale surplus, least start tag, and least weight, the
 //!   weight queue read from its light end), compute their current α and run
-//!   the least; re-sort every `resort_every` (default 50) picks.
+//!   the least; re-sort every `resort_every` (default 50) picks. "The first
+//!   k of the surplus queue" is its order at the v of the last re-sort.
 //! * `sfs+affinity` (section 2.4): among the `B` (default 4) waiting clients
 //!   with the least α, run one that last ran on this CPU, else the least;
 //!   bounded: the affine client must be within one quantum of service of the
@@ -59,16 +60,27 @@
 //!   (α_i − α_j falls by `(φ_i − φ_j)·Δv`), which is why the paper
 //!   recomputes every surplus and re-sorts whenever v changes. Two exact
 //!   forms are implemented ([`SurplusOrder`]):
-//!   - default, *weight classes*: one queue per distinct φ value, ordered by
-//!     (S, id). Within a class the surplus order is the start-tag order at
-//!     every v, so nothing is ever re-sorted; the least surplus is the least
-//!     (α, S, id) among the class heads, found by comparing G heads (G =
-//!     number of distinct φ, at most the number of distinct weights + 1);
+//!   - default, *weight classes* (module `kinetic`): one queue per distinct
+//!     φ value, ordered by (S, id). Within a class the surplus order is the
+//!     start-tag order at every v, so nothing is ever re-sorted; the least
+//!     surplus is the least (α, S, id) among the G class heads (G = number
+//!     of distinct φ, at most the number of distinct weights + 1). A head's
+//!     surplus `α(x) = φ·S − φ·x` is a line in the time x, and x only
+//!     grows, so the heads sit in a *kinetic tournament*: a binary tree
+//!     whose nodes hold the winner of their two children at the current
+//!     time and the exact time (a 256-by-128-bit division) at which the
+//!     loser would overtake it. Moving time forward recomputes only the
+//!     nodes whose certificate fell due; a changed head recomputes its path
+//!     (lazily, at the next query). The least n are found best-first from
+//!     the root. The exact pick keeps the tournament at v; the heuristic
+//!     keeps it at the v of its last re-sort, so that "re-sorting" is moving
+//!     its time forward, and caches the 2k least at that time;
 //!   - the paper's single sorted queue (`ResortOnVirtualTime`): entries keyed
 //!     by the exact pair (φ, S − v_sorted) for a reference `v_sorted`, so it
 //!     is an ordinary ordered set until v moves; when it has, the queue is
-//!     re-keyed and rebuilt before the pick. The heuristic uses this queue,
-//!     read stale between rebuilds, as the paper describes.
+//!     re-keyed and rebuilt (O(t)) before the pick, or for the heuristic
+//!     every `resort_every` picks. Either structure gives every variant the
+//!     same decisions (a property test runs them side by side).
 //!
 //!   In both, a client whose S or φ changes (quantum end, readjustment,
 //!   weight change) is removed under its old key and re-inserted under its
@@ -88,10 +100,20 @@
 //! | join, wake | O(log t) in each queue; readjustment O(P) plus an O(log t) re-insertion for each of the ≤ 2(P−1) clients whose φ changed |
 //! | leave, block | O(log t) removals; readjustment as above |
 //! | stopped | O(log t) in `QS` and `Qα`; readjustment if it blocked or left |
-//! | pick, exact (weight classes) | O(G + log t), whether or not v moved; O(G·B) with affinity |
+//! | pick, exact (weight classes) | O(log t) for the removal, plus O(log G) per head change and per certificate that falls due since the last pick; O(B·(log G + log t)·log B) with affinity |
 //! | pick, exact (re-sorted queue), v unchanged | O(B + log t) |
 //! | pick, exact (re-sorted queue), v changed | re-key O(t), re-sort O(t) when nearly sorted (O(t log t) worst), bulk rebuild O(t): the paper's O(t log t); v changes about once every P picks (section 3.2) |
-//! | pick, heuristic | O(k log t) for the 3k candidates; the O(t) rebuild only every `resort_every` picks |
+//! | pick, heuristic (weight classes) | O(k log t) to read `QS` and `Qw`, 3k exact α comparisons; `Qα`'s first k from the cache, refilled (O(k·(log G + log t)·log k) plus the stale tournament paths) when fewer than k remain cached or after a re-sort; no O(t) step |
+//! | pick, heuristic (re-sorted queue) | as above, with the O(t) rebuild every `resort_every` picks |
+//!
+//! Measured (`propshare bench`, P = 8, N = 16 / 256 / 4096, ~1000 distinct
+//! weights, a block and a wake every 16 stops, median ns per decision):
+//! sfs 456 / 1089 / 1067, sfs+heuristic 1126 / 2847 / 2936, sfs+affinity
+//! 729 / 1512 / 1607; with the weight classes compared head by head and the
+//! heuristic on the re-sorted queue they were 407 / 5017 / 19132,
+//! 859 / 2719 / 20057 and 541 / 7252 / 144109. With G in the hundreds the
+//! exact pick is now cheaper than the heuristic, whose 3k exact comparisons
+//! per pick are its floor.
 //!
 //! The paper's doubly linked lists give O(1) removal but O(t) insertion;
 //! balanced trees give O(log t) for both.
@@ -109,13 +131,16 @@
 //!   readjustment or weight change also changes φ and hence α, so we
 //!   re-insert every client whose φ changed; without this the exact pick is
 //!   wrong.
-//! * Gap: the default exact pick uses weight classes instead of the paper's
-//!   single surplus list (same decisions, no re-sort, O(G + log t) per
-//!   pick); the paper's list is kept as `SurplusOrder::ResortOnVirtualTime`
-//!   and is what the heuristic reads. Its re-sort happens lazily at the next
-//!   pick (the only reader of the order), with an adaptive stable sort
-//!   (linear on nearly sorted input, O(t log t) worst) instead of insertion
-//!   sort (quadratic worst case), into a B-tree rather than a linked list.
+//! * Gap: the default surplus queue is weight classes under a kinetic
+//!   tournament instead of the paper's single surplus list (same decisions,
+//!   nothing re-sorted); the heuristic reads it at the v of its last
+//!   re-sort, which gives exactly the paper's stale list order, so its
+//!   decisions are those of the re-sorted list too (tested side by side).
+//!   The paper's list is kept as `SurplusOrder::ResortOnVirtualTime`. Its
+//!   re-sort happens lazily at the next pick (the only reader of the
+//!   order), with an adaptive stable sort (linear on nearly sorted input,
+//!   O(t log t) worst) instead of insertion sort (quadratic worst case),
+//!   into a B-tree rather than a linked list.
 //! * Gap: `Qα` holds waiting clients only (a client leaves it when picked and
 //!   re-enters at its quantum end); `QS` and `Qw` hold every runnable client,
 //!   running ones included, as v and readjustment need them. The paper's
@@ -205,22 +230,23 @@ pub struct SfsOptions {
     /// newcomer's surplus is below that of some running client. Not in the
     /// paper (its scheduler runs only at quantum ends and blocks); for sweeps.
     pub preempt: bool,
-    /// How the exact pick finds the least surplus (ignored by the heuristic,
-    /// which reads the paper's sorted surplus queue stale by design).
+    /// The structure behind `Qα` (the same decisions either way; the
+    /// heuristic reads it in its order at the last re-sort).
     pub surplus_order: SurplusOrder,
 }
 
 /// The structure behind the exact least-surplus pick.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 pub enum SurplusOrder {
-    /// One start-tag queue per distinct φ; the pick compares the heads.
-    /// Within a class the surplus order is the start-tag order whatever v
-    /// is, so nothing is ever re-sorted: O(G + log t) per pick for G
-    /// distinct φ values.
+    /// One start-tag queue per distinct φ, the heads in a kinetic
+    /// tournament. Within a class the surplus order is the start-tag order
+    /// whatever v is, so nothing is ever re-sorted: O(log G) per head change
+    /// or overtaking between heads, O(1) for the least.
     #[default]
     WeightClasses,
     /// The paper's single surplus queue (section 3.1), re-keyed and re-sorted
-    /// whenever v has moved: O(t) to O(t log t) per pick after a v change.
+    /// whenever v has moved (with the heuristic: every `resort_every`
+    /// picks): O(t) to O(t log t) per re-sort.
     ResortOnVirtualTime,
 }
 
