@@ -462,12 +462,147 @@ fn infeasible_weights_starve_plain_tags_and_readjustment_fixes_it() {
     }
 }
 
-/// VTRR on shares 3, 2, 1, worked by hand from the rules in `algo/vtrr.rs`:
-/// A runs (head); B passes the VFT test (1/2 - 2/6 < 1/2); C passes it
-/// (1 - 3/6 < 1); the queue ends, back to A; B passes (1 - 5/6 < 1/2); C has
-/// no counter left, back to A. Then the next cycle repeats it.
+/// Why the VTRR rules (module doc of `algo/vtrr.rs`) chose a client.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum VtrrWhy {
+    /// Back to the head of the queue (the next client failed, had no counter, or there was none).
+    Head,
+    /// The next client's counter exceeded the current one's (time-counter invariant).
+    Counter,
+    /// The next client passed the VFT inequality `VFT − QVT(t+Q) < Q/S`.
+    Vft,
+    /// No counter left anywhere: counters reset to the shares, the head runs.
+    NewCycle,
+}
+
+/// An independent model of the VTRR rules on one CPU with a static set in
+/// queue order (shares non-increasing), in exact integers: virtual times are
+/// scaled by `D = lcm(S)·S_T`, so `Q/S_T = D/S_T` and `Q/S_i = D/S_i`.
+/// Returns, per quantum, who ran, why, and the counters after it.
+fn vtrr_model(shares: &[u64], quanta: usize) -> Vec<(usize, VtrrWhy, Vec<u64>)> {
+    assert!(shares.windows(2).all(|p| p[0] >= p[1]), "queue order");
+    let d = exact_quantum(shares);
+    let total = shares.iter().sum::<u64>();
+    let mut counters = shares.to_vec();
+    let mut runs = vec![0u64; shares.len()];
+    let mut current: Option<usize> = None;
+    let mut out = Vec::with_capacity(quanta);
+    for t in 0..quanta as u64 {
+        let next = current.map(|c| c + 1).filter(|&n| n < shares.len() && counters[n] > 0);
+        let choice = next.and_then(|n| {
+            let c = current.expect("next implies current");
+            // VFT_n = (runs + 1)·Q/S_n; QVT(t + Q) = (t + 1)·Q/S_T.
+            let vft = (runs[n] + 1) * (d / shares[n]);
+            let qvt_next = (t + 1) * (d / total);
+            if counters[n] > counters[c] {
+                Some((n, VtrrWhy::Counter))
+            } else if vft < qvt_next + d / shares[n] {
+                Some((n, VtrrWhy::Vft))
+            } else {
+                None
+            }
+        });
+        let (who, why) = choice.unwrap_or_else(|| {
+            if counters[0] > 0 {
+                (0, VtrrWhy::Head)
+            } else {
+                counters.copy_from_slice(shares);
+                (0, VtrrWhy::NewCycle)
+            }
+        });
+        counters[who] -= 1;
+        runs[who] += 1;
+        current = Some(who);
+        out.push((who, why, counters.clone()));
+    }
+    out
+}
+
+/// VTRR worked by hand from the rules in `algo/vtrr.rs` (our example: the
+/// VTRR paper's own figures could not be read, see its module doc). Shares
+/// A = 3, B = 2, C = 1; virtual times in units of Q/36, so QVT steps 6 per
+/// quantum and VFT steps A 12, B 18, C 36:
+///
+/// | # | runs | why | counters after | check |
+/// |---|---|---|---|---|
+/// | 1 | A | head | 2 2 1 | start of the cycle |
+/// | 2 | B | VFT | 2 1 1 | counter 2 ≯ 2; VFT 18 − QVT 12 = 6 < 18 |
+/// | 3 | C | VFT | 2 1 0 | counter 1 ≯ 1; 36 − 18 = 18 < 36 |
+/// | 4 | A | head | 1 1 0 | end of the queue |
+/// | 5 | B | VFT | 1 0 0 | 1 ≯ 1; 36 − 30 = 6 < 18 |
+/// | 6 | A | head | 0 0 0 | C has no counter left |
+/// | 7 | A | new cycle | 2 2 1 | no counter left anywhere |
+///
+/// and shares 2, 2, 1 show the counter rule: after A runs (counters 1 2 1)
+/// B's counter is larger, so B runs without the VFT test.
 #[test]
-fn vtrr_worked_example() {
-    let seq = run("vtrr", &[3, 2, 1], MS, 12, 0).sequence();
+fn vtrr_worked_examples_step_by_step() {
+    use VtrrWhy::*;
+    let steps = vtrr_model(&[3, 2, 1], 7);
+    let expected = [
+        (0, Head, [2, 2, 1]),
+        (1, Vft, [2, 1, 1]),
+        (2, Vft, [2, 1, 0]),
+        (0, Head, [1, 1, 0]),
+        (1, Vft, [1, 0, 0]),
+        (0, Head, [0, 0, 0]),
+        (0, NewCycle, [2, 2, 1]),
+    ];
+    for (k, (step, want)) in steps.iter().zip(expected).enumerate() {
+        assert_eq!((step.0, step.1, step.2.as_slice()), (want.0, want.1, want.2.as_slice()), "step {}", k + 1);
+    }
+    let seq = run_exact("vtrr", &[3, 2, 1], 12).sequence();
     assert_eq!(seq, [0, 1, 2, 0, 1, 0, 0, 1, 2, 0, 1, 0]);
+
+    let steps = vtrr_model(&[2, 2, 1], 6);
+    let whys: Vec<_> = steps.iter().map(|s| (s.0, s.1)).collect();
+    assert_eq!(whys, [(0, Head), (1, Counter), (2, Vft), (0, Head), (1, Counter), (0, NewCycle)]);
+    assert_eq!(run_exact("vtrr", &[2, 2, 1], 6).sequence(), [0, 1, 2, 0, 1, 0]);
+}
+
+/// The counter rule deciding against the VFT test (the one test in this file
+/// with blocking: on static sets the rule never decides alone; blocking and
+/// waking make counters and VFTs disagree). Shares c0 = 3,
+/// c1 = 2, c2 = 4, c3 = 4 (S_T = 13), queue c2 c3 c0 c1:
+/// 1. c2 (head); 2. c3 (counter 4 > 3); 3. c0 (VFT test), blocks and wakes at
+///    once (counter min(3, c3's 3), the walk restarts at the head);
+/// 4. c2 (head), blocks and wakes at once: back after c3 (equal share, later
+///    arrival), counter min(4, c3's 3) = 3, VFT stays 3Q/4 (> QVT + Q/4 = 4Q/13 + Q/4);
+/// 5. c3 (head, counter 3 → 2);
+/// 6. next is c2: VFT 3Q/4 − QVT(t+Q) 6Q/13 ≥ Q/4 fails, but its counter
+///    3 > 2, so c2 runs (without the counter rule c3 would run again).
+#[test]
+fn vtrr_counter_rule_decides_after_wakes() {
+    let mut s = registry::build("vtrr", SchedConfig { cpus: 1, quantum: MS, seed: 0 }).expect("registered");
+    for (i, w) in [3, 2, 4, 4].into_iter().enumerate() {
+        s.join(0, ClientId(i as u32), Weight::new(w).unwrap()).unwrap();
+    }
+    let mut t = 0;
+    let mut seq = Vec::new();
+    for step in 1..=6 {
+        let Decision::Run { client, slice } = s.pick(t, CpuId(0)).unwrap() else { panic!("idle") };
+        t += slice;
+        let block_and_wake = step == 3 || step == 4;
+        let why = if block_and_wake { StopReason::Blocked } else { StopReason::Expired };
+        s.stopped(t, CpuId(0), client, slice, why).unwrap();
+        if block_and_wake {
+            s.wake(t, client).unwrap();
+        }
+        seq.push(client.0);
+    }
+    assert_eq!(seq, [2, 3, 0, 2, 3, 2]);
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]
+
+    /// `vtrr` makes exactly the model's decisions on random static sets
+    /// (queue order, exact tags), over two cycles.
+    #[test]
+    fn vtrr_follows_the_rules(mut shares in proptest::collection::vec(1u64..=8, 2..=6)) {
+        shares.sort_unstable_by(|a, b| b.cmp(a));
+        let quanta = 2 * shares.iter().sum::<u64>() as usize;
+        let model: Vec<u32> = vtrr_model(&shares, quanta).iter().map(|s| s.0 as u32).collect();
+        prop_assert_eq!(run_exact("vtrr", &shares, quanta).sequence(), model, "shares {:?}", shares);
+    }
 }
