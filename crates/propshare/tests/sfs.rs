@@ -832,6 +832,13 @@ fn static_proportional_shares() {
 /// stops block, a blocked client wakes with probability 1/2 at each stop.
 /// Returns (picks, inexact picks) after a warm-up of 2n picks.
 fn heuristic_exactness(cpus: usize, n: u32, opts: SfsOptions, picks: u64) -> (u64, u64) {
+    let (h, warm) = heuristic_workload(cpus, n, opts, picks);
+    (h.picks - warm, h.inexact)
+}
+
+/// The workload of [`heuristic_exactness`]; returns the host (its `trace`
+/// holds every pick) and the warm-up length.
+fn heuristic_workload(cpus: usize, n: u32, opts: SfsOptions, picks: u64) -> (Host, u64) {
     let q = 10 * MS;
     let mut h = Host::new(cpus, q, opts);
     let mut rng = 0x2545_f491_4f6c_dd1du64 ^ n as u64;
@@ -857,6 +864,7 @@ fn heuristic_exactness(cpus: usize, n: u32, opts: SfsOptions, picks: u64) -> (u6
                         h.inexact += 1;
                     }
                     h.running[k] = Some((client, h.now, h.now + slice));
+                    h.trace.push((k, client));
                 }
             }
         }
@@ -882,7 +890,23 @@ fn heuristic_exactness(cpus: usize, n: u32, opts: SfsOptions, picks: u64) -> (u6
         }
         fill(&mut h);
     }
-    (h.picks - warm, h.inexact)
+    (h, warm)
+}
+
+/// The heuristic on the kinetic weight classes (read at the v of the last
+/// re-sort, the 2k least cached) makes exactly the picks of the paper's
+/// re-sorted surplus queue on the H1 workload (and as many inexact ones).
+#[test]
+fn heuristic_on_weight_classes_decides_as_on_the_resorted_queue() {
+    let heur = SfsOptions { heuristic: Some(Heuristic::default()), ..SfsOptions::EXACT };
+    for (cpus, n) in [(4, 1000), (8, 3000)] {
+        let (kinetic, _) = heuristic_workload(cpus, n, heur, 20_000);
+        let resorted_opts = SfsOptions { surplus_order: SurplusOrder::ResortOnVirtualTime, ..heur };
+        let (resorted, _) = heuristic_workload(cpus, n, resorted_opts, 20_000);
+        assert!(kinetic.trace.len() > 20_000);
+        assert_eq!(kinetic.inexact, resorted.inexact);
+        assert!(kinetic.trace == resorted.trace, "P = {cpus}, N = {n}: the picks differ");
+    }
 }
 
 /// H1: on 4 CPUs, k = 20 per queue picks the exact least surplus in more than
