@@ -107,13 +107,13 @@
 //! | pick, heuristic (re-sorted queue) | as above, with the O(t) rebuild every `resort_every` picks |
 //!
 //! Measured (`propshare bench`, P = 8, N = 16 / 256 / 4096, ~1000 distinct
-//! weights, a block and a wake every 16 stops, median ns per decision):
-//! sfs 456 / 1089 / 1067, sfs+heuristic 1126 / 2847 / 2936, sfs+affinity
-//! 729 / 1512 / 1607; with the weight classes compared head by head and the
-//! heuristic on the re-sorted queue they were 407 / 5017 / 19132,
-//! 859 / 2719 / 20057 and 541 / 7252 / 144109. With G in the hundreds the
-//! exact pick is now cheaper than the heuristic, whose 3k exact comparisons
-//! per pick are its floor.
+//! weights, a block and a wake every 16 stops, median ns per decision, the
+//! old and new binaries run back to back): sfs 315 / 852 / 907,
+//! sfs+heuristic 872 / 2357 / 2408, sfs+affinity 493 / 1273 / 1230; with
+//! the class heads compared one by one and the heuristic on the re-sorted
+//! queue they were 463 / 4907 / 18650, 852 / 2639 / 15150 and
+//! 575 / 7069 / 94054. With G in the hundreds the exact pick is now cheaper
+//! than the heuristic, whose 3k exact comparisons per pick are its floor.
 //!
 //! The paper's doubly linked lists give O(1) removal but O(t) insertion;
 //! balanced trees give O(log t) for both.

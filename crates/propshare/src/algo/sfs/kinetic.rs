@@ -44,10 +44,12 @@
 //!
 //! | operation | cost |
 //! |---|---|
-//! | insert, remove | O(log t) in the class, O(log G) node recomputations if its head changed |
-//! | advance time | O(log G) per certificate that fails, O(1) when none does |
-//! | least 1 | O(1): the root |
-//! | least n | O(n·(log G + log t)·log n) comparisons: best-first descent from the root, keeping the n best offers |
+//! | insert, remove | O(log t) in the class; if the head changed, O(log G) stale marks (fewer when the path is already stale) |
+//! | advance time | O(1); the next query settles the due certificates |
+//! | settle (at a query) | one duel, O(1) with one 256-by-128-bit division, per stale node and per node whose certificate fell due: O(log G) each |
+//! | least 1 | the root, after settling |
+//! | least n | O(n·(log G·log n + log t)): best-first descent from the root, keeping the n best offers sorted |
+//! | least n ≤ `keep`, cached | O(n) copy; the cache costs O(log keep + keep) per insertion or removal that reaches it |
 //! | growth (G doubles) | O(G) rebuild, amortized O(1) |
 
 use std::cmp::Ordering;
