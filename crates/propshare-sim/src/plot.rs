@@ -146,7 +146,13 @@ pub struct Bar {
 
 /// A per-CPU Gantt chart: one row per CPU, one colour per client.
 pub fn gantt(path: &Path, title: &str, x_label: &str, cpus: usize, bars: &[Bar], names: &[String]) -> PlotResult {
-    let root = SVGBackend::new(path, (900, (120 + 40 * cpus.min(32)) as u32)).into_drawing_area();
+    // Legend: one entry per client seen, at most 12; the chart is tall enough to hold it.
+    let mut seen: Vec<usize> = bars.iter().map(|b| b.client).collect();
+    seen.sort_unstable();
+    seen.dedup();
+    seen.truncate(12);
+    let height = (120 + 40 * cpus.min(32)).max(110 + 19 * seen.len());
+    let root = SVGBackend::new(path, (900, height as u32)).into_drawing_area();
     root.fill(&WHITE)?;
     let x0 = bars.iter().map(|b| b.start).fold(f64::INFINITY, f64::min);
     let x1 = bars.iter().map(|b| b.end).fold(f64::NEG_INFINITY, f64::max);
@@ -169,11 +175,7 @@ pub fn gantt(path: &Path, title: &str, x_label: &str, cpus: usize, bars: &[Bar],
         let color = Palette99::pick(b.client).to_rgba();
         Rectangle::new([(b.start, b.cpu as f64 + 0.1), (b.end, b.cpu as f64 + 0.9)], color.filled())
     }))?;
-    // Legend: one entry per client seen, at most 12.
-    let mut seen: Vec<usize> = bars.iter().map(|b| b.client).collect();
-    seen.sort_unstable();
-    seen.dedup();
-    for &c in seen.iter().take(12) {
+    for &c in &seen {
         let color = Palette99::pick(c).to_rgba();
         let name = names.get(c).cloned().unwrap_or_else(|| format!("#{c}"));
         chart

@@ -307,6 +307,28 @@ proptest! {
             prop_assert_eq!(h.inexact, 0);
         }
     }
+
+    /// The kinetic weight-class queue and the paper's re-sorted surplus
+    /// queue decide identically: exactly (with and without affinity), and
+    /// for the heuristic, which reads the first k of Qα in its order at the
+    /// last re-sort from either structure.
+    #[test]
+    fn kinetic_classes_decide_as_the_resorted_queue(cpus in 1usize..=6, which in 0u8..4, ops in proptest::collection::vec(op(), 1..300)) {
+        let opts = match which {
+            0 => SfsOptions { heuristic: Some(Heuristic { per_queue: 2, resort_every: 7 }), ..SfsOptions::EXACT },
+            1 => SfsOptions { heuristic: Some(Heuristic::default()), affinity_bias: 4, affinity_slack: Some(10 * MS), ..SfsOptions::EXACT },
+            2 => SfsOptions { affinity_bias: 3, affinity_slack: None, tie: Tie::ClientId, ..SfsOptions::EXACT },
+            _ => SfsOptions { heuristic: Some(Heuristic { per_queue: 3, resort_every: 1 }), ..SfsOptions::EXACT },
+        };
+        let mut kinetic = Host::new(cpus, 10 * MS, opts);
+        let mut resorted = Host::new(cpus, 10 * MS, SfsOptions { surplus_order: SurplusOrder::ResortOnVirtualTime, ..opts });
+        kinetic.sfq_check = false;
+        resorted.sfq_check = false;
+        kinetic.run(&ops).map_err(TestCaseError::fail)?;
+        resorted.run(&ops).map_err(TestCaseError::fail)?;
+        prop_assert_eq!(&kinetic.trace, &resorted.trace);
+        prop_assert_eq!(kinetic.inexact, resorted.inexact);
+    }
 }
 
 /// Without the heuristic and with B = 1 the scan and the queue agree even
@@ -810,6 +832,13 @@ fn static_proportional_shares() {
 /// stops block, a blocked client wakes with probability 1/2 at each stop.
 /// Returns (picks, inexact picks) after a warm-up of 2n picks.
 fn heuristic_exactness(cpus: usize, n: u32, opts: SfsOptions, picks: u64) -> (u64, u64) {
+    let (h, warm) = heuristic_workload(cpus, n, opts, picks);
+    (h.picks - warm, h.inexact)
+}
+
+/// The workload of [`heuristic_exactness`]; returns the host (its `trace`
+/// holds every pick) and the warm-up length.
+fn heuristic_workload(cpus: usize, n: u32, opts: SfsOptions, picks: u64) -> (Host, u64) {
     let q = 10 * MS;
     let mut h = Host::new(cpus, q, opts);
     let mut rng = 0x2545_f491_4f6c_dd1du64 ^ n as u64;
@@ -835,6 +864,7 @@ fn heuristic_exactness(cpus: usize, n: u32, opts: SfsOptions, picks: u64) -> (u6
                         h.inexact += 1;
                     }
                     h.running[k] = Some((client, h.now, h.now + slice));
+                    h.trace.push((k, client));
                 }
             }
         }
@@ -860,7 +890,23 @@ fn heuristic_exactness(cpus: usize, n: u32, opts: SfsOptions, picks: u64) -> (u6
         }
         fill(&mut h);
     }
-    (h.picks - warm, h.inexact)
+    (h, warm)
+}
+
+/// The heuristic on the kinetic weight classes (read at the v of the last
+/// re-sort, the 2k least cached) makes exactly the picks of the paper's
+/// re-sorted surplus queue on the H1 workload (and as many inexact ones).
+#[test]
+fn heuristic_on_weight_classes_decides_as_on_the_resorted_queue() {
+    let heur = SfsOptions { heuristic: Some(Heuristic::default()), ..SfsOptions::EXACT };
+    for (cpus, n) in [(4, 1000), (8, 3000)] {
+        let (kinetic, _) = heuristic_workload(cpus, n, heur, 20_000);
+        let resorted_opts = SfsOptions { surplus_order: SurplusOrder::ResortOnVirtualTime, ..heur };
+        let (resorted, _) = heuristic_workload(cpus, n, resorted_opts, 20_000);
+        assert!(kinetic.trace.len() > 20_000);
+        assert_eq!(kinetic.inexact, resorted.inexact);
+        assert!(kinetic.trace == resorted.trace, "P = {cpus}, N = {n}: the picks differ");
+    }
 }
 
 /// H1: on 4 CPUs, k = 20 per queue picks the exact least surplus in more than

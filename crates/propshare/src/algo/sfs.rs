@@ -39,7 +39,8 @@
 //!   v changes; examine only the first `k` (default 20) waiting clients of
 //!   each queue (least stale surplus, least start tag, and least weight, the
 //!   weight queue read from its light end), compute their current α and run
-//!   the least; re-sort every `resort_every` (default 50) picks.
+//!   the least; re-sort every `resort_every` (default 50) picks. "The first
+//!   k of the surplus queue" is its order at the v of the last re-sort.
 //! * `sfs+affinity` (section 2.4): among the `B` (default 4) waiting clients
 //!   with the least α, run one that last ran on this CPU, else the least;
 //!   bounded: the affine client must be within one quantum of service of the
@@ -59,16 +60,27 @@
 //!   (α_i − α_j falls by `(φ_i − φ_j)·Δv`), which is why the paper
 //!   recomputes every surplus and re-sorts whenever v changes. Two exact
 //!   forms are implemented ([`SurplusOrder`]):
-//!   - default, *weight classes*: one queue per distinct φ value, ordered by
-//!     (S, id). Within a class the surplus order is the start-tag order at
-//!     every v, so nothing is ever re-sorted; the least surplus is the least
-//!     (α, S, id) among the class heads, found by comparing G heads (G =
-//!     number of distinct φ, at most the number of distinct weights + 1);
+//!   - default, *weight classes* (module `kinetic`): one queue per distinct
+//!     φ value, ordered by (S, id). Within a class the surplus order is the
+//!     start-tag order at every v, so nothing is ever re-sorted; the least
+//!     surplus is the least (α, S, id) among the G class heads (G = number
+//!     of distinct φ, at most the number of distinct weights + 1). A head's
+//!     surplus `α(x) = φ·S − φ·x` is a line in the time x, and x only
+//!     grows, so the heads sit in a *kinetic tournament*: a binary tree
+//!     whose nodes hold the winner of their two children at the current
+//!     time and the exact time (a 256-by-128-bit division) at which the
+//!     loser would overtake it. Moving time forward recomputes only the
+//!     nodes whose certificate fell due; a changed head recomputes its path
+//!     (lazily, at the next query). The least n are found best-first from
+//!     the root. The exact pick keeps the tournament at v; the heuristic
+//!     keeps it at the v of its last re-sort, so that "re-sorting" is moving
+//!     its time forward, and caches the 2k least at that time;
 //!   - the paper's single sorted queue (`ResortOnVirtualTime`): entries keyed
 //!     by the exact pair (φ, S − v_sorted) for a reference `v_sorted`, so it
 //!     is an ordinary ordered set until v moves; when it has, the queue is
-//!     re-keyed and rebuilt before the pick. The heuristic uses this queue,
-//!     read stale between rebuilds, as the paper describes.
+//!     re-keyed and rebuilt (O(t)) before the pick, or for the heuristic
+//!     every `resort_every` picks. Either structure gives every variant the
+//!     same decisions (a property test runs them side by side).
 //!
 //!   In both, a client whose S or φ changes (quantum end, readjustment,
 //!   weight change) is removed under its old key and re-inserted under its
@@ -88,10 +100,20 @@
 //! | join, wake | O(log t) in each queue; readjustment O(P) plus an O(log t) re-insertion for each of the ≤ 2(P−1) clients whose φ changed |
 //! | leave, block | O(log t) removals; readjustment as above |
 //! | stopped | O(log t) in `QS` and `Qα`; readjustment if it blocked or left |
-//! | pick, exact (weight classes) | O(G + log t), whether or not v moved; O(G·B) with affinity |
+//! | pick, exact (weight classes) | O(log t) for the removal, plus O(log G) per head change and per certificate that falls due since the last pick; O(B·(log G + log t)·log B) with affinity |
 //! | pick, exact (re-sorted queue), v unchanged | O(B + log t) |
 //! | pick, exact (re-sorted queue), v changed | re-key O(t), re-sort O(t) when nearly sorted (O(t log t) worst), bulk rebuild O(t): the paper's O(t log t); v changes about once every P picks (section 3.2) |
-//! | pick, heuristic | O(k log t) for the 3k candidates; the O(t) rebuild only every `resort_every` picks |
+//! | pick, heuristic (weight classes) | O(k log t) to read `QS` and `Qw`, 3k exact α comparisons; `Qα`'s first k from the cache, refilled (O(k·(log G + log t)·log k) plus the stale tournament paths) when fewer than k remain cached or after a re-sort; no O(t) step |
+//! | pick, heuristic (re-sorted queue) | as above, with the O(t) rebuild every `resort_every` picks |
+//!
+//! Measured (`propshare bench`, P = 8, N = 16 / 256 / 4096, ~1000 distinct
+//! weights, a block and a wake every 16 stops, median ns per decision, the
+//! old and new binaries run back to back): sfs 315 / 852 / 907,
+//! sfs+heuristic 872 / 2357 / 2408, sfs+affinity 493 / 1273 / 1230; with
+//! the class heads compared one by one and the heuristic on the re-sorted
+//! queue they were 463 / 4907 / 18650, 852 / 2639 / 15150 and
+//! 575 / 7069 / 94054. With G in the hundreds the exact pick is now cheaper
+//! than the heuristic, whose 3k exact comparisons per pick are its floor.
 //!
 //! The paper's doubly linked lists give O(1) removal but O(t) insertion;
 //! balanced trees give O(log t) for both.
@@ -109,13 +131,16 @@
 //!   readjustment or weight change also changes φ and hence α, so we
 //!   re-insert every client whose φ changed; without this the exact pick is
 //!   wrong.
-//! * Gap: the default exact pick uses weight classes instead of the paper's
-//!   single surplus list (same decisions, no re-sort, O(G + log t) per
-//!   pick); the paper's list is kept as `SurplusOrder::ResortOnVirtualTime`
-//!   and is what the heuristic reads. Its re-sort happens lazily at the next
-//!   pick (the only reader of the order), with an adaptive stable sort
-//!   (linear on nearly sorted input, O(t log t) worst) instead of insertion
-//!   sort (quadratic worst case), into a B-tree rather than a linked list.
+//! * Gap: the default surplus queue is weight classes under a kinetic
+//!   tournament instead of the paper's single surplus list (same decisions,
+//!   nothing re-sorted); the heuristic reads it at the v of its last
+//!   re-sort, which gives exactly the paper's stale list order, so its
+//!   decisions are those of the re-sorted list too (tested side by side).
+//!   The paper's list is kept as `SurplusOrder::ResortOnVirtualTime`. Its
+//!   re-sort happens lazily at the next pick (the only reader of the
+//!   order), with an adaptive stable sort (linear on nearly sorted input,
+//!   O(t log t) worst) instead of insertion sort (quadratic worst case),
+//!   into a B-tree rather than a linked list.
 //! * Gap: `Qα` holds waiting clients only (a client leaves it when picked and
 //!   re-enters at its quantum end); `QS` and `Qw` hold every runnable client,
 //!   running ones included, as v and readjustment need them. The paper's
@@ -161,6 +186,9 @@ use crate::roster::{ClientTable, Roster, Status};
 use crate::scheduler::{Decision, Kick, SchedConfig, Scheduler};
 use crate::vtime::{VTime, VT_SCALE};
 
+mod kinetic;
+use kinetic::KineticClasses;
+
 /// The paper's k: clients examined per queue by the heuristic (section 3.2).
 pub const DEFAULT_HEURISTIC_K: usize = 20;
 /// Picks between two full surplus re-sorts under the heuristic (Gap: the paper says "every so often").
@@ -202,22 +230,23 @@ pub struct SfsOptions {
     /// newcomer's surplus is below that of some running client. Not in the
     /// paper (its scheduler runs only at quantum ends and blocks); for sweeps.
     pub preempt: bool,
-    /// How the exact pick finds the least surplus (ignored by the heuristic,
-    /// which reads the paper's sorted surplus queue stale by design).
+    /// The structure behind `Qα` (the same decisions either way; the
+    /// heuristic reads it in its order at the last re-sort).
     pub surplus_order: SurplusOrder,
 }
 
 /// The structure behind the exact least-surplus pick.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 pub enum SurplusOrder {
-    /// One start-tag queue per distinct φ; the pick compares the heads.
-    /// Within a class the surplus order is the start-tag order whatever v
-    /// is, so nothing is ever re-sorted: O(G + log t) per pick for G
-    /// distinct φ values.
+    /// One start-tag queue per distinct φ, the heads in a kinetic
+    /// tournament. Within a class the surplus order is the start-tag order
+    /// whatever v is, so nothing is ever re-sorted: O(log G) per head change
+    /// or overtaking between heads, O(1) for the least.
     #[default]
     WeightClasses,
     /// The paper's single surplus queue (section 3.1), re-keyed and re-sorted
-    /// whenever v has moved: O(t) to O(t log t) per pick after a v change.
+    /// whenever v has moved (with the heuristic: every `resort_every`
+    /// picks): O(t) to O(t log t) per re-sort.
     ResortOnVirtualTime,
 }
 
@@ -309,6 +338,10 @@ impl Ord for Surplus {
     fn cmp(&self, other: &Surplus) -> Ordering {
         let a = self.phi.num as u128 * other.phi.den as u128;
         let b = other.phi.num as u128 * self.phi.den as u128;
+        // Fast path, the usual case: four factors below 2^64, two 64-bit products.
+        if (a | b | self.lag | other.lag) >> 64 == 0 {
+            return (a * self.lag).cmp(&(b * other.lag));
+        }
         wide_mul(a, self.lag).cmp(&wide_mul(b, other.lag))
     }
 }
@@ -431,56 +464,6 @@ impl SurplusQueue {
     }
 }
 
-/// Exact `Qα` as weight classes: waiting clients grouped by φ (by value),
-/// each class ordered by (S, id), which within a class is the surplus order
-/// at every v.
-#[derive(Clone, Debug, Default)]
-struct WeightClasses {
-    classes: std::collections::BTreeMap<Phi, BTreeSet<(VTime, ClientId)>>,
-    len: usize,
-}
-
-impl WeightClasses {
-    fn insert(&mut self, q: Queued) {
-        if self.classes.entry(q.phi).or_default().insert((q.start, q.client)) {
-            self.len += 1;
-        }
-    }
-
-    fn remove(&mut self, q: Queued) -> bool {
-        let Some(class) = self.classes.get_mut(&q.phi) else { return false };
-        let removed = class.remove(&(q.start, q.client));
-        if class.is_empty() {
-            self.classes.remove(&q.phi);
-        }
-        self.len -= removed as usize;
-        removed
-    }
-
-    fn contains(&self, q: Queued) -> bool {
-        self.classes.get(&q.phi).is_some_and(|c| c.contains(&(q.start, q.client)))
-    }
-
-    /// The `n` least (α, tie, id) at v: the first n of each class, merged.
-    fn least(&self, n: usize, v: VTime, tie: Tie) -> Vec<Queued> {
-        let mut out: Vec<Queued> = self
-            .classes
-            .iter()
-            .flat_map(|(&phi, class)| class.iter().take(n).map(move |&(start, client)| Queued { client, phi, start }))
-            .collect();
-        if n == 1 {
-            // The common case: a linear minimum, no sort.
-            return out.into_iter().min_by(|a, b| a.order(b, v, tie)).into_iter().collect();
-        }
-        if out.len() > n {
-            out.select_nth_unstable_by(n - 1, |a, b| a.order(b, v, tie));
-            out.truncate(n);
-        }
-        out.sort_by(|a, b| a.order(b, v, tie));
-        out
-    }
-}
-
 /// Surplus fair scheduling on one global run queue.
 #[derive(Clone, Debug)]
 pub struct Sfs {
@@ -493,11 +476,11 @@ pub struct Sfs {
     by_weight: FeasibleSet,
     /// `QS`: runnable clients by start tag.
     by_start: BTreeSet<(VTime, ClientId)>,
-    /// `Qα`: waiting clients by surplus.
-    /// `Qα` for the heuristic and [`SurplusOrder::ResortOnVirtualTime`].
+    /// `Qα` for [`SurplusOrder::ResortOnVirtualTime`].
     by_surplus: SurplusQueue,
-    /// `Qα` for exact [`SurplusOrder::WeightClasses`].
-    by_class: WeightClasses,
+    /// `Qα` for [`SurplusOrder::WeightClasses`], kept at v (exact) or at
+    /// the v of the last re-sort (heuristic).
+    by_class: KineticClasses,
     v: VTime,
     last_finish: VTime,
     capped: Vec<ClientId>,
@@ -553,7 +536,7 @@ impl Sfs {
             by_weight: FeasibleSet::new(),
             by_start: BTreeSet::new(),
             by_surplus: SurplusQueue { set: BTreeSet::new(), v_sorted: 0, tie: opts.tie },
-            by_class: WeightClasses::default(),
+            by_class: KineticClasses::new(opts.tie, opts.heuristic.map_or(0, |h| 2 * h.per_queue)),
             v: 0,
             last_finish: 0,
             capped: Vec::new(),
@@ -635,6 +618,10 @@ impl Sfs {
             Some(&(s, _)) => s,
             None => self.v.max(self.last_finish),
         };
+        // The exact weight-class queue follows v; the heuristic's moves only at a re-sort.
+        if self.classes() && self.opts.heuristic.is_none() {
+            self.by_class.advance(self.v);
+        }
     }
 
     /// Section 2.2 readjustment over the runnable set; re-queue every
@@ -685,7 +672,7 @@ impl Sfs {
     }
 
     fn classes(&self) -> bool {
-        self.opts.heuristic.is_none() && self.opts.surplus_order == SurplusOrder::WeightClasses
+        self.opts.surplus_order == SurplusOrder::WeightClasses
     }
 
     fn queue_insert(&mut self, q: Queued) {
@@ -706,7 +693,7 @@ impl Sfs {
 
     fn queue_len(&self) -> usize {
         if self.classes() {
-            self.by_class.len
+            self.by_class.len()
         } else {
             self.by_surplus.len()
         }
@@ -715,10 +702,10 @@ impl Sfs {
     /// The waiting clients this pick considers, best first: the head of the
     /// exact `Qα`, or the heuristic's candidates ranked by current α.
     fn candidates(&mut self, want: usize) -> Vec<ClientId> {
-        if self.classes() {
-            return self.by_class.least(want, self.v, self.opts.tie).into_iter().map(|q| q.client).collect();
-        }
         let Some(h) = self.opts.heuristic else {
+            if self.classes() {
+                return self.by_class.least(want).into_iter().map(|q| q.client).collect();
+            }
             if self.by_surplus.v_sorted != self.v {
                 self.by_surplus.resort(self.v);
             }
@@ -727,23 +714,33 @@ impl Sfs {
         self.picks_since_sort += 1;
         if self.picks_since_sort >= h.resort_every {
             self.picks_since_sort = 0;
-            self.by_surplus.resort(self.v);
+            if self.classes() {
+                self.by_class.advance(self.v);
+            } else {
+                self.by_surplus.resort(self.v);
+            }
         }
         let k = h.per_queue;
         let waiting = |c: &ClientId| self.roster.status(*c) == Ok(Status::Runnable);
-        let mut cands: Vec<Queued> = self.by_surplus.head(k).collect();
+        // The first k of Qα in its order at the last re-sort (either structure gives the same k).
+        let mut cands: Vec<Queued> = Vec::with_capacity(3 * k);
+        if self.classes() {
+            cands.extend(self.by_class.least(k));
+        } else {
+            cands.extend(self.by_surplus.head(k));
+        }
         let by_s = self.by_start.iter().map(|&(_, c)| c).filter(waiting).take(k);
         let by_w = self.by_weight.iter().rev().map(|(c, _)| c).filter(waiting).take(k);
         cands.extend(by_s.chain(by_w).filter_map(|c| self.queued(c)));
-        // Drop duplicates by id (cheap), then rank by exact current α.
-        cands.sort_unstable_by_key(|q| q.client);
-        cands.dedup_by_key(|q| q.client);
+        // Rank by exact current α; a client found in several queues is the
+        // same entry, so duplicates sort next to each other.
         let (v, tie) = (self.v, self.opts.tie);
-        if want < cands.len() {
-            cands.select_nth_unstable_by(want - 1, |a, b| a.order(b, v, tie));
-            cands.truncate(want);
+        if want == 1 {
+            return cands.into_iter().min_by(|a, b| a.order(b, v, tie)).map(|q| q.client).into_iter().collect();
         }
-        cands.sort_by(|a, b| a.order(b, v, tie));
+        cands.sort_unstable_by(|a, b| a.order(b, v, tie));
+        cands.dedup_by_key(|q| q.client);
+        cands.truncate(want);
         cands.into_iter().map(|q| q.client).collect()
     }
 
@@ -809,14 +806,18 @@ impl Sfs {
         if self.queue_len() != waiting {
             return Err(format!("Qα has {} entries for {waiting} waiting clients", self.queue_len()));
         }
-        let unused = if self.classes() { self.by_surplus.len() } else { self.by_class.len };
+        let unused = if self.classes() { self.by_surplus.len() } else { self.by_class.len() };
         if unused != 0 {
             return Err("the unused surplus structure is not empty".into());
         }
-        let vs = self.by_surplus.v_sorted;
+        let vs = if self.classes() { self.by_class.at() } else { self.by_surplus.v_sorted };
         if vs > self.v {
-            return Err("Qα sorted for a future virtual time".into());
+            return Err("Qα ordered for a future virtual time".into());
         }
+        if self.classes() && self.opts.heuristic.is_none() && vs != self.v {
+            return Err("exact Qα ordered for a past virtual time".into());
+        }
+        self.by_class.check()?;
         if self.by_surplus.set.iter().any(|k| k.start.checked_sub(vs) != Some(k.alpha.lag)) {
             return Err("Qα keyed for another virtual time".into());
         }
