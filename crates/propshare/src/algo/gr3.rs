@@ -55,9 +55,14 @@
 //! * pick: O(1) (one intragroup step, one ratio test), plus O(g) for every
 //!   lazily removed client it meets, once per block (amortised O(g));
 //! * insert, remove, weight change: O(g) to move one group in the list, plus
-//!   on P > 1 the readjustment: O(P log P) to find I (whole groups in O(1)
-//!   each, the boundary group of < 2P clients sorted), O(P) to move the at
-//!   most P clients whose weight changed, O(g log g) to re-sort the list;
+//!   on P > 1 the readjustment: O(g + P log P) to find I through the weight
+//!   classes (`algo/classes.rs`: whole classes in O(1) each, the boundary
+//!   class of < 2P clients sorted), O(P) to move the at most P clients whose
+//!   weight changed, O(g) to re-weigh the groups and O(g) per touched group to
+//!   re-insert it in the list (the others keep their relative order); no
+//!   allocation once the buffers are warm;
+//! * a group's weight Φ_G is cached (`Group::weight`), so a pick does one
+//!   product comparison, in 64-bit factors when they fit;
 //! * block, wake before removal: O(1);
 //! * space: O(N + g), g ≤ 32.
 //!

@@ -1,7 +1,7 @@
 //! One file per algorithm, each behind [`crate::Scheduler`].
 
-mod classes;
 pub mod cfs;
+mod classes;
 pub mod dfs;
 pub mod dwrr;
 pub mod eevdf;
