@@ -728,9 +728,9 @@ impl Gdq {
         // Only groups with members or a standing entitlement can change: any
         // other group has no members and keeps P̲ = P̄ = ψ = 0.
         let touched = self.present | self.entitled;
-        // Pass 1: fold the ending periods, note the smallest competing base.
-        let mut new = [(0u64, 0u128); ORDERS];
-        let mut vmin: Option<u128> = None;
+        // Pass 1: install the new shares, fold the ending periods, note the
+        // smallest competing base and the groups entering the competition.
+        let (mut vmin, mut entering, mut entitled) = (None::<u128>, 0u64, 0u64);
         for k in set_bits(touched) {
             let g = &self.groups[k];
             let (floor, psi) = if g.members == 0 || total == 0 {
@@ -740,32 +740,30 @@ impl Gdq {
                 let (q, r) = div_rem(p * a, total);
                 (q as u64, r)
             };
-            new[k] = (floor, psi);
-            if g.psi > 0 {
-                if g.psi != psi || self.vft_scale != scale {
-                    let fold = self.vft_part(g.vft_work, g.psi, false);
-                    let g = &mut self.groups[k];
-                    g.vft_base = g.vft_base.saturating_add(fold);
-                    g.vft_work = 0;
-                }
-                vmin = Some(vmin.map_or(self.groups[k].vft_base, |v: u128| v.min(self.groups[k].vft_base)));
-            }
-        }
-        // Pass 2: install; groups entering the competition start at vmin.
-        let mut entitled = 0u64;
-        for k in set_bits(touched) {
-            let (floor, psi) = new[k];
-            entitled |= ((floor > 0 || psi > 0) as u64) << k;
-            let g = &mut self.groups[k];
-            if g.psi == 0 && psi > 0 {
+            let old_psi = g.psi;
+            if old_psi > 0 && (old_psi != psi || self.vft_scale != scale) {
+                let fold = self.vft_part(g.vft_work, old_psi, false);
+                let g = &mut self.groups[k];
+                g.vft_base = g.vft_base.saturating_add(fold);
                 g.vft_work = 0;
-                if let Some(v) = vmin {
-                    g.vft_base = g.vft_base.max(v);
-                }
             }
+            let g = &mut self.groups[k];
+            if old_psi > 0 {
+                vmin = Some(vmin.map_or(g.vft_base, |v: u128| v.min(g.vft_base)));
+            }
+            entering |= ((old_psi == 0 && psi > 0) as u64) << k;
+            entitled |= ((floor > 0 || psi > 0) as u64) << k;
             g.floor = floor;
             g.ceil = floor + (psi > 0) as u64;
             g.psi = psi;
+        }
+        // Pass 2: groups entering the competition start at vmin.
+        for k in set_bits(entering) {
+            let g = &mut self.groups[k];
+            g.vft_work = 0;
+            if let Some(v) = vmin {
+                g.vft_base = g.vft_base.max(v);
+            }
         }
         self.entitled = entitled;
         self.vft_scale = scale;
