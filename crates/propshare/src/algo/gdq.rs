@@ -91,7 +91,7 @@
 //!   the entitlements (only groups with members or an entitlement are
 //!   visited) + O(P) (smallest queue). No ordered set: nothing grows with N.
 //! * layout: a client's state (`Proc`) is one 64-byte cache line.
-//! * measured (docs/ALGORITHMS.md): P = 8, about 750-950 instructions per
+//! * measured (docs/ALGORITHMS.md): P = 8, about 740-920 instructions per
 //!   decision from N = 16 to 65536 under callgrind.
 //!
 //! # Work conservation
