@@ -6,7 +6,8 @@
 //! Algorithms embed a [`Roster`] and call it first in every event; the
 //! algorithm then updates its own queues knowing the event is valid.
 
-use crate::model::{ClientId, CpuId, SchedError, StopReason, Weight};
+use crate::model::{ClientId, CpuId, SchedError, StopReason, Time, Weight};
+use crate::scheduler::Decision;
 
 /// The largest client id a scheduler accepts: per-client tables are dense.
 pub const MAX_CLIENT_ID: u32 = (1 << 26) - 1;
@@ -236,6 +237,18 @@ impl Roster {
         debug_assert!(self.on_cpu[cpu.index()].is_none());
         self.set_status(c, Status::Running(cpu));
         self.on_cpu[cpu.index()] = Some(c);
+    }
+
+    /// The decision for `cpu`: run `chosen` for `slice` (recorded as with
+    /// [`Roster::start`]), or idle if nothing was chosen.
+    pub fn dispatch(&mut self, cpu: CpuId, chosen: Option<ClientId>, slice: Time) -> Decision {
+        match chosen {
+            Some(client) => {
+                self.start(cpu, client);
+                Decision::Run { client, slice }
+            }
+            None => Decision::Idle,
+        }
     }
 
     /// Validate and record `stopped(cpu, c, reason)`. Returns `c`'s weight.

@@ -1075,13 +1075,8 @@ impl Scheduler for Gdq {
     fn pick(&mut self, now: Time, cpu: CpuId) -> Result<Decision, SchedError> {
         self.roster.check_pick(cpu)?;
         self.start_clock(now);
-        Ok(match self.pick_inner(now, cpu.index()) {
-            Some(client) => {
-                self.roster.start(cpu, client);
-                Decision::Run { client, slice: self.quantum }
-            }
-            None => Decision::Idle,
-        })
+        let chosen = self.pick_inner(now, cpu.index());
+        Ok(self.roster.dispatch(cpu, chosen, self.quantum))
     }
 
     fn stopped(&mut self, now: Time, cpu: CpuId, c: ClientId, ran: Time, why: StopReason) -> Result<(), SchedError> {

@@ -200,13 +200,7 @@ impl<R: TagRules> Scheduler for OneQueue<R> {
     fn pick(&mut self, now: Time, cpu: CpuId) -> Result<Decision, SchedError> {
         self.roster.check_pick(cpu)?;
         self.rules.advance(now);
-        Ok(match self.rules.take(&mut self.clients) {
-            Some(client) => {
-                self.roster.start(cpu, client);
-                Decision::Run { client, slice: self.quantum }
-            }
-            None => Decision::Idle,
-        })
+        Ok(self.roster.dispatch(cpu, self.rules.take(&mut self.clients), self.quantum))
     }
 
     fn stopped(&mut self, now: Time, cpu: CpuId, c: ClientId, ran: Time, why: StopReason) -> Result<(), SchedError> {

@@ -58,13 +58,7 @@ impl Scheduler for RoundRobin {
 
     fn pick(&mut self, _now: Time, cpu: CpuId) -> Result<Decision, SchedError> {
         self.roster.check_pick(cpu)?;
-        Ok(match self.queue.pop_front() {
-            Some(client) => {
-                self.roster.start(cpu, client);
-                Decision::Run { client, slice: self.quantum }
-            }
-            None => Decision::Idle,
-        })
+        Ok(self.roster.dispatch(cpu, self.queue.pop_front(), self.quantum))
     }
 
     fn stopped(&mut self, _now: Time, cpu: CpuId, c: ClientId, _ran: Time, why: StopReason) -> Result<(), SchedError> {

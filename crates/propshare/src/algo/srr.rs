@@ -384,13 +384,7 @@ impl Scheduler for SmoothedRoundRobin {
             Some(c) => Some(c),
             None => self.choose(),
         };
-        Ok(match first {
-            Some(client) => {
-                self.roster.start(cpu, client);
-                Decision::Run { client, slice: self.quantum }
-            }
-            None => Decision::Idle,
-        })
+        Ok(self.roster.dispatch(cpu, first, self.quantum))
     }
 
     fn stopped(&mut self, _now: Time, cpu: CpuId, c: ClientId, _ran: Time, why: StopReason) -> Result<(), SchedError> {
