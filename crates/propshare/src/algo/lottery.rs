@@ -313,11 +313,7 @@ impl Lottery {
 
 impl Scheduler for Lottery {
     fn name(&self) -> &str {
-        match self.reweigh.suffix() {
-            "" => "lottery",
-            "+readjust" => "lottery+readjust",
-            _ => "lottery+readjust+dedicate",
-        }
+        self.reweigh.variant(["lottery", "lottery+readjust", "lottery+readjust+dedicate"])
     }
 
     fn join(&mut self, _now: Time, c: ClientId, w: Weight) -> Result<Kick, SchedError> {

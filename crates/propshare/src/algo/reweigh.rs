@@ -51,12 +51,13 @@ impl Reweigh {
         self.enabled
     }
 
-    /// The registry suffix of this mode: `""`, `"+readjust"` or `"+readjust+dedicate"`.
-    pub fn suffix(&self) -> &'static str {
+    /// The name of the variant in this mode, from the names of the plain,
+    /// `+readjust` and `+readjust+dedicate` variants.
+    pub fn variant<'a>(&self, [plain, readjusted, dedicated]: [&'a str; 3]) -> &'a str {
         match (self.enabled, self.dedicate) {
-            (false, _) => "",
-            (true, false) => "+readjust",
-            (true, true) => "+readjust+dedicate",
+            (false, _) => plain,
+            (true, false) => readjusted,
+            (true, true) => dedicated,
         }
     }
 

@@ -322,11 +322,7 @@ impl SmoothedRoundRobin {
 
 impl Scheduler for SmoothedRoundRobin {
     fn name(&self) -> &str {
-        match self.reweigh.suffix() {
-            "" => "srr",
-            "+readjust" => "srr+readjust",
-            _ => "srr+readjust+dedicate",
-        }
+        self.reweigh.variant(["srr", "srr+readjust", "srr+readjust+dedicate"])
     }
 
     fn join(&mut self, _now: Time, c: ClientId, w: Weight) -> Result<Kick, SchedError> {

@@ -370,11 +370,7 @@ impl Vtrr {
 
 impl Scheduler for Vtrr {
     fn name(&self) -> &str {
-        match self.reweigh.suffix() {
-            "" => "vtrr",
-            "+readjust" => "vtrr+readjust",
-            _ => "vtrr+readjust+dedicate",
-        }
+        self.reweigh.variant(["vtrr", "vtrr+readjust", "vtrr+readjust+dedicate"])
     }
 
     fn join(&mut self, now: Time, c: ClientId, w: Weight) -> Result<Kick, SchedError> {

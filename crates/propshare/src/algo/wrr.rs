@@ -139,11 +139,7 @@ impl WeightedRoundRobin {
 
 impl Scheduler for WeightedRoundRobin {
     fn name(&self) -> &str {
-        match self.reweigh.suffix() {
-            "" => "wrr",
-            "+readjust" => "wrr+readjust",
-            _ => "wrr+readjust+dedicate",
-        }
+        self.reweigh.variant(["wrr", "wrr+readjust", "wrr+readjust+dedicate"])
     }
 
     fn join(&mut self, _now: Time, c: ClientId, w: Weight) -> Result<Kick, SchedError> {
