@@ -96,6 +96,14 @@ fn every_registered_scheduler_is_covered() {
     }
 }
 
+#[test]
+fn every_registered_scheduler_reports_its_registry_name() {
+    for name in registry::names() {
+        let s = registry::build(name, SchedConfig::new(2, MS)).unwrap();
+        assert_eq!(s.name(), name, "built from registry name {name:?}");
+    }
+}
+
 /// The harness must catch broken schedulers: these mutants of round robin
 /// each break one promise, and each must be caught.
 mod mutants {
