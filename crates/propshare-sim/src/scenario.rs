@@ -396,27 +396,53 @@ pub fn names_client(pattern: &str, name: &str) -> bool {
     }
 }
 
-/// The client names a scenario can produce: fixed ones (clients and class
-/// members) and prefixes whose members are numbered at run time (Poisson
-/// arrivals and chains: `prefix0`, `prefix1`, ...).
+/// The client names a scenario can produce: the explicit clients' names,
+/// and numbered members `prefix0`, `prefix1`, ... of classes (fixed at
+/// load, `count` of them) and of Poisson arrivals and chains (numbered at
+/// run time, no known bound).
 struct KnownNames {
-    fixed: Vec<String>,
-    numbered: Vec<String>,
+    explicit: Vec<String>,
+    /// Prefix and, for classes, the member count.
+    numbered: Vec<(String, Option<usize>)>,
 }
 
 impl KnownNames {
+    /// Whether `digits` is a member number (decimal, no leading zero) below `count`.
+    fn member_number(digits: &str, count: Option<usize>) -> bool {
+        let canonical = !digits.is_empty()
+            && digits.bytes().all(|b| b.is_ascii_digit())
+            && (digits == "0" || !digits.starts_with('0'));
+        canonical
+            && match count {
+                None => true,
+                Some(n) => digits.parse::<usize>().is_ok_and(|v| v < n),
+            }
+    }
+
+    /// Whether `name` is a client present from the start (a lag plot can follow it).
+    fn is_static(&self, name: &str) -> bool {
+        self.explicit.iter().any(|n| n == name)
+            || self.numbered.iter().any(|(p, count)| {
+                count.is_some() && name.strip_prefix(p.as_str()).is_some_and(|d| Self::member_number(d, *count))
+            })
+    }
+
     /// Whether `pattern` ([`names_client`]) can name at least one client.
     fn can_name(&self, pattern: &str) -> bool {
-        let numbered_member = |name: &str, prefix: &str| {
-            name.strip_prefix(prefix).is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
-        };
         match pattern.strip_suffix('*') {
             Some(group) => {
-                self.fixed.iter().any(|n| n.starts_with(group))
-                    || self.numbered.iter().any(|p| p.starts_with(group) || numbered_member(group, p) || group == p)
+                self.explicit.iter().any(|n| n.starts_with(group))
+                    || self.numbered.iter().any(|(p, count)| {
+                        count != &Some(0)
+                            && (p.starts_with(group)
+                                || group.strip_prefix(p.as_str()).is_some_and(|d| Self::member_number(d, *count)))
+                    })
             }
             None => {
-                self.fixed.iter().any(|n| n == pattern) || self.numbered.iter().any(|p| numbered_member(pattern, p))
+                self.explicit.iter().any(|n| n == pattern)
+                    || self.numbered.iter().any(|(p, count)| {
+                        pattern.strip_prefix(p.as_str()).is_some_and(|d| Self::member_number(d, *count))
+                    })
             }
         }
     }
@@ -897,15 +923,16 @@ impl Scenario {
         };
 
         let known = KnownNames {
-            fixed: clients
+            explicit: clients.iter().map(|c| c.name.clone()).collect(),
+            numbered: classes
                 .iter()
-                .map(|c| c.name.clone())
-                .chain(classes.iter().flat_map(|c| (0..c.count).map(move |j| format!("{}{j}", c.prefix))))
+                .map(|c| (c.prefix.clone(), Some(c.count)))
+                .chain(poisson.iter().map(|p| (p.prefix.clone(), None)))
+                .chain(chains.iter().map(|c| (c.prefix.clone(), None)))
                 .collect(),
-            numbered: poisson.iter().map(|p| p.prefix.clone()).chain(chains.iter().map(|c| c.prefix.clone())).collect(),
         };
         if let Some(r) = &raw.report {
-            if let Some((k, n)) = r.lag_clients.iter().enumerate().find(|(_, n)| !known.fixed.contains(n.get_ref())) {
+            if let Some((k, n)) = r.lag_clients.iter().enumerate().find(|(_, n)| !known.is_static(n.get_ref())) {
                 return Err(cx.err(
                     n.span(),
                     &format!("report.lag_clients[{k}]"),
@@ -1146,5 +1173,26 @@ fn draw_weights(d: &WeightDist, n: usize, rng: &mut Pcg64Mcg) -> Vec<Weight> {
             }
             out
         }
+    }
+}
+
+#[cfg(test)]
+mod known_names_tests {
+    use super::KnownNames;
+
+    #[test]
+    fn names_that_can_exist() {
+        let k = KnownNames {
+            explicit: vec!["T1".into()],
+            numbered: vec![("one".into(), Some(12)), ("short".into(), None), ("none".into(), Some(0))],
+        };
+        for ok in ["T1", "one0", "one11", "short0", "short123", "T*", "one*", "one1*", "on*", "short4*"] {
+            assert!(k.can_name(ok), "{ok}");
+        }
+        for bad in ["T2", "one12", "one01", "one", "short", "shortx", "one12*", "none0", "none*", "x*"] {
+            assert!(!k.can_name(bad), "{bad}");
+        }
+        assert!(k.is_static("one11") && k.is_static("T1"));
+        assert!(!k.is_static("short0") && !k.is_static("one12"));
     }
 }
