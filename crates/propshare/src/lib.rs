@@ -39,8 +39,10 @@ pub mod readjust;
 pub mod registry;
 pub mod roster;
 pub mod scheduler;
+pub mod shell;
 pub mod vtime;
 
 pub use model::{ClientId, CpuId, SchedError, StopReason, Time, Weight, WeightError, MS};
 pub use roster::{ClientTable, Roster, Status, MAX_CLIENT_ID};
 pub use scheduler::{Decision, Kick, SchedConfig, Scheduler};
+pub use shell::{Policy, Shell};

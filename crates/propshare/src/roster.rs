@@ -6,7 +6,9 @@
 //! Algorithms embed a [`Roster`] and call it first in every event; the
 //! algorithm then updates its own queues knowing the event is valid.
 
+use crate::algo::reweigh::Reweigh;
 use crate::model::{ClientId, CpuId, SchedError, StopReason, Time, Weight};
+use crate::readjust::{Phi, Readjustment};
 use crate::scheduler::Decision;
 
 /// The largest client id a scheduler accepts: per-client tables are dense.
@@ -108,19 +110,116 @@ struct Entry {
     weight: Weight,
 }
 
-/// The clients, their weights and states, and which client each CPU runs.
+/// The clients, their weights and states, which client each CPU runs, and
+/// (for the `+readjust` variants) the readjustment bookkeeping.
 #[derive(Clone, Debug)]
 pub struct Roster {
     clients: ClientTable<Entry>,
     on_cpu: Vec<Option<ClientId>>,
+    joined: usize,
     runnable: usize,
     runnable_weight: u64,
+    readjust: Reweigh,
 }
 
 impl Roster {
-    /// A roster for `cpus` CPUs.
+    /// A roster for `cpus` CPUs, no readjustment.
     pub fn new(cpus: usize) -> Roster {
-        Roster { clients: ClientTable::new(), on_cpu: vec![None; cpus], runnable: 0, runnable_weight: 0 }
+        Roster::with_readjustment(cpus, Reweigh::new(false))
+    }
+
+    /// A roster for `cpus` CPUs that keeps readjusted weights as `readjust` says.
+    pub fn with_readjustment(cpus: usize, readjust: Reweigh) -> Roster {
+        Roster {
+            clients: ClientTable::new(),
+            on_cpu: vec![None; cpus],
+            joined: 0,
+            runnable: 0,
+            runnable_weight: 0,
+            readjust,
+        }
+    }
+
+    /// The readjustment bookkeeping (disabled for the plain variants).
+    #[inline]
+    pub fn readjustment(&self) -> &Reweigh {
+        &self.readjust
+    }
+
+    /// The dedicated-CPU rule: the heaviest waiting capped client, if the
+    /// rule is on ([`Reweigh::waiting_capped`]).
+    #[inline]
+    pub fn waiting_capped(&self) -> Option<ClientId> {
+        self.readjust.waiting_capped(self)
+    }
+
+    /// `c` (weight `w`) entered the runnable set: readjustment bookkeeping.
+    pub(crate) fn readjust_insert(&mut self, c: ClientId, w: Weight) {
+        self.readjust.insert(c, w);
+    }
+
+    /// `c` (weight `w`) left the runnable set: readjustment bookkeeping.
+    pub(crate) fn readjust_remove(&mut self, c: ClientId, w: Weight) {
+        self.readjust.remove(c, w);
+    }
+
+    /// Readjust the runnable set: the fluid rate and every φ that changed
+    /// ([`Reweigh::refresh`]).
+    pub(crate) fn refresh_readjustment(&mut self) -> (Readjustment, Vec<(ClientId, Phi)>) {
+        let mut readjust = std::mem::take(&mut self.readjust);
+        let out = readjust.refresh(self);
+        self.readjust = readjust;
+        out
+    }
+
+    /// Number of clients running (picked and not yet stopped). O(P).
+    pub fn running(&self) -> usize {
+        self.on_cpu.iter().flatten().count()
+    }
+
+    /// Number of clients present (runnable, running or blocked).
+    #[inline]
+    pub fn len(&self) -> usize {
+        self.joined
+    }
+
+    /// No client present.
+    #[inline]
+    pub fn is_empty(&self) -> bool {
+        self.joined == 0
+    }
+
+    /// The roster's own invariants: R1, the runnable count and weight are
+    /// those of the clients runnable or running; R2, a client is running on
+    /// k exactly when CPU k runs it.
+    pub fn check_invariants(&self) -> Result<(), String> {
+        let (mut n, mut w, mut present) = (0usize, 0u64, 0usize);
+        for (c, e) in self.clients.iter() {
+            present += 1;
+            if e.status.is_runnable() {
+                n += 1;
+                w += e.weight.get();
+            }
+            if let Status::Running(k) = e.status {
+                if self.on_cpu(k) != Some(c) {
+                    return Err(format!("R2: {c} is running on {k}, which runs {:?}", self.on_cpu(k)));
+                }
+            }
+        }
+        for (k, c) in self.on_cpu.iter().enumerate() {
+            if let Some(c) = *c {
+                if self.status(c) != Ok(Status::Running(CpuId(k as u32))) {
+                    return Err(format!("R2: cpu {k} runs {c}, whose state is {:?}", self.status(c)));
+                }
+            }
+        }
+        if (n, w, present) != (self.runnable, self.runnable_weight, self.joined) {
+            return Err(format!(
+                "R1: counted {n} runnable of weight {w} among {present}, recorded {} of weight {} among {}",
+                self.runnable, self.runnable_weight, self.joined
+            ));
+        }
+        Ok(())
     }
 
     /// P.
@@ -171,6 +270,7 @@ impl Roster {
             return Err(SchedError::AlreadyJoined(c));
         }
         self.clients.insert(c, Entry { status: Status::Runnable, weight });
+        self.joined += 1;
         self.runnable += 1;
         self.runnable_weight += weight.get();
         Ok(())
@@ -184,6 +284,7 @@ impl Roster {
             return Err(self.wrong(c, "leave", status));
         }
         let e = self.clients.remove(c).expect("present");
+        self.joined -= 1;
         if status.is_runnable() {
             self.runnable -= 1;
             self.runnable_weight -= e.weight.get();
@@ -267,6 +368,7 @@ impl Roster {
             StopReason::Left => {
                 self.set_status(c, Status::Blocked);
                 self.clients.remove(c);
+                self.joined -= 1;
             }
         }
         Ok(weight)

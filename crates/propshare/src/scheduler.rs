@@ -127,6 +127,13 @@ pub trait Scheduler {
         ran: Time,
         reason: StopReason,
     ) -> Result<(), SchedError>;
+
+    /// Check the scheduler's invariants (the roster's and the algorithm's
+    /// numbered ones); the first one broken, as text. Hosts and tests may
+    /// call it after any event; it costs O(N + P).
+    fn check_invariants(&self) -> Result<(), String> {
+        Ok(())
+    }
 }
 
 impl<S: Scheduler + ?Sized> Scheduler for Box<S> {
@@ -156,5 +163,8 @@ impl<S: Scheduler + ?Sized> Scheduler for Box<S> {
     }
     fn stopped(&mut self, now: Time, cpu: CpuId, c: ClientId, ran: Time, reason: StopReason) -> Result<(), SchedError> {
         (**self).stopped(now, cpu, c, ran, reason)
+    }
+    fn check_invariants(&self) -> Result<(), String> {
+        (**self).check_invariants()
     }
 }

@@ -133,9 +133,9 @@ fn migrations_after_settling<R: FairRq>(s: LinuxSched<R>, n: usize, p: usize) ->
         d.join(1024);
     }
     d.run_until(SECOND);
-    let before = d.s.migrations();
+    let before = d.s.policy().migrations();
     let w = d.windows(1, 10 * SECOND).pop().unwrap();
-    (d.s.migrations() - before, w)
+    (d.s.policy().migrations() - before, w)
 }
 
 #[test]
@@ -226,25 +226,25 @@ fn balancer_moves_whole_tasks<R: FairRq>(mut s: LinuxSched<R>) {
         s.join(p, ClientId(i), Weight::new(1024).unwrap()).unwrap();
     }
     // Joins spread 2 + 2; move one to make 3 + 1.
-    let on1: Vec<u32> = (0..4).filter(|&i| s.entity(ClientId(i)).unwrap().cpu == 1).collect();
+    let on1: Vec<u32> = (0..4).filter(|&i| s.policy().entity(ClientId(i)).unwrap().cpu == 1).collect();
     assert_eq!(on1.len(), 2);
-    s.migrate(1, 0, ClientId(on1[0]));
+    s.policy_mut().migrate(1, 0, ClientId(on1[0]));
     // 3w against w: average 2w, imbalance w, one task fits.
-    assert_eq!(s.load_balance(1), 1);
-    assert_eq!((s.rq(0).nr_running(), s.rq(1).nr_running()), (2, 2));
+    assert_eq!(s.policy_mut().load_balance(1), 1);
+    assert_eq!((s.policy().rq(0).nr_running(), s.policy().rq(1).nr_running()), (2, 2));
     // 2w against 2w: nothing to do.
-    assert_eq!(s.load_balance(1), 0);
-    assert_eq!(s.load_balance(0), 0);
+    assert_eq!(s.policy_mut().load_balance(1), 0);
+    assert_eq!(s.policy_mut().load_balance(0), 0);
     // Make the lone client heavy (3w) and move one more light client next
     // to it: cpu0 holds w, cpu1 holds 3w + w + w.
     s.set_weight(p, ClientId(on1[1]), Weight::new(3072).unwrap()).unwrap();
-    s.migrate(0, 1, ClientId(on1[0]));
-    assert_eq!((s.rq(0).nr_running(), s.rq(1).nr_running()), (1, 3));
+    s.policy_mut().migrate(0, 1, ClientId(on1[0]));
+    assert_eq!((s.policy().rq(0).nr_running(), s.policy().rq(1).nr_running()), (1, 3));
     // Average 3w, imbalance min(5w − 3w, 3w − w) = 2w: both light clients
     // fit one after the other, the heavy one never does.
-    assert_eq!(s.load_balance(0), 2);
-    assert_eq!(s.rq(0).load(), 3 * 1024);
-    assert_eq!(s.rq(1).load(), 3 * 1024);
+    assert_eq!(s.policy_mut().load_balance(0), 2);
+    assert_eq!(s.policy().rq(0).load(), 3 * 1024);
+    assert_eq!(s.policy().rq(1).load(), 3 * 1024);
 }
 
 #[test]
@@ -261,14 +261,14 @@ fn newidle_pulls<R: FairRq>(s: LinuxSched<R>) {
     }
     d.run_until(100 * MS);
     d.poll();
-    let lone = (0..2).find(|&k| d.s.rq(k).nr_running() == 1).expect("one CPU has a client to itself");
+    let lone = (0..2).find(|&k| d.s.policy().rq(k).nr_running() == 1).expect("one CPU has a client to itself");
     let (c, start, end) = d.running[lone].take().unwrap();
     d.now = d.now.max(end);
-    let moved = d.s.migrations();
+    let moved = d.s.policy().migrations();
     d.s.stopped(d.now, CpuId(lone as u32), c, end - start, StopReason::Blocked).unwrap();
     d.poll();
     assert!(d.running.iter().all(Option::is_some), "{}: cpu {lone} idles after {c} blocked", d.s.name());
-    assert_eq!(d.s.migrations(), moved + 1);
+    assert_eq!(d.s.policy().migrations(), moved + 1);
 }
 
 #[test]
@@ -334,11 +334,11 @@ proptest! {
         }
         let mut now = 0;
         for (ran, sleep_wake) in runs {
-            let rq = s.rq(0);
+            let rq = s.policy().rq(0);
             let queued = rq.queued();
             // V exactly: Σ w v / Σ w over the queued clients (none running here).
-            let sum_w: i128 = queued.iter().map(|it| s.entity(it.client).unwrap().weight as i128).sum();
-            let sum_wv: i128 = queued.iter().map(|it| s.entity(it.client).unwrap().weight as i128 * it.vruntime as i128).sum();
+            let sum_w: i128 = queued.iter().map(|it| s.policy().entity(it.client).unwrap().weight as i128).sum();
+            let sum_wv: i128 = queued.iter().map(|it| s.policy().entity(it.client).unwrap().weight as i128 * it.vruntime as i128).sum();
             let want = queued.iter().filter(|it| it.vruntime as i128 * sum_w <= sum_wv).map(|it| it.client).next();
             prop_assert_eq!(rq.peek(), want);
             let Decision::Run { client, .. } = s.pick(now, CpuId(0)).unwrap() else { panic!("idle") };

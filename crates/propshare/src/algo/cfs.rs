@@ -263,8 +263,8 @@ mod tests {
             run_one(&mut s, &mut now);
         }
         s.wake(now, ClientId(1)).unwrap();
-        let min = s.rq(0).min_vruntime();
-        assert_eq!(s.entity(ClientId(1)).unwrap().vruntime, min - 4 * MS);
+        let min = s.policy().rq(0).min_vruntime();
+        assert_eq!(s.policy().entity(ClientId(1)).unwrap().vruntime, min - 4 * MS);
     }
 
     #[test]
@@ -272,10 +272,10 @@ mod tests {
         let mut s = Cfs::new(SchedConfig::new(1, MS));
         s.join(0, ClientId(0), Weight::new(1024).unwrap()).unwrap();
         // Alone: slice = latency 8 ms, vslice the same at nice 0.
-        assert_eq!(s.entity(ClientId(0)).unwrap().vruntime, VRUNTIME_START + 8 * MS);
+        assert_eq!(s.policy().entity(ClientId(0)).unwrap().vruntime, VRUNTIME_START + 8 * MS);
         s.join(0, ClientId(1), Weight::new(1024).unwrap()).unwrap();
         // Two: 4 ms each.
-        assert_eq!(s.entity(ClientId(1)).unwrap().vruntime, s.rq(0).min_vruntime() + 4 * MS);
+        assert_eq!(s.policy().entity(ClientId(1)).unwrap().vruntime, s.policy().rq(0).min_vruntime() + 4 * MS);
     }
 
     #[test]

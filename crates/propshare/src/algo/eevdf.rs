@@ -574,9 +574,9 @@ mod tests {
         s.join(0, ClientId(0), Weight::new(1024).unwrap()).unwrap();
         let mut now = 0;
         quarter_runs(&mut s, &mut now, 3);
-        let v_avg = s.rq(0).avg_vruntime();
+        let v_avg = s.policy().rq(0).avg_vruntime();
         s.join(now, ClientId(1), Weight::new(2048).unwrap()).unwrap();
-        let se = s.entity(ClientId(1)).unwrap();
+        let se = s.policy().entity(ClientId(1)).unwrap();
         assert_eq!(se.vruntime, v_avg);
         assert_eq!(se.deadline, v_avg + calc_delta_fair(MS, 2048) / 2);
         assert_eq!(calc_delta_fair(MS, 2048), MS / 2 - 1, "the kernel's fixed point rounds down");
@@ -593,15 +593,15 @@ mod tests {
         quarter_runs(&mut s, &mut now, 7);
         let mut checked = 0;
         for c in (0..4).map(ClientId) {
-            if s.rq(0).curr() == Some(c) {
+            if s.policy().rq(0).curr() == Some(c) {
                 continue;
             }
-            let lag_before = s.rq(0).avg_vruntime() as i128 - s.entity(c).unwrap().vruntime as i128;
+            let lag_before = s.policy().rq(0).avg_vruntime() as i128 - s.policy().entity(c).unwrap().vruntime as i128;
             s.block(now, c).unwrap();
-            let saved = s.entity(c).unwrap().vlag as i128;
+            let saved = s.policy().entity(c).unwrap().vlag as i128;
             assert_eq!(saved, lag_before, "{c}: lag within the clamp is saved exactly");
             s.wake(now, c).unwrap();
-            let lag_after = s.rq(0).avg_vruntime() as i128 - s.entity(c).unwrap().vruntime as i128;
+            let lag_after = s.policy().rq(0).avg_vruntime() as i128 - s.policy().entity(c).unwrap().vruntime as i128;
             assert!((lag_after - saved).abs() <= 2, "{c}: saved {saved}, restored {lag_after}");
             if saved != 0 {
                 checked += 1;
@@ -619,7 +619,7 @@ mod tests {
         let Decision::Run { client, .. } = s.pick(0, CpuId(0)).unwrap() else { panic!() };
         s.stopped(100 * MS, CpuId(0), client, 100 * MS, StopReason::Blocked).unwrap();
         // limit = max(2 r, TICK) = 4 ms at nice 0.
-        assert_eq!(s.entity(client).unwrap().vlag, -4 * MS as i64);
+        assert_eq!(s.policy().entity(client).unwrap().vlag, -4 * MS as i64);
     }
 
     #[test]

@@ -171,10 +171,11 @@ use std::collections::BTreeSet;
 use std::fmt::Debug;
 
 use crate::algo::reweigh::Reweigh;
-use crate::model::{ClientId, CpuId, SchedError, StopReason, Time, Weight, MS};
+use crate::model::{ClientId, CpuId, StopReason, Time, Weight, MS};
 use crate::readjust::Phi;
 use crate::roster::{ClientTable, Roster, Status};
-use crate::scheduler::{Decision, Kick, SchedConfig, Scheduler};
+use crate::scheduler::{Kick, SchedConfig};
+use crate::shell::{Policy, Shell};
 
 /// The load weight of a nice-0 task.
 pub const NICE_0_LOAD: u64 = 1024;
@@ -523,10 +524,14 @@ pub struct CpuPart<R> {
 
 /// A Linux-like scheduler: per-CPU runqueues of policy `R` plus the shared
 /// placement and load balancing.
+pub type LinuxSched<R> = Shell<LinuxPolicy<R>>;
+
+/// The rules of the Linux-like schedulers: per-CPU run queues `R`, wake-up
+/// placement and load balancing. They readjust inside their rules (when
+/// readjusting), because the kernel sets a load weight before an entity is
+/// enqueued (`reweight_entity` on a sleeping entity).
 #[derive(Clone, Debug)]
-pub struct LinuxSched<R: FairRq> {
-    name: String,
-    roster: Roster,
+pub struct LinuxPolicy<R: FairRq> {
     tun: Tunables,
     ents: ClientTable<Entity>,
     cpus: Vec<CpuPart<R>>,
@@ -556,19 +561,21 @@ impl<R: FairRq> LinuxSched<R> {
 
     /// Over readjusted weights (`+readjust`).
     pub fn with_readjustment(cfg: SchedConfig) -> Self {
-        let mut s = Self::new(cfg);
-        s.reweigh = Reweigh::new(true);
-        s.name.push_str("+readjust");
-        s
+        let tun = Tunables::for_quantum(cfg.quantum);
+        Shell::build(format!("{}+readjust", R::NAME), &cfg, LinuxPolicy::new(&cfg, tun, Reweigh::new(true)))
     }
 
     /// With explicit tunables.
     pub fn with_tunables(cfg: SchedConfig, tun: Tunables) -> Self {
-        let cpus = cfg.cpus.max(1);
         let suffix = if tun.balance_failed_relax { "+lbfail" } else { "" };
-        LinuxSched {
-            name: format!("{}{suffix}", R::NAME),
-            roster: Roster::new(cfg.cpus),
+        Shell::build(format!("{}{suffix}", R::NAME), &cfg, LinuxPolicy::new(&cfg, tun, Reweigh::new(false)))
+    }
+}
+
+impl<R: FairRq> LinuxPolicy<R> {
+    fn new(cfg: &SchedConfig, tun: Tunables, reweigh: Reweigh) -> Self {
+        let cpus = cfg.cpus.max(1);
+        LinuxPolicy {
             tun,
             ents: ClientTable::new(),
             cpus: (0..cpus)
@@ -576,7 +583,7 @@ impl<R: FairRq> LinuxSched<R> {
                 .collect(),
             stamp: 0,
             migrations: 0,
-            reweigh: Reweigh::new(false),
+            reweigh,
         }
     }
 
@@ -603,17 +610,17 @@ impl<R: FairRq> LinuxSched<R> {
     /// Readjust after a change of the runnable set or a weight, and give
     /// every client whose φ changed its new load weight. `pending` is a
     /// client that is runnable but not yet enqueued (joining or waking).
-    fn readjust(&mut self, pending: Option<ClientId>) {
-        let (_, changes) = self.reweigh.refresh(&self.roster);
+    fn readjust(&mut self, r: &Roster, pending: Option<ClientId>) {
+        let (_, changes) = self.reweigh.refresh(r);
         for (c, phi) in changes {
-            self.set_load_weight(c, load_weight(phi), pending);
+            self.set_load_weight(r, c, load_weight(phi), pending);
         }
     }
 
     /// Set `c`'s load weight, on its runqueue if it is enqueued.
-    fn set_load_weight(&mut self, c: ClientId, w: u64, pending: Option<ClientId>) {
+    fn set_load_weight(&mut self, r: &Roster, c: ClientId, w: u64, pending: Option<ClientId>) {
         let tun = self.tun;
-        let queued = self.roster.status(c).is_ok_and(Status::is_runnable) && pending != Some(c);
+        let queued = r.status(c).is_ok_and(Status::is_runnable) && pending != Some(c);
         let Some(se) = self.ents.get_mut(c) else { return };
         if se.weight == w {
             return;
@@ -769,53 +776,43 @@ impl<R: FairRq> LinuxSched<R> {
     }
 }
 
-impl<R: FairRq> Scheduler for LinuxSched<R> {
-    fn name(&self) -> &str {
-        &self.name
-    }
-
+impl<R: FairRq> Policy for LinuxPolicy<R> {
     fn work_conserving(&self) -> bool {
         // New-idle balancing pulls any waiting task to an idle CPU.
         true
     }
 
-    fn join(&mut self, now: Time, c: ClientId, w: Weight) -> Result<Kick, SchedError> {
-        self.roster.join(c, w)?;
+    fn join(&mut self, r: &Roster, now: Time, c: ClientId, w: Weight) -> Kick {
         self.balance_due(now);
         let k = self.select_cpu_new();
         let mut se = Entity::new(w.get(), k);
         se.slice = self.tun.base_slice;
         self.ents.insert(c, se);
         self.reweigh.insert(c, w);
-        self.readjust(Some(c));
-        Ok(self.attach(k, c, Enqueue::New))
+        self.readjust(r, Some(c));
+        self.attach(k, c, Enqueue::New)
     }
 
-    fn leave(&mut self, now: Time, c: ClientId) -> Result<(), SchedError> {
-        let w = self.roster.weight(c)?;
-        if self.roster.leave(c)? == Status::Runnable {
+    fn leave(&mut self, r: &Roster, now: Time, c: ClientId, w: Weight, was: Status) {
+        if was == Status::Runnable {
             self.detach(c, Dequeue::Leave);
         }
         self.ents.remove(c);
         self.reweigh.remove(c, w);
-        self.readjust(None);
+        self.readjust(r, None);
         self.balance_due(now);
-        Ok(())
     }
 
-    fn block(&mut self, now: Time, c: ClientId) -> Result<(), SchedError> {
-        self.roster.block(c)?;
+    fn block(&mut self, r: &Roster, now: Time, c: ClientId, w: Weight) {
         self.detach(c, Dequeue::Sleep);
-        self.reweigh.remove(c, self.roster.weight(c)?);
-        self.readjust(None);
+        self.reweigh.remove(c, w);
+        self.readjust(r, None);
         self.balance_due(now);
-        Ok(())
     }
 
-    fn wake(&mut self, now: Time, c: ClientId) -> Result<Kick, SchedError> {
-        self.roster.wake(c)?;
-        self.reweigh.insert(c, self.roster.weight(c)?);
-        self.readjust(Some(c));
+    fn wake(&mut self, r: &Roster, now: Time, c: ClientId, w: Weight) -> Kick {
+        self.reweigh.insert(c, w);
+        self.readjust(r, Some(c));
         self.balance_due(now);
         let prev = self.ents[c].cpu;
         let k = self.select_cpu_wake(prev);
@@ -824,47 +821,39 @@ impl<R: FairRq> Scheduler for LinuxSched<R> {
             R::migrate_sleeper(&from.rq, &to.rq, &mut self.ents[c]);
             self.migrations += 1;
         }
-        Ok(self.attach(k, c, Enqueue::Wakeup))
+        self.attach(k, c, Enqueue::Wakeup)
     }
 
-    fn set_weight(&mut self, now: Time, c: ClientId, w: Weight) -> Result<(), SchedError> {
-        let status = self.roster.status(c)?;
-        let old = self.roster.set_weight(c, w)?;
-        self.reweigh.change_weight(c, old, w, status.is_runnable());
+    fn set_weight(&mut self, r: &Roster, now: Time, c: ClientId, old: Weight, new: Weight, status: Status) {
+        self.reweigh.change_weight(c, old, new, status.is_runnable());
         let tun = self.tun;
         let se = &mut self.ents[c];
         if status.is_runnable() {
-            self.cpus[se.cpu].rq.reweight(&tun, c, se, w.get());
+            self.cpus[se.cpu].rq.reweight(&tun, c, se, new.get());
         } else {
-            R::reweight_sleeping(se, w.get());
+            R::reweight_sleeping(se, new.get());
         }
-        self.readjust(None);
+        self.readjust(r, None);
         self.balance_due(now);
-        Ok(())
     }
 
-    fn pick(&mut self, now: Time, cpu: CpuId) -> Result<Decision, SchedError> {
-        self.roster.check_pick(cpu)?;
+    fn pick(&mut self, _r: &Roster, now: Time, cpu: CpuId) -> Option<(ClientId, Time)> {
         self.balance_due(now);
         let k = cpu.index();
         if self.cpus[k].rq.nr_running() == 0 {
             self.newidle_balance(k);
         }
         let tun = self.tun;
-        let Some((client, slice)) = self.cpus[k].rq.pick(&tun, &mut self.ents) else {
-            return Ok(Decision::Idle);
-        };
+        let (client, slice) = self.cpus[k].rq.pick(&tun, &mut self.ents)?;
         let stamp = self.next_stamp();
         let se = &mut self.ents[client];
         self.cpus[k].lru.remove(&(se.stamp, client));
         se.stamp = stamp;
         self.cpus[k].lru.insert((stamp, client));
-        self.roster.start(cpu, client);
-        Ok(Decision::Run { client, slice: slice.max(1) })
+        Some((client, slice.max(1)))
     }
 
-    fn stopped(&mut self, now: Time, cpu: CpuId, c: ClientId, ran: Time, why: StopReason) -> Result<(), SchedError> {
-        let w = self.roster.stop(cpu, c, why)?;
+    fn stopped(&mut self, r: &Roster, now: Time, cpu: CpuId, c: ClientId, w: Weight, ran: Time, why: StopReason) {
         let tun = self.tun;
         let se = &mut self.ents[c];
         let part = &mut self.cpus[cpu.index()];
@@ -875,9 +864,32 @@ impl<R: FairRq> Scheduler for LinuxSched<R> {
                 self.ents.remove(c);
             }
             self.reweigh.remove(c, w);
-            self.readjust(None);
+            self.readjust(r, None);
         }
         self.balance_due(now);
+    }
+
+    /// LX-1: every runnable client has an entity on the CPU its entity
+    /// names, and the CPUs' run queues count exactly the runnable clients
+    /// (running ones included); LX-2: each CPU's LRU list holds exactly the
+    /// clients queued on it.
+    fn check_invariants(&self, r: &Roster) -> Result<(), String> {
+        let queued: usize = self.cpus.iter().map(|k| k.rq.nr_running()).sum();
+        if queued != r.runnable() {
+            return Err(format!("LX-1: run queues hold {queued}, {} runnable", r.runnable()));
+        }
+        if self.ents.iter().count() != r.len() {
+            return Err(format!("LX-1: {} entities for {} clients", self.ents.iter().count(), r.len()));
+        }
+        let listed: usize = self.cpus.iter().map(|k| k.lru.len()).sum();
+        if listed != r.runnable() {
+            return Err(format!("LX-2: LRU lists hold {listed}, {} runnable", r.runnable()));
+        }
+        for (k, part) in self.cpus.iter().enumerate() {
+            if let Some(&(_, c)) = part.lru.iter().find(|&&(_, c)| self.ents.get(c).is_none_or(|e| e.cpu != k)) {
+                return Err(format!("LX-2: {c} listed on cpu {k} but placed elsewhere"));
+            }
+        }
         Ok(())
     }
 }

@@ -74,10 +74,11 @@
 //! does not cover overruns).
 
 use crate::algo::reweigh::Reweigh;
-use crate::model::{ClientId, CpuId, SchedError, StopReason, Time, Weight};
-use crate::readjust::Readjustment;
+use crate::model::{ClientId, CpuId, StopReason, Time, Weight};
+use crate::readjust::{Phi, Readjustment};
 use crate::roster::{ClientTable, Roster, Status};
-use crate::scheduler::{Decision, Kick, SchedConfig, Scheduler};
+use crate::scheduler::{Kick, SchedConfig};
+use crate::shell::{Policy, Shell};
 
 /// SplitMix64: 64 bits of state, period 2^64, passes BigCrush.
 #[derive(Clone, Debug)]
@@ -180,44 +181,58 @@ struct Client {
 }
 
 /// Lottery scheduling on one global pool of tickets.
+pub type Lottery = Shell<LotteryPolicy>;
+
+/// The rules of lottery scheduling: the ticket pool and the generator.
 #[derive(Clone, Debug)]
-pub struct Lottery {
-    roster: Roster,
+pub struct LotteryPolicy {
     quantum: Time,
     rng: SplitMix64,
     clients: ClientTable<Client>,
     /// Tickets of waiting uncapped clients.
     tickets: TicketTree,
-    reweigh: Reweigh,
-    /// The last readjustment (capped clients: `reweigh.capped()`).
+    /// The last readjustment (capped clients: the roster's).
     readjustment: Readjustment,
 }
 
 impl Lottery {
     /// A lottery scheduler seeded with `cfg.seed`.
     pub fn new(cfg: SchedConfig) -> Lottery {
-        Lottery {
-            roster: Roster::new(cfg.cpus),
-            quantum: cfg.quantum,
-            rng: SplitMix64::new(cfg.seed),
-            clients: ClientTable::new(),
-            tickets: TicketTree::default(),
-            reweigh: Reweigh::new(false),
-            readjustment: Readjustment::EMPTY,
-        }
+        Self::variant(cfg, Reweigh::new(false))
     }
 
     /// Lottery over readjusted weights (`lottery+readjust`).
     pub fn with_readjustment(cfg: SchedConfig) -> Lottery {
-        Lottery { reweigh: Reweigh::new(true), ..Lottery::new(cfg) }
+        Self::variant(cfg, Reweigh::new(true))
     }
 
     /// Readjusted, and a waiting capped client runs without a draw
     /// (`lottery+readjust+dedicate`).
     pub fn with_dedicated_cpus(cfg: SchedConfig) -> Lottery {
-        Lottery { reweigh: Reweigh::dedicating(), ..Lottery::new(cfg) }
+        Self::variant(cfg, Reweigh::dedicating())
     }
 
+    fn variant(cfg: SchedConfig, reweigh: Reweigh) -> Lottery {
+        let name = reweigh.variant(["lottery", "lottery+readjust", "lottery+readjust+dedicate"]);
+        let policy = LotteryPolicy {
+            quantum: cfg.quantum,
+            rng: SplitMix64::new(cfg.seed),
+            clients: ClientTable::new(),
+            tickets: TicketTree::default(),
+            readjustment: Readjustment::EMPTY,
+        };
+        Shell::with_roster(name, Roster::with_readjustment(cfg.cpus, reweigh), policy)
+    }
+
+    /// Winning probabilities of the next draw, exactly, as (client, numerator)
+    /// over a common denominator: the number of draw values `x` each client
+    /// wins, counted range by range (for tests; O(N + P)).
+    pub fn draw_odds(&self) -> (Vec<(ClientId, u128)>, u128) {
+        self.policy().draw_odds(self.roster())
+    }
+}
+
+impl LotteryPolicy {
     /// `tickets`, inflated by `c`'s compensation `Q/d` (section 3.4).
     fn compensated(&self, c: ClientId, tickets: u128) -> u128 {
         match self.clients.get(c).and_then(|e| e.short_run) {
@@ -226,46 +241,45 @@ impl Lottery {
         }
     }
 
-    fn is_capped(&self, c: ClientId) -> bool {
-        self.reweigh.capped().contains(&c)
+    fn is_capped(r: &Roster, c: ClientId) -> bool {
+        r.readjustment().capped().contains(&c)
     }
 
     /// Put waiting client `c` in the tree with its weight's tickets, unless
     /// it is capped (capped clients are drawn outside the tree).
-    fn put_in_pool(&mut self, c: ClientId) {
-        if let Ok(w) = self.roster.weight(c) {
-            let t = if self.is_capped(c) { 0 } else { self.compensated(c, w.get() as u128) };
+    fn put_in_pool(&mut self, r: &Roster, c: ClientId) {
+        if let Ok(w) = r.weight(c) {
+            let t = if Self::is_capped(r, c) { 0 } else { self.compensated(c, w.get() as u128) };
             self.tickets.set(c, t);
         }
     }
 
     /// Readjust after a change of the runnable set or a weight: capped
     /// clients leave the tree, uncapped ones (back at `φ = w`) return to it.
-    fn refresh(&mut self) {
-        let (r, changes) = self.reweigh.refresh(&self.roster);
-        self.readjustment = r;
-        for (c, _) in changes {
-            if self.roster.status(c) == Ok(Status::Runnable) {
-                self.put_in_pool(c);
+    fn refresh(&mut self, r: &Roster, rate: &Readjustment, changes: &[(ClientId, Phi)]) {
+        self.readjustment = *rate;
+        for &(c, _) in changes {
+            if r.status(c) == Ok(Status::Runnable) {
+                self.put_in_pool(r, c);
             }
         }
     }
 
     /// The waiting capped clients with their scaled tickets `a` (`R`, or
     /// `⌊R·Q/d⌋` with compensation), heaviest first. At most P − 1.
-    fn capped_tickets(&self) -> Vec<(ClientId, u128)> {
-        let r = self.readjustment.feasible_weight as u128;
-        self.reweigh
+    fn capped_tickets(&self, r: &Roster) -> Vec<(ClientId, u128)> {
+        let weight = self.readjustment.feasible_weight as u128;
+        r.readjustment()
             .capped()
             .iter()
-            .filter(|&&c| self.roster.status(c) == Ok(Status::Runnable))
-            .map(|&c| (c, self.compensated(c, r)))
+            .filter(|&&c| r.status(c) == Ok(Status::Runnable))
+            .map(|&c| (c, self.compensated(c, weight)))
             .collect()
     }
 
     /// The winner of one lottery among the waiting clients, if any.
-    fn draw(&mut self) -> Option<ClientId> {
-        let capped = self.capped_tickets();
+    fn draw(&mut self, r: &Roster) -> Option<ClientId> {
+        let capped = self.capped_tickets(r);
         if capped.is_empty() {
             // The plain draw (also readjusted when no waiting client is capped).
             return (self.tickets.total > 0).then(|| self.tickets.find(self.rng.below(self.tickets.total)));
@@ -294,8 +308,8 @@ impl Lottery {
     /// Winning probabilities of the next draw, exactly, as (client, numerator)
     /// over a common denominator: the number of draw values `x` each client
     /// wins, counted range by range (for tests; O(N + P)).
-    pub fn draw_odds(&self) -> (Vec<(ClientId, u128)>, u128) {
-        let capped = self.capped_tickets();
+    fn draw_odds(&self, r: &Roster) -> (Vec<(ClientId, u128)>, u128) {
+        let capped = self.capped_tickets(r);
         let (scale, a) = if capped.is_empty() {
             (1, 0)
         } else {
@@ -311,82 +325,74 @@ impl Lottery {
     }
 }
 
-impl Scheduler for Lottery {
-    fn name(&self) -> &str {
-        self.reweigh.variant(["lottery", "lottery+readjust", "lottery+readjust+dedicate"])
-    }
-
-    fn join(&mut self, _now: Time, c: ClientId, w: Weight) -> Result<Kick, SchedError> {
-        self.roster.join(c, w)?;
+impl Policy for LotteryPolicy {
+    fn join(&mut self, r: &Roster, _now: Time, c: ClientId, _w: Weight) -> Kick {
         self.clients.insert(c, Client { short_run: None });
-        self.reweigh.insert(c, w);
-        self.refresh();
-        self.put_in_pool(c);
-        Ok(None)
+        self.put_in_pool(r, c);
+        None
     }
 
-    fn leave(&mut self, _now: Time, c: ClientId) -> Result<(), SchedError> {
-        let w = self.roster.weight(c)?;
-        self.roster.leave(c)?;
+    fn leave(&mut self, _r: &Roster, _now: Time, c: ClientId, _w: Weight, _was: Status) {
         self.tickets.set(c, 0);
         self.clients.remove(c);
-        self.reweigh.remove(c, w);
-        self.refresh();
-        Ok(())
     }
 
-    fn block(&mut self, _now: Time, c: ClientId) -> Result<(), SchedError> {
-        self.roster.block(c)?;
+    fn block(&mut self, _r: &Roster, _now: Time, c: ClientId, _w: Weight) {
         self.tickets.set(c, 0);
-        self.reweigh.remove(c, self.roster.weight(c)?);
-        self.refresh();
-        Ok(())
     }
 
-    fn wake(&mut self, _now: Time, c: ClientId) -> Result<Kick, SchedError> {
-        self.roster.wake(c)?;
-        self.reweigh.insert(c, self.roster.weight(c)?);
-        self.refresh();
-        self.put_in_pool(c);
-        Ok(None)
+    fn wake(&mut self, r: &Roster, _now: Time, c: ClientId, _w: Weight) -> Kick {
+        self.put_in_pool(r, c);
+        None
     }
 
-    fn set_weight(&mut self, _now: Time, c: ClientId, w: Weight) -> Result<(), SchedError> {
-        let status = self.roster.status(c)?;
-        let old = self.roster.set_weight(c, w)?;
-        self.reweigh.change_weight(c, old, w, status.is_runnable());
-        self.refresh();
+    fn set_weight(&mut self, r: &Roster, _now: Time, c: ClientId, _old: Weight, _new: Weight, status: Status) {
         if status == Status::Runnable {
-            self.put_in_pool(c);
+            self.put_in_pool(r, c);
         }
-        Ok(())
     }
 
-    fn pick(&mut self, _now: Time, cpu: CpuId) -> Result<Decision, SchedError> {
-        self.roster.check_pick(cpu)?;
-        let Some(winner) = self.reweigh.waiting_capped(&self.roster).or_else(|| self.draw()) else {
-            return Ok(Decision::Idle);
-        };
+    fn pick(&mut self, r: &Roster, _now: Time, _cpu: CpuId) -> Option<(ClientId, Time)> {
+        let winner = r.waiting_capped().or_else(|| self.draw(r))?;
         self.tickets.set(winner, 0);
         self.clients[winner].short_run = None;
-        self.roster.start(cpu, winner);
-        Ok(Decision::Run { client: winner, slice: self.quantum })
+        Some((winner, self.quantum))
     }
 
-    fn stopped(&mut self, _now: Time, cpu: CpuId, c: ClientId, ran: Time, why: StopReason) -> Result<(), SchedError> {
-        let w = self.roster.stop(cpu, c, why)?;
+    fn stopped(&mut self, r: &Roster, _now: Time, _cpu: CpuId, c: ClientId, _w: Weight, ran: Time, why: StopReason) {
         if why == StopReason::Left {
             self.clients.remove(c);
-            self.reweigh.remove(c, w);
-            self.refresh();
-            return Ok(());
+            return;
         }
         self.clients[c].short_run = (ran < self.quantum).then_some(ran);
         if why.still_runnable() {
-            self.put_in_pool(c);
-        } else {
-            self.reweigh.remove(c, w);
-            self.refresh();
+            self.put_in_pool(r, c);
+        }
+    }
+
+    /// Capped clients leave the tree, uncapped ones (back at `φ = w`) return to it.
+    fn readjusted(&mut self, r: &Roster, rate: &Readjustment, changes: &[(ClientId, Phi)]) {
+        self.refresh(r, rate, changes);
+    }
+
+    /// LOT-1: the tree holds tickets exactly for the waiting (runnable, not
+    /// running) uncapped clients, its total is the sum of its tickets, and
+    /// every client present has a record.
+    fn check_invariants(&self, r: &Roster) -> Result<(), String> {
+        let mut total = 0u128;
+        for (i, &t) in self.tickets.own.iter().enumerate() {
+            let c = ClientId(i as u32);
+            let should = r.status(c) == Ok(Status::Runnable) && !Self::is_capped(r, c);
+            if (t > 0) != should {
+                return Err(format!("LOT-1: {c} holds {t} tickets but is {:?}", r.status(c)));
+            }
+            total += t;
+        }
+        if total != self.tickets.total {
+            return Err(format!("LOT-1: tickets sum to {total}, total says {}", self.tickets.total));
+        }
+        if self.clients.iter().count() != r.len() {
+            return Err(format!("LOT-1: {} records for {} clients", self.clients.iter().count(), r.len()));
         }
         Ok(())
     }

@@ -1,4 +1,4 @@
-//! The shell shared by the one-queue fair-queueing schedulers (WFQ, WF2Q+,
+//! The policy shared by the one-queue fair-queueing schedulers (WFQ, WF2Q+,
 //! SFQ, stride): a helper, not an algorithm.
 //!
 //! Each of them keeps one global queue of waiting clients ordered by a tag,
@@ -8,12 +8,16 @@
 //! changes, and which queued client a free CPU takes. What every host event
 //! does around those rules is the same for all four and lives here once:
 //!
-//! 1. validate and record the event in the [`Roster`] (nothing changes on
-//!    error);
+//! 1. (the [`Shell`]) validate and record the event in the [`Roster`];
 //! 2. advance the algorithm's virtual clock to `now`;
 //! 3. apply the rule;
-//! 4. keep the readjusted weights current ([`Reweigh`]; a no-op for the plain
-//!    variants) and hand each client whose φ changed to the rules.
+//! 4. (the shell) keep the readjusted weights current ([`Reweigh`]; a no-op
+//!    for the plain variants); each client whose φ changed is handed to the
+//!    rules, and the fluid rate to [`TagRules::set_rate`].
+//!
+//! Invariants: OQ-1, the rules' queue holds exactly the runnable clients that
+//! are not running (checked through [`TagRules::queued`]); OQ-2, every
+//! client present has tags, and no other.
 //!
 //! Cost: that of the rules (O(log N) for all four) plus O(P log N) per
 //! runnable-set change with readjustment.
@@ -21,10 +25,11 @@
 use std::fmt::Debug;
 
 use super::reweigh::{same_phi, Reweigh};
-use crate::model::{ClientId, CpuId, SchedError, StopReason, Time, Weight};
+use crate::model::{ClientId, CpuId, StopReason, Time, Weight};
 use crate::readjust::{Phi, Readjustment};
 use crate::roster::{ClientTable, Roster, Status};
-use crate::scheduler::{Decision, Kick, SchedConfig, Scheduler};
+use crate::scheduler::{Kick, SchedConfig};
+use crate::shell::{check_queue_holds_waiting, Policy, Shell};
 
 /// One client's state: its current (readjusted) weight and the rules' tags.
 #[derive(Clone, Copy, Debug)]
@@ -79,52 +84,43 @@ pub trait TagRules: Clone + Debug {
     }
     /// Take the queued client a free CPU should run, if any.
     fn take(&mut self, clients: &mut ClientTable<Tagged<Self::Tags>>) -> Option<ClientId>;
+    /// The queued clients, in any order (for the invariant check).
+    fn queued(&self) -> Vec<ClientId>;
 }
 
-/// A one-queue tag scheduler: the shell around the rules `R`.
+/// The policy of a one-queue tag scheduler: per-client tags and the rules `R`.
 #[derive(Clone, Debug)]
 pub struct OneQueue<R: TagRules> {
-    roster: Roster,
     quantum: Time,
     clients: ClientTable<Tagged<R::Tags>>,
     rules: R,
-    reweigh: Reweigh,
 }
 
-impl<R: TagRules> OneQueue<R> {
+impl<R: TagRules> Shell<OneQueue<R>> {
     /// The plain variant.
     pub fn new(cfg: SchedConfig) -> Self {
-        OneQueue {
-            roster: Roster::new(cfg.cpus),
-            quantum: cfg.quantum,
-            clients: ClientTable::new(),
-            rules: R::new(&cfg),
-            reweigh: Reweigh::new(false),
-        }
+        Shell::build(R::NAME, &cfg, OneQueue::policy(&cfg))
     }
 
     /// The variant over readjusted weights (SFS paper section 2.9: "replace
     /// w by φ wherever the base scheduler uses the weight").
     pub fn with_readjustment(cfg: SchedConfig) -> Self {
-        OneQueue { reweigh: Reweigh::new(true), ..Self::new(cfg) }
+        let roster = Roster::with_readjustment(cfg.cpus, Reweigh::new(true));
+        Shell::with_roster(R::READJUSTED_NAME, roster, OneQueue::policy(&cfg))
+    }
+}
+
+impl<R: TagRules> OneQueue<R> {
+    fn policy(cfg: &SchedConfig) -> Self {
+        OneQueue { quantum: cfg.quantum, clients: ClientTable::new(), rules: R::new(cfg) }
     }
 
     pub(crate) fn rules(&self) -> &R {
         &self.rules
     }
 
-    /// After the runnable set or a weight changed: the new fluid rate, and
-    /// the new φ of every client whose cap changed.
-    fn refresh(&mut self) {
-        let (rate, changes) = self.reweigh.refresh(&self.roster);
-        self.rules.set_rate(&rate);
-        for (c, phi) in changes {
-            self.reweight(c, phi);
-        }
-    }
-
-    fn reweight(&mut self, c: ClientId, phi: Phi) {
-        let (Ok(status), Some(t)) = (self.roster.status(c), self.clients.get_mut(c)) else { return };
+    fn reweight(&mut self, r: &Roster, c: ClientId, phi: Phi) {
+        let (Ok(status), Some(t)) = (r.status(c), self.clients.get_mut(c)) else { return };
         if !same_phi(t.phi, phi) {
             self.rules.reweight(c, t, phi, status);
         }
@@ -135,91 +131,72 @@ impl<R: TagRules> OneQueue<R> {
         let t = &mut self.clients[c];
         t.phi = Phi::whole(w.get());
         self.rules.arrive(c, t);
-        self.reweigh.insert(c, w);
-        self.refresh();
     }
 }
 
-impl<R: TagRules> Scheduler for OneQueue<R> {
-    fn name(&self) -> &str {
-        if self.reweigh.enabled() {
-            R::READJUSTED_NAME
-        } else {
-            R::NAME
-        }
-    }
-
-    fn join(&mut self, now: Time, c: ClientId, w: Weight) -> Result<Kick, SchedError> {
-        self.roster.join(c, w)?;
+impl<R: TagRules> Policy for OneQueue<R> {
+    fn join(&mut self, _r: &Roster, now: Time, c: ClientId, w: Weight) -> Kick {
         self.rules.advance(now);
         let phi = Phi::whole(w.get());
         self.clients.insert(c, Tagged { phi, tags: self.rules.join_tags(phi) });
         self.arrive(c, w);
-        Ok(None)
+        None
     }
 
-    fn leave(&mut self, now: Time, c: ClientId) -> Result<(), SchedError> {
-        let w = self.roster.weight(c)?;
-        let was = self.roster.leave(c)?;
+    fn leave(&mut self, _r: &Roster, now: Time, c: ClientId, _w: Weight, was: Status) {
         self.rules.advance(now);
         if was == Status::Runnable {
             self.rules.depart(c, &mut self.clients[c]);
-            self.reweigh.remove(c, w);
         }
         self.clients.remove(c);
-        self.refresh();
-        Ok(())
     }
 
-    fn block(&mut self, now: Time, c: ClientId) -> Result<(), SchedError> {
-        self.roster.block(c)?;
+    fn block(&mut self, _r: &Roster, now: Time, c: ClientId, _w: Weight) {
         self.rules.advance(now);
         self.rules.depart(c, &mut self.clients[c]);
-        self.reweigh.remove(c, self.roster.weight(c)?);
-        self.refresh();
-        Ok(())
     }
 
-    fn wake(&mut self, now: Time, c: ClientId) -> Result<Kick, SchedError> {
-        self.roster.wake(c)?;
+    fn wake(&mut self, _r: &Roster, now: Time, c: ClientId, w: Weight) -> Kick {
         self.rules.advance(now);
-        self.arrive(c, self.roster.weight(c)?);
-        Ok(None)
+        self.arrive(c, w);
+        None
     }
 
-    fn set_weight(&mut self, now: Time, c: ClientId, w: Weight) -> Result<(), SchedError> {
-        let status = self.roster.status(c)?;
-        let old = self.roster.set_weight(c, w)?;
+    fn set_weight(&mut self, r: &Roster, now: Time, c: ClientId, _old: Weight, new: Weight, _s: Status) {
         self.rules.advance(now);
-        self.reweigh.change_weight(c, old, w, status.is_runnable());
-        self.reweight(c, Phi::whole(w.get()));
-        self.refresh();
-        Ok(())
+        self.reweight(r, c, Phi::whole(new.get()));
     }
 
-    fn pick(&mut self, now: Time, cpu: CpuId) -> Result<Decision, SchedError> {
-        self.roster.check_pick(cpu)?;
+    fn pick(&mut self, _r: &Roster, now: Time, _cpu: CpuId) -> Option<(ClientId, Time)> {
         self.rules.advance(now);
-        Ok(self.roster.dispatch(cpu, self.rules.take(&mut self.clients), self.quantum))
+        self.rules.take(&mut self.clients).map(|c| (c, self.quantum))
     }
 
-    fn stopped(&mut self, now: Time, cpu: CpuId, c: ClientId, ran: Time, why: StopReason) -> Result<(), SchedError> {
-        let w = self.roster.stop(cpu, c, why)?;
+    fn stopped(&mut self, _r: &Roster, now: Time, _cpu: CpuId, c: ClientId, _w: Weight, ran: Time, why: StopReason) {
         self.rules.advance(now);
         let t = &mut self.clients[c];
         self.rules.charge(c, t, ran);
         match why {
             StopReason::Expired | StopReason::Preempted => self.rules.requeue(c, t),
-            StopReason::Blocked => {
-                self.rules.park(c, t);
-                self.reweigh.remove(c, w);
-                self.refresh();
-            }
+            StopReason::Blocked => self.rules.park(c, t),
             StopReason::Left => {
-                self.reweigh.remove(c, w);
                 self.clients.remove(c);
-                self.refresh();
             }
+        }
+    }
+
+    fn readjusted(&mut self, r: &Roster, rate: &Readjustment, changes: &[(ClientId, Phi)]) {
+        self.rules.set_rate(rate);
+        for &(c, phi) in changes {
+            self.reweight(r, c, phi);
+        }
+    }
+
+    fn check_invariants(&self, r: &Roster) -> Result<(), String> {
+        check_queue_holds_waiting("OQ-1", r, self.rules.queued().into_iter())?;
+        let tagged = self.clients.iter().count();
+        if tagged != r.len() || self.clients.iter().any(|(c, _)| r.status(c).is_err()) {
+            return Err(format!("OQ-2: {tagged} clients tagged, {} present", r.len()));
         }
         Ok(())
     }

@@ -1,17 +1,23 @@
 //! Plain round robin: one global FIFO, every client gets one quantum per
 //! turn, weights are ignored. The reference point for "unfair".
 //!
+//! Invariants (checked by [`Policy::check_invariants`]):
+//! * RR-1: the queue holds exactly the runnable clients that are not running.
+//!
 //! Cost: O(1) for every operation (intrusive list).
 
 use crate::list::ClientList;
-use crate::model::{ClientId, CpuId, SchedError, StopReason, Time, Weight};
-use crate::roster::Roster;
-use crate::scheduler::{Decision, Kick, SchedConfig, Scheduler};
+use crate::model::{ClientId, CpuId, StopReason, Time, Weight};
+use crate::roster::{Roster, Status};
+use crate::scheduler::{Kick, SchedConfig};
+use crate::shell::{Policy, Shell};
 
 /// Round robin over one global queue.
+pub type RoundRobin = Shell<RoundRobinPolicy>;
+
+/// The rules of round robin.
 #[derive(Clone, Debug)]
-pub struct RoundRobin {
-    roster: Roster,
+pub struct RoundRobinPolicy {
     quantum: Time,
     queue: ClientList,
 }
@@ -19,53 +25,42 @@ pub struct RoundRobin {
 impl RoundRobin {
     /// A round-robin scheduler for `cfg.cpus` CPUs with slices of `cfg.quantum`.
     pub fn new(cfg: SchedConfig) -> RoundRobin {
-        RoundRobin { roster: Roster::new(cfg.cpus), quantum: cfg.quantum, queue: ClientList::new() }
+        Shell::build("rr", &cfg, RoundRobinPolicy { quantum: cfg.quantum, queue: ClientList::new() })
     }
 }
 
-impl Scheduler for RoundRobin {
-    fn name(&self) -> &str {
-        "rr"
-    }
-
-    fn join(&mut self, _now: Time, c: ClientId, w: Weight) -> Result<Kick, SchedError> {
-        self.roster.join(c, w)?;
+impl Policy for RoundRobinPolicy {
+    fn join(&mut self, _r: &Roster, _now: Time, c: ClientId, _w: Weight) -> Kick {
         self.queue.push_back(c);
-        Ok(None)
+        None
     }
 
-    fn leave(&mut self, _now: Time, c: ClientId) -> Result<(), SchedError> {
-        self.roster.leave(c)?;
+    fn leave(&mut self, _r: &Roster, _now: Time, c: ClientId, _w: Weight, _was: Status) {
         self.queue.remove(c);
-        Ok(())
     }
 
-    fn block(&mut self, _now: Time, c: ClientId) -> Result<(), SchedError> {
-        self.roster.block(c)?;
+    fn block(&mut self, _r: &Roster, _now: Time, c: ClientId, _w: Weight) {
         self.queue.remove(c);
-        Ok(())
     }
 
-    fn wake(&mut self, _now: Time, c: ClientId) -> Result<Kick, SchedError> {
-        self.roster.wake(c)?;
+    fn wake(&mut self, _r: &Roster, _now: Time, c: ClientId, _w: Weight) -> Kick {
         self.queue.push_back(c);
-        Ok(None)
+        None
     }
 
-    fn set_weight(&mut self, _now: Time, c: ClientId, w: Weight) -> Result<(), SchedError> {
-        self.roster.set_weight(c, w).map(drop)
+    fn set_weight(&mut self, _r: &Roster, _now: Time, _c: ClientId, _old: Weight, _new: Weight, _s: Status) {}
+
+    fn pick(&mut self, _r: &Roster, _now: Time, _cpu: CpuId) -> Option<(ClientId, Time)> {
+        self.queue.pop_front().map(|c| (c, self.quantum))
     }
 
-    fn pick(&mut self, _now: Time, cpu: CpuId) -> Result<Decision, SchedError> {
-        self.roster.check_pick(cpu)?;
-        Ok(self.roster.dispatch(cpu, self.queue.pop_front(), self.quantum))
-    }
-
-    fn stopped(&mut self, _now: Time, cpu: CpuId, c: ClientId, _ran: Time, why: StopReason) -> Result<(), SchedError> {
-        self.roster.stop(cpu, c, why)?;
+    fn stopped(&mut self, _r: &Roster, _now: Time, _cpu: CpuId, c: ClientId, _w: Weight, _ran: Time, why: StopReason) {
         if why.still_runnable() {
             self.queue.push_back(c);
         }
-        Ok(())
+    }
+
+    fn check_invariants(&self, r: &Roster) -> Result<(), String> {
+        crate::shell::check_queue_holds_waiting("RR-1", r, self.queue.iter())
     }
 }

@@ -55,10 +55,11 @@ use crate::model::{ClientId, Time};
 use crate::readjust::Phi;
 use crate::roster::{ClientTable, Status};
 use crate::scheduler::SchedConfig;
+use crate::shell::Shell;
 use crate::vtime::{tag_delta, VTime};
 
 /// Start-time fair queueing on one global queue.
-pub type Sfq = OneQueue<SfqRules>;
+pub type Sfq = Shell<OneQueue<SfqRules>>;
 
 /// A client's SFQ tag: S of the next quantum (= F of the service received so far).
 #[derive(Clone, Copy, Debug)]
@@ -87,7 +88,7 @@ impl SfqRules {
 impl Sfq {
     /// The system virtual time v.
     pub fn virtual_time(&self) -> VTime {
-        self.rules().virtual_time()
+        self.policy().rules().virtual_time()
     }
 }
 
@@ -135,6 +136,10 @@ impl TagRules for SfqRules {
     }
 
     /// The smallest start tag among the waiting clients (ties: lower id).
+    fn queued(&self) -> Vec<ClientId> {
+        self.waiting.iter().map(|&(_, c)| c).collect()
+    }
+
     fn take(&mut self, _clients: &mut ClientTable<Tagged<SfqTag>>) -> Option<ClientId> {
         self.waiting.pop_first().map(|(_, c)| c)
     }

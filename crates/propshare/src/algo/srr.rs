@@ -80,10 +80,11 @@
 //! moves it to the back of its columns.
 
 use crate::algo::reweigh::{Reweigh, RoundShare};
-use crate::model::{ClientId, CpuId, SchedError, StopReason, Time, Weight};
-use crate::readjust::Phi;
+use crate::model::{ClientId, CpuId, StopReason, Time, Weight};
+use crate::readjust::{Phi, Readjustment};
 use crate::roster::{ClientTable, Roster, Status};
-use crate::scheduler::{Decision, Kick, SchedConfig, Scheduler};
+use crate::scheduler::{Kick, SchedConfig};
+use crate::shell::{Policy, Shell};
 
 const COLUMNS: usize = 32;
 
@@ -115,9 +116,11 @@ struct Column {
 }
 
 /// Smoothed round robin on one global weight matrix.
+pub type SmoothedRoundRobin = Shell<Srr>;
+
+/// The rules of smoothed round robin: the weight matrix and the WSS position.
 #[derive(Clone, Debug)]
-pub struct SmoothedRoundRobin {
-    roster: Roster,
+pub struct Srr {
     quantum: Time,
     rows: ClientTable<Row>,
     columns: [Column; COLUMNS],
@@ -133,14 +136,27 @@ pub struct SmoothedRoundRobin {
     next: Option<ClientId>,
     /// Each client's (readjusted) weight, paid in whole visits per pass.
     shares: ClientTable<RoundShare>,
-    reweigh: Reweigh,
 }
 
 impl SmoothedRoundRobin {
     /// SRR for `cfg.cpus` CPUs with quantum `cfg.quantum`.
     pub fn new(cfg: SchedConfig) -> SmoothedRoundRobin {
-        SmoothedRoundRobin {
-            roster: Roster::new(cfg.cpus),
+        Self::variant(cfg, Reweigh::new(false))
+    }
+
+    /// SRR over readjusted weights (`srr+readjust`).
+    pub fn with_readjustment(cfg: SchedConfig) -> SmoothedRoundRobin {
+        Self::variant(cfg, Reweigh::new(true))
+    }
+
+    /// Readjusted, and a waiting capped client runs first (`srr+readjust+dedicate`).
+    pub fn with_dedicated_cpus(cfg: SchedConfig) -> SmoothedRoundRobin {
+        Self::variant(cfg, Reweigh::dedicating())
+    }
+
+    fn variant(cfg: SchedConfig, reweigh: Reweigh) -> SmoothedRoundRobin {
+        let name = reweigh.variant(["srr", "srr+readjust", "srr+readjust+dedicate"]);
+        let policy = Srr {
             quantum: cfg.quantum,
             rows: ClientTable::new(),
             columns: [Column::default(); COLUMNS],
@@ -150,20 +166,17 @@ impl SmoothedRoundRobin {
             column: 0,
             next: None,
             shares: ClientTable::new(),
-            reweigh: Reweigh::new(false),
-        }
+        };
+        Shell::with_roster(name, Roster::with_readjustment(cfg.cpus, reweigh), policy)
     }
 
-    /// SRR over readjusted weights (`srr+readjust`).
-    pub fn with_readjustment(cfg: SchedConfig) -> SmoothedRoundRobin {
-        SmoothedRoundRobin { reweigh: Reweigh::new(true), ..SmoothedRoundRobin::new(cfg) }
+    /// The column of WSS term `n` in a sequence of order k: `k - 1 - tz(n)`.
+    pub fn column_of_term(k: u32, n: u64) -> usize {
+        Srr::column_of_term(k, n)
     }
+}
 
-    /// Readjusted, and a waiting capped client runs first (`srr+readjust+dedicate`).
-    pub fn with_dedicated_cpus(cfg: SchedConfig) -> SmoothedRoundRobin {
-        SmoothedRoundRobin { reweigh: Reweigh::dedicating(), ..SmoothedRoundRobin::new(cfg) }
-    }
-
+impl Srr {
     /// Put runnable `c` in the matrix with its share for the coming pass.
     fn enter(&mut self, c: ClientId) {
         let bits = self.shares[c].next_round(1).max(1);
@@ -178,11 +191,9 @@ impl SmoothedRoundRobin {
         }
     }
 
-    /// Readjust after a change of the runnable set or a weight; rows change
-    /// at once for the clients whose φ changed.
-    fn refresh(&mut self) {
-        let (_, changes) = self.reweigh.refresh(&self.roster);
-        for (c, phi) in changes {
+    /// After a readjustment: rows change at once for the clients whose φ changed.
+    fn reshare(&mut self, changes: &[(ClientId, Phi)]) {
+        for &(c, phi) in changes {
             let Some(share) = self.shares.get_mut(c) else { continue };
             share.set(phi);
             if self.rows.get(c).is_some() {
@@ -193,8 +204,8 @@ impl SmoothedRoundRobin {
     }
 
     /// A new pass starts: capped clients get their share for it.
-    fn new_pass(&mut self) {
-        let capped = self.reweigh.capped().to_vec();
+    fn new_pass(&mut self, r: &Roster) {
+        let capped = r.readjustment().capped().to_vec();
         for c in capped {
             if self.rows.get(c).is_some() {
                 let bits = self.shares[c].next_round(1).max(1);
@@ -272,22 +283,19 @@ impl SmoothedRoundRobin {
         self.update_order();
     }
 
-    fn waiting(&self, c: ClientId) -> bool {
-        self.roster.status(c) == Ok(Status::Runnable)
-    }
-
     /// Move to the next term of the WSS and the head of its column.
-    fn next_term(&mut self) {
+    fn next_term(&mut self, r: &Roster) {
         self.term += 1;
         if self.term >= 1u64 << self.order {
             self.term = 1;
-            self.new_pass();
+            self.new_pass(r);
         }
         self.column = Self::column_of_term(self.order, self.term);
         self.next = self.columns[self.column].head;
     }
 
-    fn choose(&mut self) -> Option<ClientId> {
+    fn choose(&mut self, r: &Roster) -> Option<ClientId> {
+        let waiting = |c: ClientId| r.status(c) == Ok(Status::Runnable);
         if self.order == 0 {
             return None;
         }
@@ -296,12 +304,12 @@ impl SmoothedRoundRobin {
             match self.next {
                 Some(c) => {
                     self.next = self.link(c, self.column).next;
-                    if self.waiting(c) {
+                    if waiting(c) {
                         return Some(c);
                     }
                 }
                 None => {
-                    self.next_term();
+                    self.next_term(r);
                     terms += 1;
                 }
             }
@@ -310,7 +318,7 @@ impl SmoothedRoundRobin {
         (0..COLUMNS).rev().find_map(|b| {
             let mut at = self.columns[b].head;
             while let Some(c) = at {
-                if self.waiting(c) {
+                if waiting(c) {
                     return Some(c);
                 }
                 at = self.link(c, b).next;
@@ -320,78 +328,87 @@ impl SmoothedRoundRobin {
     }
 }
 
-impl Scheduler for SmoothedRoundRobin {
-    fn name(&self) -> &str {
-        self.reweigh.variant(["srr", "srr+readjust", "srr+readjust+dedicate"])
-    }
-
-    fn join(&mut self, _now: Time, c: ClientId, w: Weight) -> Result<Kick, SchedError> {
-        self.roster.join(c, w)?;
+impl Policy for Srr {
+    fn join(&mut self, _r: &Roster, _now: Time, c: ClientId, w: Weight) -> Kick {
         self.shares.insert(c, RoundShare::new(Phi::whole(w.get())));
         self.enter(c);
-        self.reweigh.insert(c, w);
-        self.refresh();
-        Ok(None)
+        None
     }
 
-    fn leave(&mut self, _now: Time, c: ClientId) -> Result<(), SchedError> {
-        let w = self.roster.weight(c)?;
-        self.roster.leave(c)?;
+    fn leave(&mut self, _r: &Roster, _now: Time, c: ClientId, _w: Weight, _was: Status) {
         self.remove(c);
         self.shares.remove(c);
-        self.reweigh.remove(c, w);
-        self.refresh();
-        Ok(())
     }
 
-    fn block(&mut self, _now: Time, c: ClientId) -> Result<(), SchedError> {
-        self.roster.block(c)?;
+    fn block(&mut self, _r: &Roster, _now: Time, c: ClientId, _w: Weight) {
         self.remove(c);
-        self.reweigh.remove(c, self.roster.weight(c)?);
-        self.refresh();
-        Ok(())
     }
 
-    fn wake(&mut self, _now: Time, c: ClientId) -> Result<Kick, SchedError> {
-        self.roster.wake(c)?;
-        let w = self.roster.weight(c)?;
+    fn wake(&mut self, _r: &Roster, _now: Time, c: ClientId, _w: Weight) -> Kick {
         self.enter(c);
-        self.reweigh.insert(c, w);
-        self.refresh();
-        Ok(None)
+        None
     }
 
-    fn set_weight(&mut self, _now: Time, c: ClientId, w: Weight) -> Result<(), SchedError> {
-        let status = self.roster.status(c)?;
-        let old = self.roster.set_weight(c, w)?;
-        self.shares[c].set(Phi::whole(w.get()));
+    fn set_weight(&mut self, _r: &Roster, _now: Time, c: ClientId, _old: Weight, new: Weight, status: Status) {
+        self.shares[c].set(Phi::whole(new.get()));
         if status.is_runnable() {
             self.remove(c);
             self.enter(c);
         }
-        self.reweigh.change_weight(c, old, w, status.is_runnable());
-        self.refresh();
-        Ok(())
     }
 
-    fn pick(&mut self, _now: Time, cpu: CpuId) -> Result<Decision, SchedError> {
-        self.roster.check_pick(cpu)?;
-        let first = match self.reweigh.waiting_capped(&self.roster) {
+    fn pick(&mut self, r: &Roster, _now: Time, _cpu: CpuId) -> Option<(ClientId, Time)> {
+        let first = match r.waiting_capped() {
             Some(c) => Some(c),
-            None => self.choose(),
+            None => self.choose(r),
         };
-        Ok(self.roster.dispatch(cpu, first, self.quantum))
+        first.map(|c| (c, self.quantum))
     }
 
-    fn stopped(&mut self, _now: Time, cpu: CpuId, c: ClientId, _ran: Time, why: StopReason) -> Result<(), SchedError> {
-        let w = self.roster.stop(cpu, c, why)?;
+    fn stopped(&mut self, _r: &Roster, _now: Time, _cpu: CpuId, c: ClientId, _w: Weight, _ran: Time, why: StopReason) {
         if !why.still_runnable() {
             self.remove(c);
             if why == StopReason::Left {
                 self.shares.remove(c);
             }
-            self.reweigh.remove(c, w);
-            self.refresh();
+        }
+    }
+
+    fn readjusted(&mut self, _r: &Roster, _rate: &Readjustment, changes: &[(ClientId, Phi)]) {
+        self.reshare(changes);
+    }
+
+    /// SRR-1: the matrix holds exactly the runnable clients (running ones
+    /// included), each in the column of every set bit of its row; SRR-2,
+    /// `per_order` counts the rows by their highest bit and k is the
+    /// highest order present.
+    fn check_invariants(&self, r: &Roster) -> Result<(), String> {
+        let rows = self.rows.iter().count();
+        if rows != r.runnable() || self.rows.iter().any(|(c, _)| !r.status(c).is_ok_and(Status::is_runnable)) {
+            return Err(format!("SRR-1: {rows} rows, {} runnable clients", r.runnable()));
+        }
+        let mut per_order = [0usize; COLUMNS];
+        let mut per_column = [0usize; COLUMNS];
+        for (_, row) in self.rows.iter() {
+            per_order[63 - row.bits.leading_zeros() as usize] += 1;
+            (0..COLUMNS).filter(|&b| row.bits >> b & 1 == 1).for_each(|b| per_column[b] += 1);
+        }
+        for (b, &expected) in per_column.iter().enumerate() {
+            let (mut at, mut n) = (self.columns[b].head, 0);
+            while let Some(c) = at {
+                if self.rows.get(c).is_none_or(|row| row.bits >> b & 1 == 0) {
+                    return Err(format!("SRR-1: {c} in column {b} without that bit"));
+                }
+                n += 1;
+                at = self.link(c, b).next;
+            }
+            if n != expected {
+                return Err(format!("SRR-1: column {b} holds {n} clients, {expected} rows have its bit"));
+            }
+        }
+        let k = (0..COLUMNS).rev().find(|&o| per_order[o] > 0).map_or(0, |o| o as u32 + 1);
+        if per_order != self.per_order || k != self.order {
+            return Err(format!("SRR-2: order {} recorded, {k} counted", self.order));
         }
         Ok(())
     }

@@ -55,10 +55,11 @@ use crate::model::{ClientId, Time};
 use crate::readjust::{Phi, Readjustment};
 use crate::roster::{ClientTable, Status};
 use crate::scheduler::SchedConfig;
+use crate::shell::Shell;
 use crate::vtime::{tag_delta, VTime, VirtualClock};
 
 /// Stride scheduling on one global queue.
-pub type Stride = OneQueue<StrideRules>;
+pub type Stride = Shell<OneQueue<StrideRules>>;
 
 /// A client's pass and saved remain.
 #[derive(Clone, Copy, Debug)]
@@ -184,6 +185,10 @@ impl TagRules for StrideRules {
     }
 
     /// The smallest pass (ties: lower id).
+    fn queued(&self) -> Vec<ClientId> {
+        self.queue.iter().map(|&(_, c)| c).collect()
+    }
+
     fn take(&mut self, _clients: &mut ClientTable<Tagged<Pass>>) -> Option<ClientId> {
         self.queue.pop_first().map(|(_, c)| c)
     }

@@ -134,10 +134,11 @@ use std::collections::BTreeSet;
 use std::ops::Bound;
 
 use crate::algo::reweigh::{same_phi, Reweigh, RoundShare};
-use crate::model::{ClientId, CpuId, SchedError, StopReason, Time, Weight};
+use crate::model::{ClientId, CpuId, StopReason, Time, Weight};
 use crate::readjust::{Phi, Readjustment};
 use crate::roster::{ClientTable, Roster, Status};
-use crate::scheduler::{Decision, Kick, SchedConfig, Scheduler};
+use crate::scheduler::{Kick, SchedConfig};
+use crate::shell::{Policy, Shell};
 use crate::vtime::{tag_delta, VTime, VirtualClock};
 
 #[derive(Clone, Copy, Debug)]
@@ -157,9 +158,11 @@ struct Client {
 }
 
 /// Virtual-time round robin on one global run queue.
+pub type Vtrr = Shell<VtrrPolicy>;
+
+/// The rules of VTRR: the run queue, counters and virtual finish times.
 #[derive(Clone, Debug)]
-pub struct Vtrr {
-    roster: Roster,
+pub struct VtrrPolicy {
     quantum: Time,
     qvt: VirtualClock,
     clients: ClientTable<Client>,
@@ -170,7 +173,6 @@ pub struct Vtrr {
     next_seq: u64,
     /// The client the walk stands on (the one chosen last).
     cursor: Option<ClientId>,
-    reweigh: Reweigh,
     /// The last readjustment (the fluid rate and `Σφ/P'`).
     readjustment: Readjustment,
 }
@@ -178,8 +180,22 @@ pub struct Vtrr {
 impl Vtrr {
     /// VTRR for `cfg.cpus` CPUs with quantum `cfg.quantum`.
     pub fn new(cfg: SchedConfig) -> Vtrr {
-        Vtrr {
-            roster: Roster::new(cfg.cpus),
+        Self::variant(cfg, Reweigh::new(false))
+    }
+
+    /// VTRR over readjusted weights (`vtrr+readjust`).
+    pub fn with_readjustment(cfg: SchedConfig) -> Vtrr {
+        Self::variant(cfg, Reweigh::new(true))
+    }
+
+    /// Readjusted, and a waiting capped client runs first (`vtrr+readjust+dedicate`).
+    pub fn with_dedicated_cpus(cfg: SchedConfig) -> Vtrr {
+        Self::variant(cfg, Reweigh::dedicating())
+    }
+
+    fn variant(cfg: SchedConfig, reweigh: Reweigh) -> Vtrr {
+        let name = reweigh.variant(["vtrr", "vtrr+readjust", "vtrr+readjust+dedicate"]);
+        let policy = VtrrPolicy {
             quantum: cfg.quantum,
             qvt: VirtualClock::default(),
             clients: ClientTable::new(),
@@ -188,32 +204,13 @@ impl Vtrr {
             tail: None,
             next_seq: 0,
             cursor: None,
-            reweigh: Reweigh::new(false),
             readjustment: Readjustment::EMPTY,
-        }
+        };
+        Shell::with_roster(name, Roster::with_readjustment(cfg.cpus, reweigh), policy)
     }
+}
 
-    /// VTRR over readjusted weights (`vtrr+readjust`).
-    pub fn with_readjustment(cfg: SchedConfig) -> Vtrr {
-        Vtrr { reweigh: Reweigh::new(true), ..Vtrr::new(cfg) }
-    }
-
-    /// Readjusted, and a waiting capped client runs first (`vtrr+readjust+dedicate`).
-    pub fn with_dedicated_cpus(cfg: SchedConfig) -> Vtrr {
-        Vtrr { reweigh: Reweigh::dedicating(), ..Vtrr::new(cfg) }
-    }
-
-    /// After a change of the runnable set or a weight: readjust, set the QVT
-    /// rate, and give each client whose φ changed its new share.
-    fn set_rate(&mut self) {
-        let (r, changes) = self.reweigh.refresh(&self.roster);
-        self.readjustment = r;
-        self.qvt.set_rate(&r);
-        for (c, phi) in changes {
-            self.set_phi(c, phi);
-        }
-    }
-
+impl VtrrPolicy {
     /// `c`'s share is now `phi`: keep its virtual start `VFT − Q/φ_old`.
     fn set_phi(&mut self, c: ClientId, phi: Phi) {
         let q = self.quantum;
@@ -283,14 +280,10 @@ impl Vtrr {
         }
     }
 
-    fn waiting(&self, c: ClientId) -> bool {
-        self.roster.status(c) == Ok(Status::Runnable)
-    }
-
     /// The first waiting client from `from` on (inclusive), skipping running ones.
-    fn first_waiting(&self, mut from: Option<ClientId>) -> Option<ClientId> {
+    fn first_waiting(&self, r: &Roster, mut from: Option<ClientId>) -> Option<ClientId> {
         while let Some(c) = from {
-            if self.waiting(c) {
+            if r.status(c) == Ok(Status::Runnable) {
                 return Some(c);
             }
             from = self.clients[c].next;
@@ -299,9 +292,9 @@ impl Vtrr {
     }
 
     /// The first waiting client from the head with a counter left.
-    fn first_with_counter(&self) -> Option<ClientId> {
+    fn first_with_counter(&self, r: &Roster) -> Option<ClientId> {
         let mut from = self.head;
-        while let Some(c) = self.first_waiting(from) {
+        while let Some(c) = self.first_waiting(r, from) {
             if self.clients[c].counter > 0 {
                 return Some(c);
             }
@@ -337,10 +330,10 @@ impl Vtrr {
     /// if its counter exceeds the current one's or it passes the VFT
     /// inequality, else the head, else a new cycle. Running clients are
     /// skipped (P CPUs, [ours]).
-    fn choose(&mut self) -> Option<ClientId> {
+    fn choose(&mut self, r: &Roster) -> Option<ClientId> {
         if let Some(cur) = self.cursor {
             let cur_counter = self.clients[cur].counter;
-            if let Some(n) = self.first_waiting(self.clients[cur].next) {
+            if let Some(n) = self.first_waiting(r, self.clients[cur].next) {
                 let counter = self.clients[n].counter;
                 // Time-counter invariant first, then the VFT inequality.
                 if counter > 0 && (counter > cur_counter || self.vft_allows(n)) {
@@ -349,11 +342,11 @@ impl Vtrr {
             }
         }
         // Back to the head (on one CPU the head has the largest counter).
-        if let Some(c) = self.first_with_counter() {
+        if let Some(c) = self.first_with_counter(r) {
             return Some(c);
         }
         self.new_cycle();
-        self.first_with_counter()
+        self.first_with_counter(r)
     }
 
     /// A client joins or wakes: `VFT = QVT + Q/S` ([recalled]), never below
@@ -363,111 +356,109 @@ impl Vtrr {
         let vft = vft_last.max(self.qvt.value() + tag_delta(self.quantum, phi));
         self.clients[c].vft = vft;
         self.insert(c, w, u64::MAX);
-        self.reweigh.insert(c, w);
-        self.set_rate();
     }
 }
 
-impl Scheduler for Vtrr {
-    fn name(&self) -> &str {
-        self.reweigh.variant(["vtrr", "vtrr+readjust", "vtrr+readjust+dedicate"])
-    }
-
-    fn join(&mut self, now: Time, c: ClientId, w: Weight) -> Result<Kick, SchedError> {
-        self.roster.join(c, w)?;
+impl Policy for VtrrPolicy {
+    fn join(&mut self, _r: &Roster, now: Time, c: ClientId, w: Weight) -> Kick {
         self.qvt.advance(now);
         let share = RoundShare::new(Phi::whole(w.get()));
         let fresh = Client { prev: None, next: None, seq: 0, counter: 0, vft: 0, share, queued: false };
         self.clients.insert(c, fresh);
         self.arrive(c, w, 0);
-        Ok(None)
+        None
     }
 
-    fn leave(&mut self, now: Time, c: ClientId) -> Result<(), SchedError> {
-        let w = self.roster.weight(c)?;
-        self.roster.leave(c)?;
+    fn leave(&mut self, _r: &Roster, now: Time, c: ClientId, w: Weight, _was: Status) {
         self.qvt.advance(now);
         self.unlink(c, w);
         self.clients.remove(c);
-        self.reweigh.remove(c, w);
-        self.set_rate();
-        Ok(())
     }
 
-    fn block(&mut self, now: Time, c: ClientId) -> Result<(), SchedError> {
-        self.roster.block(c)?;
+    fn block(&mut self, _r: &Roster, now: Time, c: ClientId, w: Weight) {
         self.qvt.advance(now);
-        let w = self.roster.weight(c)?;
         self.unlink(c, w);
-        self.reweigh.remove(c, w);
-        self.set_rate();
-        Ok(())
     }
 
-    fn wake(&mut self, now: Time, c: ClientId) -> Result<Kick, SchedError> {
-        self.roster.wake(c)?;
+    fn wake(&mut self, _r: &Roster, now: Time, c: ClientId, w: Weight) -> Kick {
         self.qvt.advance(now);
-        let w = self.roster.weight(c)?;
         let vft_last = self.clients[c].vft;
         self.arrive(c, w, vft_last);
-        Ok(None)
+        None
     }
 
-    fn set_weight(&mut self, now: Time, c: ClientId, w: Weight) -> Result<(), SchedError> {
-        let status = self.roster.status(c)?;
-        let old = self.roster.set_weight(c, w)?;
+    fn set_weight(&mut self, _r: &Roster, now: Time, c: ClientId, old: Weight, new: Weight, status: Status) {
         self.qvt.advance(now);
         let counter = self.clients[c].counter;
-        self.set_phi(c, Phi::whole(w.get()));
+        self.set_phi(c, Phi::whole(new.get()));
         if status.is_runnable() {
             self.unlink(c, old);
-            self.insert(c, w, counter);
+            self.insert(c, new, counter);
         }
-        self.reweigh.change_weight(c, old, w, status.is_runnable());
-        self.set_rate();
-        Ok(())
     }
 
-    fn pick(&mut self, now: Time, cpu: CpuId) -> Result<Decision, SchedError> {
-        self.roster.check_pick(cpu)?;
+    fn pick(&mut self, r: &Roster, now: Time, _cpu: CpuId) -> Option<(ClientId, Time)> {
         self.qvt.advance(now);
         // A dedicated capped client runs outside the walk (cursor and counter untouched).
-        if let Some(client) = self.reweigh.waiting_capped(&self.roster) {
-            self.roster.start(cpu, client);
-            return Ok(Decision::Run { client, slice: self.quantum });
+        if let Some(client) = r.waiting_capped() {
+            return Some((client, self.quantum));
         }
-        Ok(match self.choose() {
-            Some(client) => {
-                // Each selection takes one from the counter ([recalled]).
-                let e = &mut self.clients[client];
-                e.counter = e.counter.saturating_sub(1);
-                self.cursor = Some(client);
-                self.roster.start(cpu, client);
-                Decision::Run { client, slice: self.quantum }
-            }
-            None => Decision::Idle,
-        })
+        let client = self.choose(r)?;
+        // Each selection takes one from the counter ([recalled]).
+        let e = &mut self.clients[client];
+        e.counter = e.counter.saturating_sub(1);
+        self.cursor = Some(client);
+        Some((client, self.quantum))
     }
 
-    fn stopped(&mut self, now: Time, cpu: CpuId, c: ClientId, ran: Time, why: StopReason) -> Result<(), SchedError> {
-        let w = self.roster.stop(cpu, c, why)?;
+    fn stopped(&mut self, _r: &Roster, now: Time, _cpu: CpuId, c: ClientId, w: Weight, ran: Time, why: StopReason) {
         self.qvt.advance(now);
         // VFT grows Q/S per quantum ([recalled]); by the time used (d/S) for a short run ([ours]).
         let e = &mut self.clients[c];
         e.vft += tag_delta(ran, e.share.phi());
         match why {
             StopReason::Expired | StopReason::Preempted => {}
-            StopReason::Blocked => {
-                self.unlink(c, w);
-                self.reweigh.remove(c, w);
-                self.set_rate();
-            }
+            StopReason::Blocked => self.unlink(c, w),
             StopReason::Left => {
                 self.unlink(c, w);
                 self.clients.remove(c);
-                self.reweigh.remove(c, w);
-                self.set_rate();
             }
+        }
+    }
+
+    /// After a change of the runnable set or a weight: set the QVT rate, and
+    /// give each client whose φ changed its new share.
+    fn readjusted(&mut self, _r: &Roster, rate: &Readjustment, changes: &[(ClientId, Phi)]) {
+        self.readjustment = *rate;
+        self.qvt.set_rate(rate);
+        for &(c, phi) in changes {
+            self.set_phi(c, phi);
+        }
+    }
+
+    /// VTRR-1: the run queue (list and order) holds exactly the runnable
+    /// clients, running ones included, in order of share descending then
+    /// arrival. (The paper's time-counter invariant, counters non-increasing
+    /// along the queue, is a rule of the walk, not a state invariant here:
+    /// the VFT test and P > 1 leave later clients with larger counters.)
+    fn check_invariants(&self, r: &Roster) -> Result<(), String> {
+        let mut listed = Vec::new();
+        let mut at = self.head;
+        while let Some(c) = at {
+            listed.push(c);
+            at = self.clients[c].next;
+        }
+        let ordered: Vec<ClientId> = self.order.iter().map(|k| k.2).collect();
+        if listed != ordered || listed.len() != r.runnable() {
+            return Err(format!(
+                "VTRR-1: {} listed, {} ordered, {} runnable",
+                listed.len(),
+                ordered.len(),
+                r.runnable()
+            ));
+        }
+        if listed.iter().any(|&c| !r.status(c).is_ok_and(Status::is_runnable)) {
+            return Err("VTRR-1: a queued client is not runnable".into());
         }
         Ok(())
     }

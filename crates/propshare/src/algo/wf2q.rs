@@ -57,10 +57,11 @@ use crate::model::{ClientId, Time};
 use crate::readjust::{Phi, Readjustment};
 use crate::roster::ClientTable;
 use crate::scheduler::SchedConfig;
+use crate::shell::Shell;
 use crate::vtime::{tag_delta, VTime, VirtualClock};
 
 /// WF2Q+ on one global queue.
-pub type Wf2q = OneQueue<Wf2qRules>;
+pub type Wf2q = Shell<OneQueue<Wf2qRules>>;
 
 /// A client's WF2Q+ tags.
 #[derive(Clone, Copy, Debug)]
@@ -186,6 +187,10 @@ impl TagRules for Wf2qRules {
     }
 
     /// Among the eligible clients, the smallest F (ties: lower id).
+    fn queued(&self) -> Vec<ClientId> {
+        self.pending.iter().chain(&self.eligible).map(|&(_, c)| c).collect()
+    }
+
     fn take(&mut self, clients: &mut ClientTable<Tagged<Wf2qTags>>) -> Option<ClientId> {
         self.pull_up();
         self.promote(clients);

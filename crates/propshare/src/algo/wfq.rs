@@ -38,10 +38,11 @@ use crate::model::{ClientId, Time};
 use crate::readjust::{Phi, Readjustment};
 use crate::roster::ClientTable;
 use crate::scheduler::SchedConfig;
+use crate::shell::Shell;
 use crate::vtime::{tag_delta, VTime, VirtualClock};
 
 /// Weighted fair queueing on one global queue.
-pub type Wfq = OneQueue<WfqRules>;
+pub type Wfq = Shell<OneQueue<WfqRules>>;
 
 /// A client's WFQ tags.
 #[derive(Clone, Copy, Debug)]
@@ -109,6 +110,10 @@ impl TagRules for WfqRules {
     }
 
     /// The smallest finish tag (ties: lower id).
+    fn queued(&self) -> Vec<ClientId> {
+        self.queue.iter().map(|&(_, c)| c).collect()
+    }
+
     fn take(&mut self, _clients: &mut ClientTable<Tagged<WfqTags>>) -> Option<ClientId> {
         self.queue.pop_first().map(|(_, c)| c)
     }

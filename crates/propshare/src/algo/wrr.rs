@@ -65,22 +65,27 @@
 //! Section 4.2 pattern: 1:2:1 under either host ordering (tested).
 //!
 //! Gap: the carried remainder (under 1 ns) is dropped when φ changes.
+//!
+//! Invariants: WRR-1, the queue holds exactly the runnable clients that are
+//! not running; WRR-2, every client present has a turn, and no other.
 
 use crate::algo::reweigh::{Reweigh, RoundShare};
 use crate::list::ClientList;
-use crate::model::{ClientId, CpuId, SchedError, StopReason, Time, Weight};
-use crate::readjust::Phi;
-use crate::roster::{ClientTable, Roster};
-use crate::scheduler::{Decision, Kick, SchedConfig, Scheduler};
+use crate::model::{ClientId, CpuId, StopReason, Time, Weight};
+use crate::readjust::{Phi, Readjustment};
+use crate::roster::{ClientTable, Roster, Status};
+use crate::scheduler::{Kick, SchedConfig};
+use crate::shell::{check_queue_holds_waiting, Policy, Shell};
 
 /// Weighted round robin over one global queue.
+pub type WeightedRoundRobin = Shell<Wrr>;
+
+/// The rules of weighted round robin.
 #[derive(Clone, Debug)]
-pub struct WeightedRoundRobin {
-    roster: Roster,
+pub struct Wrr {
     quantum: Time,
     queue: ClientList,
     turns: ClientTable<Turn>,
-    reweigh: Reweigh,
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -94,25 +99,27 @@ struct Turn {
 impl WeightedRoundRobin {
     /// WRR for `cfg.cpus` CPUs with quantum `cfg.quantum`.
     pub fn new(cfg: SchedConfig) -> WeightedRoundRobin {
-        WeightedRoundRobin {
-            roster: Roster::new(cfg.cpus),
-            quantum: cfg.quantum,
-            queue: ClientList::new(),
-            turns: ClientTable::new(),
-            reweigh: Reweigh::new(false),
-        }
+        Self::variant(cfg, Reweigh::new(false))
     }
 
     /// WRR over readjusted weights (`wrr+readjust`).
     pub fn with_readjustment(cfg: SchedConfig) -> WeightedRoundRobin {
-        WeightedRoundRobin { reweigh: Reweigh::new(true), ..WeightedRoundRobin::new(cfg) }
+        Self::variant(cfg, Reweigh::new(true))
     }
 
     /// Readjusted, and a waiting capped client runs first (`wrr+readjust+dedicate`).
     pub fn with_dedicated_cpus(cfg: SchedConfig) -> WeightedRoundRobin {
-        WeightedRoundRobin { reweigh: Reweigh::dedicating(), ..WeightedRoundRobin::new(cfg) }
+        Self::variant(cfg, Reweigh::dedicating())
     }
 
+    fn variant(cfg: SchedConfig, reweigh: Reweigh) -> WeightedRoundRobin {
+        let name = reweigh.variant(["wrr", "wrr+readjust", "wrr+readjust+dedicate"]);
+        let policy = Wrr { quantum: cfg.quantum, queue: ClientList::new(), turns: ClientTable::new() };
+        Shell::with_roster(name, Roster::with_readjustment(cfg.cpus, reweigh), policy)
+    }
+}
+
+impl Wrr {
     /// A fresh turn of `φ·Q` ns, at the back of the queue.
     fn start_turn(&mut self, c: ClientId) {
         let t = &mut self.turns[c];
@@ -127,92 +134,48 @@ impl WeightedRoundRobin {
             t.allowance = t.allowance.min(t.share.floor(self.quantum));
         }
     }
-
-    /// Readjust after a change of the runnable set or a weight.
-    fn refresh(&mut self) {
-        let (_, changes) = self.reweigh.refresh(&self.roster);
-        for (c, phi) in changes {
-            self.set_phi(c, phi);
-        }
-    }
 }
 
-impl Scheduler for WeightedRoundRobin {
-    fn name(&self) -> &str {
-        self.reweigh.variant(["wrr", "wrr+readjust", "wrr+readjust+dedicate"])
-    }
-
-    fn join(&mut self, _now: Time, c: ClientId, w: Weight) -> Result<Kick, SchedError> {
-        self.roster.join(c, w)?;
+impl Policy for Wrr {
+    fn join(&mut self, _r: &Roster, _now: Time, c: ClientId, w: Weight) -> Kick {
         self.turns.insert(c, Turn { allowance: 0, share: RoundShare::new(Phi::whole(w.get())) });
         self.start_turn(c);
-        self.reweigh.insert(c, w);
-        self.refresh();
-        Ok(None)
+        None
     }
 
-    fn leave(&mut self, _now: Time, c: ClientId) -> Result<(), SchedError> {
-        let w = self.roster.weight(c)?;
-        self.roster.leave(c)?;
+    fn leave(&mut self, _r: &Roster, _now: Time, c: ClientId, _w: Weight, _was: Status) {
         self.queue.remove(c);
         self.turns.remove(c);
-        self.reweigh.remove(c, w);
-        self.refresh();
-        Ok(())
     }
 
-    fn block(&mut self, _now: Time, c: ClientId) -> Result<(), SchedError> {
-        self.roster.block(c)?;
+    fn block(&mut self, _r: &Roster, _now: Time, c: ClientId, _w: Weight) {
         self.queue.remove(c);
-        self.reweigh.remove(c, self.roster.weight(c)?);
-        self.refresh();
-        Ok(())
     }
 
-    fn wake(&mut self, _now: Time, c: ClientId) -> Result<Kick, SchedError> {
-        self.roster.wake(c)?;
-        let w = self.roster.weight(c)?;
+    fn wake(&mut self, _r: &Roster, _now: Time, c: ClientId, _w: Weight) -> Kick {
         self.start_turn(c);
-        self.reweigh.insert(c, w);
-        self.refresh();
-        Ok(None)
+        None
     }
 
-    fn set_weight(&mut self, _now: Time, c: ClientId, w: Weight) -> Result<(), SchedError> {
-        let status = self.roster.status(c)?;
-        let old = self.roster.set_weight(c, w)?;
-        self.set_phi(c, Phi::whole(w.get()));
-        self.reweigh.change_weight(c, old, w, status.is_runnable());
-        self.refresh();
-        Ok(())
+    fn set_weight(&mut self, _r: &Roster, _now: Time, c: ClientId, _old: Weight, new: Weight, _s: Status) {
+        self.set_phi(c, Phi::whole(new.get()));
     }
 
-    fn pick(&mut self, _now: Time, cpu: CpuId) -> Result<Decision, SchedError> {
-        self.roster.check_pick(cpu)?;
-        let first = match self.reweigh.waiting_capped(&self.roster) {
+    fn pick(&mut self, r: &Roster, _now: Time, _cpu: CpuId) -> Option<(ClientId, Time)> {
+        let first = match r.waiting_capped() {
             Some(c) => {
                 self.queue.remove(c);
                 Some(c)
             }
             None => self.queue.pop_front(),
         };
-        Ok(match first {
-            Some(client) => {
-                self.roster.start(cpu, client);
-                let slice = self.quantum.min(self.turns[client].allowance).max(1);
-                Decision::Run { client, slice }
-            }
-            None => Decision::Idle,
-        })
+        first.map(|c| (c, self.quantum.min(self.turns[c].allowance).max(1)))
     }
 
-    fn stopped(&mut self, _now: Time, cpu: CpuId, c: ClientId, ran: Time, why: StopReason) -> Result<(), SchedError> {
-        let w = self.roster.stop(cpu, c, why)?;
+    fn stopped(&mut self, _r: &Roster, _now: Time, _cpu: CpuId, c: ClientId, _w: Weight, ran: Time, why: StopReason) {
         if why == StopReason::Left {
             self.turns.remove(c);
-            self.reweigh.remove(c, w);
-            self.refresh();
-            return Ok(());
+            return;
         }
         let t = &mut self.turns[c];
         t.allowance = t.allowance.saturating_sub(ran);
@@ -222,9 +185,19 @@ impl Scheduler for WeightedRoundRobin {
             } else {
                 self.start_turn(c);
             }
-        } else {
-            self.reweigh.remove(c, w);
-            self.refresh();
+        }
+    }
+
+    fn readjusted(&mut self, _r: &Roster, _rate: &Readjustment, changes: &[(ClientId, Phi)]) {
+        for &(c, phi) in changes {
+            self.set_phi(c, phi);
+        }
+    }
+
+    fn check_invariants(&self, r: &Roster) -> Result<(), String> {
+        check_queue_holds_waiting("WRR-1", r, self.queue.iter())?;
+        if self.turns.iter().count() != r.len() || self.turns.iter().any(|(c, _)| r.status(c).is_err()) {
+            return Err(format!("WRR-2: {} turns for {} clients", self.turns.iter().count(), r.len()));
         }
         Ok(())
     }

@@ -1,0 +1,263 @@
+//! The validated shell every algorithm runs in, and the small trusted
+//! [`Policy`] trait an algorithm implements.
+//!
+//! Hosts call [`Scheduler`]; every registered scheduler is a
+//! [`Shell`] around one policy. The shell does what all algorithms share, once:
+//!
+//! 1. **Validation.** Each event is checked against the [`Roster`] (unknown
+//!    or duplicate id, wrong state, CPU out of range or busy) and refused
+//!    with a [`SchedError`] before the policy sees it, so nothing changes on
+//!    error and a policy never re-validates.
+//! 2. **Client states.** The roster records the event (joined, runnable,
+//!    running on k, blocked, gone) and the weights; the policy reads them
+//!    through the `&Roster` it is handed and never writes them.
+//! 3. **Readjustment**, for the baselines that run over readjusted weights
+//!    (`+readjust`, SFS paper section 2.9): after every change of the
+//!    runnable set or of a weight, the roster's readjustment bookkeeping
+//!    ([`crate::algo::reweigh::Reweigh`]) is refreshed and the policy is
+//!    handed the new fluid rate and every client whose φ changed
+//!    ([`Policy::readjusted`]). Algorithms whose paper makes readjustment
+//!    part of the algorithm (GDQ, SFS, DFS, GR3MP) keep their own.
+//! 4. **The name** the registry gave it.
+//! 5. **Invariants.** After every event the shell calls
+//!    [`Policy::check_invariants`] in debug builds (while the machine is
+//!    small enough for the O(N + P) check to be cheap) and whenever a host or
+//!    the contract tests call [`Scheduler::check_invariants`].
+//!
+//! # The order of calls
+//!
+//! For every event the shell (a) validates and records it in the roster,
+//! (b) calls the policy's rule for it, (c) updates the readjustment
+//! bookkeeping and refreshes it where the runnable set or a weight changed
+//! (join, leave, block, wake, weight change, a stop that blocks or leaves),
+//! (d) checks invariants. A picked client is recorded as running after
+//! [`Policy::pick`] returns it.
+//!
+//! Adding an algorithm means writing its rules only: implement [`Policy`]
+//! and register `Shell::build(name, cfg, policy)`.
+
+use std::borrow::Cow;
+use std::fmt::Debug;
+
+use crate::model::{ClientId, CpuId, SchedError, StopReason, Time, Weight};
+use crate::readjust::{Phi, Readjustment};
+use crate::roster::{Roster, Status};
+use crate::scheduler::{Decision, Kick, SchedConfig, Scheduler};
+
+/// An algorithm's rules, called by [`Shell`] with every event already
+/// validated and recorded in the roster `r`. Every method is infallible:
+/// the shell has checked the event.
+pub trait Policy: Debug {
+    /// Whether it promises never to leave a CPU idle while a runnable client
+    /// waits (see [`Scheduler::work_conserving`]).
+    fn work_conserving(&self) -> bool {
+        true
+    }
+
+    /// `c` joined with weight `w` and is runnable.
+    fn join(&mut self, r: &Roster, now: Time, c: ClientId, w: Weight) -> Kick;
+
+    /// `c` (weight `w`), not running, left from state `was` (runnable or
+    /// blocked); it is no longer in `r`.
+    fn leave(&mut self, r: &Roster, now: Time, c: ClientId, w: Weight, was: Status);
+
+    /// `c` (weight `w`), runnable and not running, blocked.
+    fn block(&mut self, r: &Roster, now: Time, c: ClientId, w: Weight);
+
+    /// `c` (weight `w`) woke.
+    fn wake(&mut self, r: &Roster, now: Time, c: ClientId, w: Weight) -> Kick;
+
+    /// `c`'s weight changed from `old` to `new` (already recorded in `r`);
+    /// `status` is its state (runnable, running or blocked).
+    fn set_weight(&mut self, r: &Roster, now: Time, c: ClientId, old: Weight, new: Weight, status: Status);
+
+    /// `cpu` runs nothing: the client it should run and its slice (ns, at
+    /// least 1), or `None` to idle. The shell records the choice as running.
+    fn pick(&mut self, r: &Roster, now: Time, cpu: CpuId) -> Option<(ClientId, Time)>;
+
+    /// `c` (weight `w`), picked for `cpu`, stopped after running `ran` ns for
+    /// `why`; `r` already records it as runnable, blocked or gone.
+    #[allow(clippy::too_many_arguments)]
+    fn stopped(&mut self, r: &Roster, now: Time, cpu: CpuId, c: ClientId, w: Weight, ran: Time, why: StopReason);
+
+    /// After a change of the runnable set or of a weight: the fluid rate
+    /// (`rate.cpus / rate.feasible_weight`, readjusted if readjustment is on)
+    /// and every client whose readjusted weight φ changed, with its new φ.
+    /// Default: the algorithm uses neither.
+    fn readjusted(&mut self, _r: &Roster, _rate: &Readjustment, _changes: &[(ClientId, Phi)]) {}
+
+    /// Check the algorithm's numbered invariants against the roster; the
+    /// first one broken, as text.
+    fn check_invariants(&self, _r: &Roster) -> Result<(), String> {
+        Ok(())
+    }
+}
+
+/// A scheduler: the shared validation, client states, readjustment, name
+/// and invariant checks around the rules of one algorithm.
+#[derive(Clone, Debug)]
+pub struct Shell<P> {
+    name: Cow<'static, str>,
+    roster: Roster,
+    policy: P,
+}
+
+/// Invariants are checked after every event in debug builds while
+/// `P + runnable clients` is at most this (the checks are O(N + P)).
+const DEBUG_CHECK_LIMIT: usize = 128;
+
+impl<P: Policy> Shell<P> {
+    /// `policy` for the machine `cfg`, called `name`; `roster` is a roster
+    /// for `cfg.cpus` CPUs, with readjustment bookkeeping if the variant
+    /// readjusts.
+    pub fn with_roster(name: impl Into<Cow<'static, str>>, roster: Roster, policy: P) -> Shell<P> {
+        Shell { name: name.into(), roster, policy }
+    }
+
+    /// `policy` for `cfg.cpus` CPUs, without shell readjustment.
+    pub fn build(name: impl Into<Cow<'static, str>>, cfg: &SchedConfig, policy: P) -> Shell<P> {
+        Shell::with_roster(name, Roster::new(cfg.cpus), policy)
+    }
+
+    /// The algorithm's own state (for tests and statistics).
+    pub fn policy(&self) -> &P {
+        &self.policy
+    }
+
+    /// The algorithm's own state, mutably: for tests that drive a named
+    /// cross-CPU step (a balance, a migration) directly. Nothing is validated.
+    pub fn policy_mut(&mut self) -> &mut P {
+        &mut self.policy
+    }
+
+    /// The client states.
+    pub fn roster(&self) -> &Roster {
+        &self.roster
+    }
+
+    /// After a change of the runnable set or a weight: refresh readjustment
+    /// and tell the policy.
+    fn refresh(&mut self) {
+        let (rate, changes) = self.roster.refresh_readjustment();
+        self.policy.readjusted(&self.roster, &rate, &changes);
+    }
+
+    #[inline]
+    fn debug_check(&self, event: &str) {
+        if cfg!(debug_assertions) && self.roster.cpus() + self.roster.runnable() <= DEBUG_CHECK_LIMIT {
+            if let Err(e) = self.check_invariants() {
+                panic!("{}: invariant broken by {event}: {e}", self.name);
+            }
+        }
+    }
+}
+
+impl<P: Policy> Scheduler for Shell<P> {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn work_conserving(&self) -> bool {
+        self.policy.work_conserving()
+    }
+
+    fn join(&mut self, now: Time, c: ClientId, w: Weight) -> Result<Kick, SchedError> {
+        self.roster.join(c, w)?;
+        let kick = self.policy.join(&self.roster, now, c, w);
+        self.roster.readjust_insert(c, w);
+        self.refresh();
+        self.debug_check("join");
+        Ok(kick)
+    }
+
+    fn leave(&mut self, now: Time, c: ClientId) -> Result<(), SchedError> {
+        let w = self.roster.weight(c)?;
+        let was = self.roster.leave(c)?;
+        self.policy.leave(&self.roster, now, c, w, was);
+        if was.is_runnable() {
+            self.roster.readjust_remove(c, w);
+        }
+        self.refresh();
+        self.debug_check("leave");
+        Ok(())
+    }
+
+    fn block(&mut self, now: Time, c: ClientId) -> Result<(), SchedError> {
+        self.roster.block(c)?;
+        let w = self.roster.weight(c)?;
+        self.policy.block(&self.roster, now, c, w);
+        self.roster.readjust_remove(c, w);
+        self.refresh();
+        self.debug_check("block");
+        Ok(())
+    }
+
+    fn wake(&mut self, now: Time, c: ClientId) -> Result<Kick, SchedError> {
+        self.roster.wake(c)?;
+        let w = self.roster.weight(c)?;
+        let kick = self.policy.wake(&self.roster, now, c, w);
+        self.roster.readjust_insert(c, w);
+        self.refresh();
+        self.debug_check("wake");
+        Ok(kick)
+    }
+
+    fn set_weight(&mut self, now: Time, c: ClientId, w: Weight) -> Result<(), SchedError> {
+        let status = self.roster.status(c)?;
+        let old = self.roster.set_weight(c, w)?;
+        self.policy.set_weight(&self.roster, now, c, old, w, status);
+        if status.is_runnable() {
+            self.roster.readjust_remove(c, old);
+            self.roster.readjust_insert(c, w);
+        }
+        self.refresh();
+        self.debug_check("set_weight");
+        Ok(())
+    }
+
+    fn pick(&mut self, now: Time, cpu: CpuId) -> Result<Decision, SchedError> {
+        self.roster.check_pick(cpu)?;
+        let decision = match self.policy.pick(&self.roster, now, cpu) {
+            Some((client, slice)) => {
+                self.roster.start(cpu, client);
+                Decision::Run { client, slice }
+            }
+            None => Decision::Idle,
+        };
+        self.debug_check("pick");
+        Ok(decision)
+    }
+
+    fn stopped(&mut self, now: Time, cpu: CpuId, c: ClientId, ran: Time, why: StopReason) -> Result<(), SchedError> {
+        let w = self.roster.stop(cpu, c, why)?;
+        self.policy.stopped(&self.roster, now, cpu, c, w, ran, why);
+        if !why.still_runnable() {
+            self.roster.readjust_remove(c, w);
+            self.refresh();
+        }
+        self.debug_check("stopped");
+        Ok(())
+    }
+
+    fn check_invariants(&self) -> Result<(), String> {
+        self.roster.check_invariants()?;
+        self.policy.check_invariants(&self.roster)
+    }
+}
+
+/// A common invariant of the queue-based policies: `queue` holds exactly
+/// the clients that are runnable and not running, each once. O(N).
+pub fn check_queue_holds_waiting(id: &str, r: &Roster, queue: impl Iterator<Item = ClientId>) -> Result<(), String> {
+    let mut n = 0usize;
+    for c in queue {
+        if r.status(c) != Ok(Status::Runnable) {
+            return Err(format!("{id}: {c} is queued but {:?}", r.status(c)));
+        }
+        n += 1;
+    }
+    let waiting = r.runnable() - r.running();
+    if n != waiting {
+        return Err(format!("{id}: {n} clients queued, {waiting} waiting"));
+    }
+    Ok(())
+}
