@@ -152,6 +152,15 @@ impl<P: Policy> Shell<P> {
     }
 }
 
+/// Read access to the algorithm's own state and statistics (its queues,
+/// counters, options) through the scheduler, for tests and reports.
+impl<P> std::ops::Deref for Shell<P> {
+    type Target = P;
+    fn deref(&self) -> &P {
+        &self.policy
+    }
+}
+
 impl<P: Policy> Scheduler for Shell<P> {
     fn name(&self) -> &str {
         &self.name

@@ -166,10 +166,11 @@
 use std::collections::BTreeSet;
 use std::ops::Bound::{Excluded, Unbounded};
 
-use crate::model::{ClientId, CpuId, SchedError, StopReason, Time, Weight};
+use crate::model::{ClientId, CpuId, StopReason, Time, Weight};
 use crate::readjust::{FeasibleSet, Phi};
 use crate::roster::{ClientTable, Roster, Status};
-use crate::scheduler::{Decision, Kick, SchedConfig, Scheduler};
+use crate::scheduler::{Kick, SchedConfig};
+use crate::shell::{Policy, Shell};
 use wide::U256;
 
 /// Which of section 3.3's tie-breaking rules apply among equal deadlines.
@@ -327,11 +328,12 @@ struct Cand {
 }
 
 /// DFS / DFS-FA on one global pair of queues.
+pub type Dfs = Shell<DfsPolicy>;
+
+/// The rules of DFS: the eligible and ineligible queues and the virtual time.
 #[derive(Clone, Debug)]
-pub struct Dfs {
-    roster: Roster,
+pub struct DfsPolicy {
     opts: DfsOptions,
-    name: &'static str,
     quantum: Time,
     clients: ClientTable<Client>,
     eq: BTreeSet<Key>,
@@ -355,10 +357,8 @@ pub struct Dfs {
 impl Dfs {
     /// A DFS scheduler with the given rules, named `name`.
     pub fn with_options(cfg: SchedConfig, opts: DfsOptions, name: &'static str) -> Dfs {
-        Dfs {
-            roster: Roster::new(cfg.cpus),
+        let policy = DfsPolicy {
             opts: DfsOptions { window: opts.window.max(1), alpha: (opts.alpha.0, opts.alpha.1.max(1)), ..opts },
-            name,
             quantum: cfg.quantum.max(1),
             clients: ClientTable::new(),
             eq: BTreeSet::new(),
@@ -372,7 +372,8 @@ impl Dfs {
             running: 0,
             feasible: FeasibleSet::new(),
             capped: Vec::new(),
-        }
+        };
+        Shell::build(name, &cfg, policy)
     }
 
     /// `dfs`.
@@ -400,6 +401,13 @@ impl Dfs {
         Dfs::with_options(cfg, DfsOptions::fa_affinity(cfg.cpus), "dfs-fa+affinity")
     }
 
+    /// Whether runnable `c` satisfies Eq. 6 now.
+    pub fn is_eligible(&self, c: ClientId) -> Option<bool> {
+        self.policy().is_eligible(self.roster(), c)
+    }
+}
+
+impl DfsPolicy {
     /// The options in force.
     pub fn options(&self) -> DfsOptions {
         self.opts
@@ -427,9 +435,9 @@ impl Dfs {
     }
 
     /// Whether runnable `c` satisfies Eq. 6 now.
-    pub fn is_eligible(&self, c: ClientId) -> Option<bool> {
+    fn is_eligible(&self, roster: &Roster, c: ClientId) -> Option<bool> {
         let k = self.clients.get(c)?;
-        self.roster.status(c).ok()?.is_runnable().then(|| self.eligible(k))
+        roster.status(c).ok()?.is_runnable().then(|| self.eligible(k))
     }
 
     /// `c`'s Eq. 7 deadline (in slots) and whether Rule 1's b-bit is set.
@@ -552,7 +560,7 @@ impl Dfs {
     // ----- shares, Φ and v -----
 
     /// Give `c` the share `phi`, keeping its lag φ(v - S) (or S; Gap: weight changes).
-    fn set_phi(&mut self, c: ClientId, phi: Phi) {
+    fn set_phi(&mut self, roster: &Roster, c: ClientId, phi: Phi) {
         let Some(&k) = self.clients.get(c) else { return };
         if k.phi.num == phi.num && k.phi.den == phi.den {
             return;
@@ -579,7 +587,7 @@ impl Dfs {
         let k = &mut self.clients[c];
         let old = std::mem::replace(&mut k.a, a);
         k.phi = phi;
-        if self.roster.status(c).is_ok_and(Status::is_runnable) {
+        if roster.status(c).is_ok_and(Status::is_runnable) {
             self.psi = self.psi.saturating_sub(old).saturating_add(a);
         }
         match queued {
@@ -603,26 +611,26 @@ impl Dfs {
 
     /// After the runnable set or a weight changed: new φ's (readjustment), Φ,
     /// p, and V over the new Φ with v kept (then Eq. 5's clamp).
-    fn retotal(&mut self) {
+    fn retotal(&mut self, roster: &Roster) {
         if self.opts.readjust {
-            let r = self.feasible.readjust(self.roster.cpus());
+            let r = self.feasible.readjust(roster.cpus());
             let now_capped: Vec<ClientId> = self.feasible.heaviest(r.capped).map(|(c, _)| c).collect();
             for c in std::mem::take(&mut self.capped) {
                 if !now_capped.contains(&c) {
-                    if let Ok(w) = self.roster.weight(c) {
-                        self.set_phi(c, Phi::whole(w.get()));
+                    if let Ok(w) = roster.weight(c) {
+                        self.set_phi(roster, c, Phi::whole(w.get()));
                     }
                 }
             }
             for &c in &now_capped {
-                self.set_phi(c, r.capped_phi());
+                self.set_phi(roster, c, r.capped_phi());
             }
             self.capped = now_capped;
             self.p_eff = r.cpus.max(1);
             let den = r.feasible_cpus().max(1) as u128;
             self.phi_total = Ratio { num: (r.feasible_weight as u128).saturating_mul(r.cpus as u128), den };
         } else {
-            self.phi_total = Ratio { num: self.roster.runnable_weight() as u128, den: 1 };
+            self.phi_total = Ratio { num: roster.runnable_weight() as u128, den: 1 };
         }
         if self.phi_total.num == 0 {
             return; // nothing runnable: v frozen
@@ -639,12 +647,12 @@ impl Dfs {
     }
 
     /// `c` (already in the roster as runnable, with its tags set) enters the runnable set.
-    fn add_runnable(&mut self, c: ClientId, w: Weight) {
+    fn add_runnable(&mut self, roster: &Roster, c: ClientId, w: Weight) {
         self.psi = self.psi.saturating_add(self.clients[c].a);
         if self.opts.readjust {
             self.feasible.insert(c, w);
         }
-        self.retotal();
+        self.retotal(roster);
         self.enqueue(c);
     }
 
@@ -739,69 +747,52 @@ impl Dfs {
     }
 }
 
-impl Scheduler for Dfs {
-    fn name(&self) -> &str {
-        self.name
-    }
-
+impl Policy for DfsPolicy {
     fn work_conserving(&self) -> bool {
         self.opts.fair_airport
     }
 
-    fn join(&mut self, _now: Time, c: ClientId, w: Weight) -> Result<Kick, SchedError> {
-        self.roster.join(c, w)?;
+    fn join(&mut self, roster: &Roster, _now: Time, c: ClientId, w: Weight) -> Kick {
         let phi = Phi::whole(w.get());
         // Section 3.3: a new client starts at S = v.
         let a = self.a_at_v(phi);
         self.clients.insert(c, Client { a, phi, budget: self.quantum, last_cpu: None, place: Place::Nowhere });
-        self.add_runnable(c, w);
-        Ok(None)
+        self.add_runnable(roster, c, w);
+        None
     }
 
-    fn leave(&mut self, _now: Time, c: ClientId) -> Result<(), SchedError> {
-        let w = self.roster.weight(c)?;
-        let was = self.roster.leave(c)?;
+    fn leave(&mut self, roster: &Roster, _now: Time, c: ClientId, w: Weight, was: Status) {
         if was.is_runnable() {
             self.remove_runnable(c, w);
         }
         self.clients.remove(c);
-        self.retotal();
-        Ok(())
+        self.retotal(roster);
     }
 
-    fn block(&mut self, _now: Time, c: ClientId) -> Result<(), SchedError> {
-        self.roster.block(c)?;
-        let w = self.roster.weight(c)?;
+    fn block(&mut self, roster: &Roster, _now: Time, c: ClientId, w: Weight) {
         self.remove_runnable(c, w);
-        self.retotal();
-        Ok(())
+        self.retotal(roster);
     }
 
-    fn wake(&mut self, _now: Time, c: ClientId) -> Result<Kick, SchedError> {
-        self.roster.wake(c)?;
-        let w = self.roster.weight(c)?;
+    fn wake(&mut self, roster: &Roster, _now: Time, c: ClientId, w: Weight) -> Kick {
         // Eq. 4: S = max(S, v).
         let a = self.a_at_v(self.clients[c].phi);
         let k = &mut self.clients[c];
         k.a = k.a.max(a);
-        self.add_runnable(c, w);
-        Ok(None)
+        self.add_runnable(roster, c, w);
+        None
     }
 
-    fn set_weight(&mut self, _now: Time, c: ClientId, w: Weight) -> Result<(), SchedError> {
-        let status = self.roster.status(c)?;
-        let old = self.roster.set_weight(c, w)?;
+    fn set_weight(&mut self, roster: &Roster, _now: Time, c: ClientId, old: Weight, w: Weight, status: Status) {
         if self.opts.readjust && status.is_runnable() {
             self.feasible.remove(c, old);
             self.feasible.insert(c, w);
         }
-        self.set_phi(c, Phi::whole(w.get()));
-        self.retotal();
-        Ok(())
+        self.set_phi(roster, c, Phi::whole(w.get()));
+        self.retotal(roster);
     }
 
-    fn pick(&mut self, _now: Time, cpu: CpuId) -> Result<Decision, SchedError> {
-        self.roster.check_pick(cpu)?;
+    fn pick(&mut self, _roster: &Roster, _now: Time, cpu: CpuId) -> Option<(ClientId, Time)> {
         let chosen = match self.pick_eligible(cpu) {
             Some(c) => Some(c),
             // Fair airport (section 4.2): GSQ empty, serve the ASQ by start tag;
@@ -811,17 +802,24 @@ impl Scheduler for Dfs {
             }
             None => None,
         };
-        let Some(c) = chosen else { return Ok(Decision::Idle) };
+        let c = chosen?;
         self.dequeue(c);
-        self.roster.start(cpu, c);
         self.running += 1;
         let k = &mut self.clients[c];
         k.last_cpu = Some(cpu);
-        Ok(Decision::Run { client: c, slice: k.budget })
+        Some((c, k.budget))
     }
 
-    fn stopped(&mut self, _now: Time, cpu: CpuId, c: ClientId, ran: Time, why: StopReason) -> Result<(), SchedError> {
-        let w = self.roster.stop(cpu, c, why)?;
+    fn stopped(
+        &mut self,
+        roster: &Roster,
+        _now: Time,
+        _cpu: CpuId,
+        c: ClientId,
+        w: Weight,
+        ran: Time,
+        why: StopReason,
+    ) {
         self.running -= 1;
         // Eq. 4: S += q/φ, i.e. A += q; q̄ is what is left of the slice.
         let q = self.quantum;
@@ -835,15 +833,14 @@ impl Scheduler for Dfs {
             StopReason::Expired | StopReason::Preempted => self.enqueue(c),
             StopReason::Blocked => {
                 self.remove_runnable(c, w);
-                self.retotal();
+                self.retotal(roster);
             }
             StopReason::Left => {
                 self.remove_runnable(c, w);
                 self.clients.remove(c);
-                self.retotal();
+                self.retotal(roster);
             }
         }
-        Ok(())
     }
 }
 
@@ -1012,6 +1009,7 @@ mod wide {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::scheduler::Scheduler;
     use proptest::prelude::*;
 
     /// ⌈n/d⌉ for the literal evaluation.
@@ -1080,7 +1078,7 @@ mod tests {
                 let den = (phi_sum - (p * w).min(phi_sum)) as u128;
                 let (mut g_num, step) = ((p * w) as u128, phi_sum as u128);
                 for slot in 0u128..60 {
-                    s.v_scaled = slot * (q as u128) * p as u128 + 3; // v just past slot `slot`
+                    s.policy_mut().v_scaled = slot * (q as u128) * p as u128 + 3; // v just past slot `slot`
                     let want = if !heavy {
                         0
                     } else if den == 0 {

@@ -140,9 +140,10 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 pub use local::{LocalQueue, RoundRobinQueue, VruntimeQueue};
 
-use crate::model::{ClientId, CpuId, SchedError, StopReason, Time, Weight};
-use crate::roster::{ClientTable, Roster};
-use crate::scheduler::{Decision, Kick, SchedConfig, Scheduler};
+use crate::model::{ClientId, CpuId, StopReason, Time, Weight};
+use crate::roster::{ClientTable, Roster, Status};
+use crate::scheduler::{Kick, SchedConfig};
+use crate::shell::{Policy, Shell};
 
 /// DWRR's tunables.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -310,10 +311,11 @@ impl<L: LocalQueue> CpuPart<L> {
 }
 
 /// DWRR over the local policy `L`.
+pub type Dwrr<L> = Shell<DwrrPolicy<L>>;
+
+/// The rules of DWRR: the global `highest` and one part per CPU.
 #[derive(Debug)]
-pub struct Dwrr<L: LocalQueue> {
-    roster: Roster,
-    name: &'static str,
+pub struct DwrrPolicy<L: LocalQueue> {
     quantum: Time,
     opts: DwrrOptions,
     highest: Highest,
@@ -326,9 +328,9 @@ pub struct Dwrr<L: LocalQueue> {
 }
 
 /// DWRR over round robin, O(1) per decision (`dwrr`).
-pub type DwrrRr = Dwrr<RoundRobinQueue>;
+pub type DwrrRr = Shell<DwrrPolicy<RoundRobinQueue>>;
 /// DWRR over a CFS-like local queue, the paper's Linux 2.6.24 port (`dwrr-cfs`).
-pub type DwrrCfs = Dwrr<VruntimeQueue>;
+pub type DwrrCfs = Shell<DwrrPolicy<VruntimeQueue>>;
 
 /// One Step 1 survey of the other CPUs (paper 3.2.2, the authors' policy).
 struct Survey {
@@ -343,7 +345,7 @@ struct Survey {
     total_load: u128,
 }
 
-impl<L: LocalQueue> Dwrr<L> {
+impl<L: LocalQueue> Shell<DwrrPolicy<L>> {
     /// DWRR for `cfg.cpus` CPUs, dispatch quantum `cfg.quantum`, with `opts`.
     pub fn new(cfg: SchedConfig, opts: DwrrOptions) -> Dwrr<L> {
         let opts = DwrrOptions { round_unit: opts.round_unit.max(1), weight_unit: opts.weight_unit.max(1), ..opts };
@@ -354,9 +356,7 @@ impl<L: LocalQueue> Dwrr<L> {
             ("-cfs", true) => "dwrr-cfs+carry",
             _ => "dwrr-custom",
         };
-        Dwrr {
-            roster: Roster::new(cfg.cpus),
-            name,
+        let policy = DwrrPolicy {
             quantum: cfg.quantum.max(1),
             opts,
             highest: Highest::default(),
@@ -365,15 +365,18 @@ impl<L: LocalQueue> Dwrr<L> {
             links: L::Links::default(),
             migrations: 0,
             balancing_steps: 0,
-        }
+        };
+        Shell::build(name, &cfg, policy)
     }
 
     /// The registry's `dwrr` family: default options, overrun dropped or carried.
     pub fn registered(cfg: SchedConfig, carry: bool) -> Dwrr<L> {
         let opts = DwrrOptions::for_config(cfg);
-        Dwrr::new(cfg, if carry { opts.with_carry() } else { opts })
+        Shell::<DwrrPolicy<L>>::new(cfg, if carry { opts.with_carry() } else { opts })
     }
+}
 
+impl<L: LocalQueue> DwrrPolicy<L> {
     /// The options in force.
     pub fn options(&self) -> DwrrOptions {
         self.opts
@@ -701,60 +704,33 @@ impl<L: LocalQueue> Dwrr<L> {
     }
 }
 
-/// In debug builds every event on a small system (at most 128 CPUs and
-/// runnable clients together, so that the O(N + P) check stays cheap) ends
-/// with a full invariant check.
-macro_rules! debug_check {
-    ($s:expr, $event:expr) => {
-        #[cfg(debug_assertions)]
-        if $s.cpus.len() + $s.roster.runnable() <= 128 {
-            if let Err(e) = $s.check_invariants() {
-                panic!("dwrr invariant broken by {}: {e}", $event);
-            }
-        }
-    };
-}
-
-impl<L: LocalQueue> Scheduler for Dwrr<L> {
-    fn name(&self) -> &str {
-        self.name
-    }
-
+impl<L: LocalQueue> Policy for DwrrPolicy<L> {
     fn work_conserving(&self) -> bool {
         false // Gap A10
     }
 
-    fn join(&mut self, _now: Time, c: ClientId, w: Weight) -> Result<Kick, SchedError> {
-        self.roster.join(c, w)?;
+    fn join(&mut self, _r: &Roster, _now: Time, c: ClientId, w: Weight) -> Kick {
         let k = self.place();
         let x = Client { weight: w, used: 0, cpu: k, place: Place::Blocked, round: 0, key: L::Key::default() };
         self.clients.insert(c, x);
         self.attach(k, c, false);
-        debug_check!(self, "join");
-        Ok(None)
+        None
     }
 
-    fn leave(&mut self, _now: Time, c: ClientId) -> Result<(), SchedError> {
-        self.roster.leave(c)?;
+    fn leave(&mut self, _r: &Roster, _now: Time, c: ClientId, _w: Weight, _was: Status) {
         if self.clients[c].place != Place::Blocked {
             self.detach(c);
         }
         self.clients.remove(c);
-        debug_check!(self, "leave");
-        Ok(())
     }
 
-    fn block(&mut self, _now: Time, c: ClientId) -> Result<(), SchedError> {
-        self.roster.block(c)?;
+    fn block(&mut self, _r: &Roster, _now: Time, c: ClientId, _w: Weight) {
         let round = self.round_of(&self.clients[c]);
         self.detach(c);
         self.clients[c].round = round;
-        debug_check!(self, "block");
-        Ok(())
     }
 
-    fn wake(&mut self, _now: Time, c: ClientId) -> Result<Kick, SchedError> {
-        self.roster.wake(c)?;
+    fn wake(&mut self, _r: &Roster, _now: Time, c: ClientId, _w: Weight) -> Kick {
         let k = self.place();
         let t = self.cpus[k].round;
         let x = &mut self.clients[c];
@@ -763,12 +739,10 @@ impl<L: LocalQueue> Scheduler for Dwrr<L> {
         }
         let into_expired = x.round > t;
         self.attach(k, c, into_expired);
-        debug_check!(self, "wake");
-        Ok(None)
+        None
     }
 
-    fn set_weight(&mut self, _now: Time, c: ClientId, w: Weight) -> Result<(), SchedError> {
-        self.roster.set_weight(c, w)?;
+    fn set_weight(&mut self, _r: &Roster, _now: Time, c: ClientId, _old: Weight, w: Weight, _status: Status) {
         let x = self.clients[c];
         let (old, new) = (L::load(x.weight), L::load(w));
         let p = &mut self.cpus[x.cpu];
@@ -805,30 +779,21 @@ impl<L: LocalQueue> Scheduler for Dwrr<L> {
                 Place::Running => {} // expires when it stops
             }
         }
-        debug_check!(self, "set_weight");
-        Ok(())
     }
 
-    fn pick(&mut self, _now: Time, cpu: CpuId) -> Result<Decision, SchedError> {
-        self.roster.check_pick(cpu)?;
+    fn pick(&mut self, _r: &Roster, _now: Time, cpu: CpuId) -> Option<(ClientId, Time)> {
         let k = cpu.index();
         if self.cpus[k].active_q().is_empty() {
             self.round_balance(k);
         }
         let p = &mut self.cpus[k];
-        let Some(c) = p.queues[p.active].take_next(&mut self.links) else {
-            debug_check!(self, "an idle pick");
-            return Ok(Decision::Idle);
-        };
+        let c = p.queues[p.active].take_next(&mut self.links)?;
         p.running = Some(c);
         self.clients[c].place = Place::Running;
-        self.roster.start(cpu, c);
-        debug_check!(self, "pick");
-        Ok(Decision::Run { client: c, slice: self.dispatch_slice(&self.clients[c]) })
+        Some((c, self.dispatch_slice(&self.clients[c])))
     }
 
-    fn stopped(&mut self, _now: Time, cpu: CpuId, c: ClientId, ran: Time, why: StopReason) -> Result<(), SchedError> {
-        let w = self.roster.stop(cpu, c, why)?;
+    fn stopped(&mut self, _r: &Roster, _now: Time, cpu: CpuId, c: ClientId, w: Weight, ran: Time, why: StopReason) {
         let k = cpu.index();
         let slice = self.slice_of(w);
         let used = self.clients[c].used.saturating_add(ran as u128 * self.opts.weight_unit as u128);
@@ -867,8 +832,10 @@ impl<L: LocalQueue> Scheduler for Dwrr<L> {
                 self.idle_if_empty(k);
             }
         }
-        debug_check!(self, "stopped");
-        Ok(())
+    }
+
+    fn check_invariants(&self, _r: &Roster) -> Result<(), String> {
+        DwrrPolicy::check_invariants(self)
     }
 }
 
@@ -876,6 +843,7 @@ impl<L: LocalQueue> Scheduler for Dwrr<L> {
 mod tests {
     use super::*;
     use crate::model::MS;
+    use crate::scheduler::{Decision, Scheduler};
 
     fn w(x: u64) -> Weight {
         Weight::new(x).unwrap()

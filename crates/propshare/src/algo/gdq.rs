@@ -164,13 +164,14 @@
 //! running client moves when it stops.
 //! Gap: preempted stops are charged like expired ones (actual time).
 
-use crate::model::{ClientId, CpuId, SchedError, StopReason, Time, Weight};
+use crate::model::{ClientId, CpuId, StopReason, Time, Weight};
 use std::cmp::Reverse;
 
 use super::classes::WeightClasses;
 use crate::readjust::{Phi, Readjustment};
 use crate::roster::{ClientTable, Roster, Status};
-use crate::scheduler::{Decision, Kick, SchedConfig, Scheduler};
+use crate::scheduler::{Kick, SchedConfig};
+use crate::shell::{Policy, Shell};
 
 /// One round of normalised virtual time (nv values are u128 with 64 fraction bits).
 pub const NV_ONE: u128 = 1 << 64;
@@ -290,9 +291,11 @@ pub struct QueueView {
 }
 
 /// Grouped Distributed Queues.
+pub type Gdq = Shell<GdqPolicy>;
+
+/// The rules of GDQ: weight-order groups of per-CPU run queues.
 #[derive(Clone, Debug)]
-pub struct Gdq {
-    roster: Roster,
+pub struct GdqPolicy {
     quantum: Time,
     params: GdqParams,
     /// T in ns.
@@ -327,8 +330,7 @@ impl Gdq {
     /// GDQ with explicit δ and T (δ ≥ 0, T ≥ 1 quantum; T = 0 is taken as 1).
     pub fn with_params(cfg: SchedConfig, params: GdqParams) -> Gdq {
         let params = GdqParams { interval: params.interval.max(1), ..params };
-        Gdq {
-            roster: Roster::new(cfg.cpus),
+        let policy = GdqPolicy {
             quantum: cfg.quantum.max(1),
             params,
             interval_ns: params.interval.saturating_mul(cfg.quantum.max(1)),
@@ -345,9 +347,12 @@ impl Gdq {
             present: 0,
             entitled: 0,
             vft_scale: 0,
-        }
+        };
+        Shell::build("gdq", &cfg, policy)
     }
+}
 
+impl GdqPolicy {
     /// The parameters in use.
     pub fn params(&self) -> GdqParams {
         self.params
@@ -401,7 +406,7 @@ impl Gdq {
     /// own, group CPU counts and weight sums match the queues, list links are
     /// consistent, no empty stalled queue is kept, every runnable client is
     /// queued exactly once. Smoothness is checked by the tests themselves.
-    pub fn check_invariants(&self) -> Result<(), String> {
+    fn check(&self, roster: &Roster) -> Result<(), String> {
         let mut assigned = vec![0usize; ORDERS];
         let mut dedicated = vec![0usize; ORDERS];
         for (j, cpu) in self.cpus.iter().enumerate() {
@@ -464,8 +469,8 @@ impl Gdq {
             }
         }
         let queued = self.procs.iter().filter(|(_, p)| p.queue.is_some()).count();
-        if queued != self.roster.runnable() {
-            return Err(format!("{queued} queued vs {} runnable", self.roster.runnable()));
+        if queued != roster.runnable() {
+            return Err(format!("{queued} queued vs {} runnable", roster.runnable()));
         }
         Ok(())
     }
@@ -645,12 +650,12 @@ impl Gdq {
     }
 
     /// Move `c` to the group of its current order if it changed (deferred while it runs).
-    fn settle(&mut self, c: ClientId) {
+    fn settle(&mut self, roster: &Roster, c: ClientId) {
         let Some(p) = self.procs.get(c) else { return };
         if p.queue.is_none() || Self::order_of(p.phi) == p.order {
             return;
         }
-        if matches!(self.roster.status(c), Ok(Status::Running(_))) {
+        if matches!(roster.status(c), Ok(Status::Running(_))) {
             self.procs[c].regroup = true;
             return;
         }
@@ -682,11 +687,11 @@ impl Gdq {
     /// After the runnable set or a weight changed: readjust (crate::readjust),
     /// update capped clients, regroup those whose order changed, recompute
     /// every group's entitlement.
-    fn refresh(&mut self) {
+    fn refresh(&mut self, roster: &Roster) {
         // The readjustment of crate::readjust, found through the weight
         // classes in O(g + P log P) instead of an ordered set's O(log N)
         // updates; the capped clients in the order of its `heaviest`.
-        let cpus = self.roster.cpus();
+        let cpus = roster.cpus();
         let procs = &self.procs;
         let mut now_capped = std::mem::take(&mut self.spare_capped);
         let (rest, _) = self.feasible.infeasible(cpus, &mut now_capped, |c| procs[c].weight.get());
@@ -706,10 +711,10 @@ impl Gdq {
         }
         self.readjustment = r;
         for c in now_capped.iter().copied() {
-            self.settle(c);
+            self.settle(roster, c);
         }
         for c in old.iter().copied().filter(|c| !now_capped.contains(c)) {
-            self.settle(c);
+            self.settle(roster, c);
         }
         old.clear();
         self.spare_capped = old;
@@ -987,19 +992,14 @@ impl Gdq {
     }
 }
 
-impl Scheduler for Gdq {
-    fn name(&self) -> &str {
-        "gdq"
-    }
-
+impl Policy for GdqPolicy {
     /// Yes, once the host has polled every idle CPU: see "Work conservation"
     /// in the module documentation.
     fn work_conserving(&self) -> bool {
         true
     }
 
-    fn join(&mut self, now: Time, c: ClientId, w: Weight) -> Result<Kick, SchedError> {
-        self.roster.join(c, w)?;
+    fn join(&mut self, roster: &Roster, now: Time, c: ClientId, w: Weight) -> Kick {
         self.start_clock(now);
         let proc = Proc {
             weight: w,
@@ -1015,34 +1015,28 @@ impl Scheduler for Gdq {
         self.procs.insert(c, proc);
         self.feasible.insert(c, w.get());
         self.enqueue(c);
-        self.refresh();
-        Ok(None)
+        self.refresh(roster);
+        None
     }
 
-    fn leave(&mut self, now: Time, c: ClientId) -> Result<(), SchedError> {
-        let w = self.roster.weight(c)?;
-        let was = self.roster.leave(c)?;
+    fn leave(&mut self, roster: &Roster, now: Time, c: ClientId, w: Weight, was: Status) {
         self.start_clock(now);
         if was.is_runnable() {
             self.dequeue(c);
             self.feasible.remove(c, w.get());
         }
         self.procs.remove(c);
-        self.refresh();
-        Ok(())
+        self.refresh(roster);
     }
 
-    fn block(&mut self, now: Time, c: ClientId) -> Result<(), SchedError> {
-        self.roster.block(c)?;
+    fn block(&mut self, roster: &Roster, now: Time, c: ClientId, _w: Weight) {
         self.start_clock(now);
         self.dequeue(c);
         self.feasible.remove(c, self.procs[c].weight.get());
-        self.refresh();
-        Ok(())
+        self.refresh(roster);
     }
 
-    fn wake(&mut self, now: Time, c: ClientId) -> Result<Kick, SchedError> {
-        self.roster.wake(c)?;
+    fn wake(&mut self, roster: &Roster, now: Time, c: ClientId, _w: Weight) -> Kick {
         self.start_clock(now);
         let w = self.procs[c].weight;
         let p = &mut self.procs[c];
@@ -1051,13 +1045,11 @@ impl Scheduler for Gdq {
         p.regroup = false;
         self.feasible.insert(c, w.get());
         self.enqueue(c);
-        self.refresh();
-        Ok(None)
+        self.refresh(roster);
+        None
     }
 
-    fn set_weight(&mut self, now: Time, c: ClientId, w: Weight) -> Result<(), SchedError> {
-        let status = self.roster.status(c)?;
-        let old = self.roster.set_weight(c, w)?;
+    fn set_weight(&mut self, roster: &Roster, now: Time, c: ClientId, old: Weight, w: Weight, status: Status) {
         self.start_clock(now);
         if status.is_runnable() {
             self.feasible.remove(c, old.get());
@@ -1066,21 +1058,18 @@ impl Scheduler for Gdq {
         let p = &self.procs[c];
         let (capped, phi) = (p.capped, if p.capped { p.phi } else { Phi::whole(w.get()) });
         self.set_phi(c, w, capped, phi);
-        self.refresh();
-        self.settle(c);
+        self.refresh(roster);
+        self.settle(roster, c);
         self.reshare();
-        Ok(())
     }
 
-    fn pick(&mut self, now: Time, cpu: CpuId) -> Result<Decision, SchedError> {
-        self.roster.check_pick(cpu)?;
+    fn pick(&mut self, _roster: &Roster, now: Time, cpu: CpuId) -> Option<(ClientId, Time)> {
         self.start_clock(now);
         let chosen = self.pick_inner(now, cpu.index());
-        Ok(self.roster.dispatch(cpu, chosen, self.quantum))
+        chosen.map(|c| (c, self.quantum))
     }
 
-    fn stopped(&mut self, now: Time, cpu: CpuId, c: ClientId, ran: Time, why: StopReason) -> Result<(), SchedError> {
-        let w = self.roster.stop(cpu, c, why)?;
+    fn stopped(&mut self, roster: &Roster, now: Time, cpu: CpuId, c: ClientId, w: Weight, ran: Time, why: StopReason) {
         self.start_clock(now);
         let p = &self.procs[c];
         let inc = self.nv_charge(ran, p.order, p.phi);
@@ -1092,7 +1081,7 @@ impl Scheduler for Gdq {
         match why {
             StopReason::Expired | StopReason::Preempted => {
                 if std::mem::take(&mut self.procs[c].regroup) {
-                    self.settle(c);
+                    self.settle(roster, c);
                     self.reshare();
                 }
             }
@@ -1100,16 +1089,19 @@ impl Scheduler for Gdq {
                 self.procs[c].regroup = false;
                 self.dequeue(c);
                 self.feasible.remove(c, w.get());
-                self.refresh();
+                self.refresh(roster);
             }
             StopReason::Left => {
                 self.dequeue(c);
                 self.feasible.remove(c, w.get());
                 self.procs.remove(c);
-                self.refresh();
+                self.refresh(roster);
             }
         }
-        Ok(())
+    }
+
+    fn check_invariants(&self, roster: &Roster) -> Result<(), String> {
+        self.check(roster)
     }
 }
 
@@ -1174,6 +1166,7 @@ fn mul_wide(a: u128, b: u128) -> (u128, u128) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::scheduler::{Decision, Scheduler};
 
     const Q: Time = 1000;
 
@@ -1227,18 +1220,21 @@ mod tests {
     fn appendix_inter_group_example() {
         let mut s = appendix_mix(GdqParams { delta: 4, interval: 20 });
         let t = 20;
-        s.enter_group(0, 2, true);
-        s.enter_group(2, 2, true);
-        s.enter_group(1, 2, false);
-        s.enter_group(3, 3, false);
-        for j in 0..4 {
-            s.cpus[j].next_mfq = (t + 5 * j as u64) * Q;
+        {
+            let s = s.policy_mut();
+            s.enter_group(0, 2, true);
+            s.enter_group(2, 2, true);
+            s.enter_group(1, 2, false);
+            s.enter_group(3, 3, false);
+            for j in 0..4 {
+                s.cpus[j].next_mfq = (t + 5 * j as u64) * Q;
+            }
+            // F = (2/7, 1/6, 2/9) at t: G¹ and G³ completed one interval each.
+            s.groups[1].vft_work = 20 * Q as u128;
+            s.groups[3].vft_work = 20 * Q as u128;
+            // ℘3 has served G² for 10 quanta of its current interval at t-5, ℘4 has just decided.
+            s.cpus[1].float_work = 10 * Q;
         }
-        // F = (2/7, 1/6, 2/9) at t: G¹ and G³ completed one interval each.
-        s.groups[1].vft_work = 20 * Q as u128;
-        s.groups[3].vft_work = 20 * Q as u128;
-        // ℘3 has served G² for 10 quanta of its current interval at t-5, ℘4 has just decided.
-        s.cpus[1].float_work = 10 * Q;
         assert_eq!(s.vft(1), frac(2, 7, VFT_ONE));
         assert_eq!(s.vft(2), frac(1, 6, VFT_ONE));
         assert_eq!(s.vft(3), frac(2, 9, VFT_ONE));
@@ -1253,7 +1249,7 @@ mod tests {
                 assert_eq!(Some(s.procs[client].order), s.cpus[j as usize].group);
             }
             for j in 0..4 {
-                let c = s.roster.on_cpu(CpuId(j)).unwrap();
+                let c = s.roster().on_cpu(CpuId(j)).unwrap();
                 s.stopped((tau + 1) * Q, CpuId(j), c, Q, StopReason::Expired).unwrap();
             }
             for (j, b) in before.iter().enumerate() {
@@ -1280,7 +1276,7 @@ mod tests {
     }
 
     /// Replace G^k's queues: CPU `cpu` (or none: stalled) serves `clients` with nv_Q = `nv`.
-    fn install_queue(s: &mut Gdq, cpu: Option<usize>, k: u32, clients: &[u32], nv: u64) -> usize {
+    fn install_queue(s: &mut GdqPolicy, cpu: Option<usize>, k: u32, clients: &[u32], nv: u64) -> usize {
         let q = s.new_queue(k, cpu.map(|j| CpuId(j as u32)), nv);
         for &c in clients {
             let c = ClientId(c);
@@ -1306,10 +1302,10 @@ mod tests {
     fn step(s: &mut Gdq, cpus: &[usize]) -> Vec<u32> {
         let mut ran = Vec::new();
         for &j in cpus {
-            let c = s.intragroup(j).expect("work");
+            let c = s.policy_mut().intragroup(j).expect("work");
             let p = &s.procs[c];
             let inc = s.nv_charge(Q, p.order, p.phi);
-            s.procs[c].nv += inc;
+            s.policy_mut().procs[c].nv += inc;
             ran.push(c.0);
         }
         ran
@@ -1326,9 +1322,9 @@ mod tests {
     #[test]
     fn appendix_intra_group_example() {
         let mut s = appendix_mix(GdqParams { delta: 1, interval: 20 });
-        let q1 = install_queue(&mut s, Some(0), 2, &[4, 5], 1);
-        let q2 = install_queue(&mut s, Some(1), 2, &[7], 1);
-        let q3 = install_queue(&mut s, Some(2), 2, &[8, 9, 6], 1);
+        let q1 = install_queue(s.policy_mut(), Some(0), 2, &[4, 5], 1);
+        let q2 = install_queue(s.policy_mut(), Some(1), 2, &[7], 1);
+        let q3 = install_queue(s.policy_mut(), Some(2), 2, &[8, 9, 6], 1);
         assert!(s.groups[2].queues.len() == 3, "the join-time stalled queue was freed");
         let cpus = [0, 1, 2];
         // t: ℘1 runs C4 (→1), ℘2 C7 (→1), ℘3 C8 (→2/3).
@@ -1351,7 +1347,7 @@ mod tests {
         assert_eq!((s.queues[q1].nv, s.queues[q2].nv, s.queues[q3].nv), (3, 3, 2));
         assert!(nv_is(&s, 4, 3, 1) && nv_is(&s, 6, 2, 1) && nv_is(&s, 8, 2, 1));
         // t+5: ℘3 goes to G¹; Q3 = {C8, C9} is stalled.
-        s.leave_group(2);
+        s.policy_mut().leave_group(2);
         assert_eq!(s.queues[q3].cpu, None);
         let cpus = [0, 1];
         // t+5..t+7: round robin on C5, C4 and C6, C7.
@@ -1369,7 +1365,7 @@ mod tests {
         }
         // t+15: ℘4 arrives, takes a new queue and pulls one process from the
         // slowest queue with ≥ 2 processes, inheriting its nv_Q.
-        s.enter_group(3, 2, false);
+        s.policy_mut().enter_group(3, 2, false);
         let q4 = s.cpus[3].queue.unwrap();
         assert_eq!(s.queues[q4].len, 1);
         // As in the narrative, the process comes from Q1 (the paper's C5; C4 here after E8).
@@ -1415,7 +1411,7 @@ mod tests {
         }
         if late {
             for j in 0..p {
-                s.cpus[j].next_mfq = t * Q + (j as u64 * t * Q) / p as u64;
+                s.policy_mut().cpus[j].next_mfq = t * Q + (j as u64 * t * Q) / p as u64;
             }
         }
         let total: i128 = w.iter().sum();

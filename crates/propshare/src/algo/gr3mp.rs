@@ -72,9 +72,10 @@
 use std::collections::VecDeque;
 
 use super::gr3::{Gr3Queue, RescaleRule};
-use crate::model::{ClientId, CpuId, SchedError, StopReason, Time, Weight};
+use crate::model::{ClientId, CpuId, StopReason, Time, Weight};
 use crate::roster::{ClientTable, Roster, Status};
-use crate::scheduler::{Decision, Kick, SchedConfig, Scheduler};
+use crate::scheduler::{Kick, SchedConfig};
+use crate::shell::{Policy, Shell};
 
 /// Per-CPU state.
 #[derive(Clone, Debug, Default)]
@@ -110,10 +111,11 @@ pub struct Gr3MpStats {
 }
 
 /// GR3 / GR3MP (see the module doc).
+pub type Gr3Mp = Shell<Gr3MpPolicy>;
+
+/// The rules of GR3MP: the GR3 queue, the per-CPU frontlogs and statistics.
 #[derive(Clone, Debug)]
-pub struct Gr3Mp {
-    name: &'static str,
-    roster: Roster,
+pub struct Gr3MpPolicy {
     quantum: Time,
     queue: Gr3Queue,
     cpus: Vec<CpuPart>,
@@ -129,9 +131,7 @@ impl Gr3Mp {
     /// A GR3MP scheduler called `name` with the given rescale rule.
     pub fn new(cfg: SchedConfig, name: &'static str, rule: RescaleRule) -> Gr3Mp {
         let p = cfg.cpus.max(1);
-        Gr3Mp {
-            name,
-            roster: Roster::new(p),
+        let policy = Gr3MpPolicy {
             quantum: cfg.quantum.max(1),
             queue: Gr3Queue::new(p, rule),
             cpus: vec![CpuPart::default(); p],
@@ -139,9 +139,12 @@ impl Gr3Mp {
             running: 0,
             waiting: 0,
             stats: Gr3MpStats::default(),
-        }
+        };
+        Shell::build(name, &cfg, policy)
     }
+}
 
+impl Gr3MpPolicy {
     /// The central queue (for inspection).
     pub fn queue(&self) -> &Gr3Queue {
         &self.queue
@@ -204,22 +207,21 @@ impl Gr3Mp {
         }
     }
 
-    fn start(&mut self, cpu: CpuId, c: ClientId) -> Decision {
-        self.roster.start(cpu, c);
+    fn start(&mut self, c: ClientId) -> Option<(ClientId, Time)> {
         self.running += 1;
-        Decision::Run { client: c, slice: self.quantum }
+        Some((c, self.quantum))
     }
 
     /// MP-SCHEDULE lines 8-12: GR3 picks until a client not running on
     /// another CPU. A client waiting in another CPU's frontlog queue is not
     /// running: it is taken over, with its frontlog.
-    fn central(&mut self, cpu: usize) -> Option<ClientId> {
+    fn central(&mut self, r: &Roster, cpu: usize) -> Option<ClientId> {
         self.stats.decisions += 1;
         let mut picks = 0;
         let chosen = loop {
             let c = self.queue.pick()?;
             picks += 1;
-            if let Ok(Status::Running(q)) = self.roster.status(c) {
+            if let Ok(Status::Running(q)) = r.status(c) {
                 let q = q.index();
                 debug_assert_ne!(q, cpu, "the picking CPU runs nothing");
                 defer_quantum(&mut self.cpus[q], q, &mut self.frontlogs[c]);
@@ -259,55 +261,40 @@ fn take_over(from: &mut CpuPart, to: &mut CpuPart, k_to: usize, c: ClientId, fl:
     fl.owner = Some(k_to);
 }
 
-impl Scheduler for Gr3Mp {
-    fn name(&self) -> &str {
-        self.name
-    }
-
-    fn join(&mut self, _now: Time, c: ClientId, w: Weight) -> Result<Kick, SchedError> {
-        self.roster.join(c, w)?;
+impl Policy for Gr3MpPolicy {
+    fn join(&mut self, _r: &Roster, _now: Time, c: ClientId, w: Weight) -> Kick {
         self.arrive(c, w);
-        Ok(None)
+        None
     }
 
-    fn leave(&mut self, _now: Time, c: ClientId) -> Result<(), SchedError> {
+    fn leave(&mut self, _r: &Roster, _now: Time, c: ClientId, _w: Weight, _was: Status) {
         let waiting = self.frontlogs.get(c).is_some_and(|f| f.owner.is_some());
-        self.roster.leave(c)?;
         self.discard_frontlog(c, waiting);
         self.frontlogs.remove(c);
         self.forget_last(c);
         self.queue.remove(c);
-        Ok(())
     }
 
-    fn block(&mut self, _now: Time, c: ClientId) -> Result<(), SchedError> {
-        self.roster.block(c)?;
+    fn block(&mut self, _r: &Roster, _now: Time, c: ClientId, _w: Weight) {
         self.discard_frontlog(c, true);
         self.forget_last(c);
         self.queue.block(c);
-        Ok(())
     }
 
-    fn wake(&mut self, _now: Time, c: ClientId) -> Result<Kick, SchedError> {
-        self.roster.wake(c)?;
+    fn wake(&mut self, _r: &Roster, _now: Time, c: ClientId, w: Weight) -> Kick {
         if !self.queue.wake(c) {
-            let w = self.roster.weight(c)?;
             self.arrive(c, w);
         }
-        Ok(None)
+        None
     }
 
-    fn set_weight(&mut self, _now: Time, c: ClientId, w: Weight) -> Result<(), SchedError> {
-        let status = self.roster.status(c)?;
-        self.roster.set_weight(c, w)?;
+    fn set_weight(&mut self, _r: &Roster, _now: Time, c: ClientId, _old: Weight, new: Weight, status: Status) {
         if self.queue.remove(c) && status.is_runnable() {
-            self.queue.insert(c, w);
+            self.queue.insert(c, new);
         }
-        Ok(())
     }
 
-    fn pick(&mut self, _now: Time, cpu: CpuId) -> Result<Decision, SchedError> {
-        self.roster.check_pick(cpu)?;
+    fn pick(&mut self, r: &Roster, _now: Time, cpu: CpuId) -> Option<(ClientId, Time)> {
         let p = cpu.index();
         let last = self.cpus[p].last.take();
         // Frontlog queue first, round robin (§3.2).
@@ -320,30 +307,26 @@ impl Scheduler for Gr3Mp {
             }
             self.cpus[p].frontlog -= 1;
             self.stats.frontlog_runs += 1;
-            return Ok(self.start(cpu, c));
+            return self.start(c);
         }
         // N ≤ P: rerun the client that just ran here if it is free (§3.1).
-        if self.roster.runnable() <= self.cpus.len() {
+        if r.runnable() <= self.cpus.len() {
             let free = |c: &ClientId| {
-                self.roster.status(*c) == Ok(Status::Runnable)
-                    && self.frontlogs.get(*c).is_some_and(|f| f.owner.is_none())
+                r.status(*c) == Ok(Status::Runnable) && self.frontlogs.get(*c).is_some_and(|f| f.owner.is_none())
             };
             if let Some(c) = last.filter(free) {
-                return Ok(self.start(cpu, c));
+                return self.start(c);
             }
         }
         // Every runnable client runs: idle (this also ends MP-SCHEDULE's loop).
-        if self.roster.runnable() == self.running {
-            return Ok(Decision::Idle);
+        if r.runnable() == self.running {
+            return None;
         }
-        Ok(match self.central(p) {
-            Some(c) => self.start(cpu, c),
-            None => Decision::Idle,
-        })
+        let c = self.central(r, p)?;
+        self.start(c)
     }
 
-    fn stopped(&mut self, _now: Time, cpu: CpuId, c: ClientId, _ran: Time, why: StopReason) -> Result<(), SchedError> {
-        self.roster.stop(cpu, c, why)?;
+    fn stopped(&mut self, _r: &Roster, _now: Time, cpu: CpuId, c: ClientId, _w: Weight, _ran: Time, why: StopReason) {
         self.running -= 1;
         let p = cpu.index();
         match why {
@@ -364,6 +347,41 @@ impl Scheduler for Gr3Mp {
                 self.forget_last(c);
                 self.queue.remove(c);
             }
+        }
+    }
+
+    /// GR3MP-1: `running` counts the clients the roster records as running;
+    /// GR3MP-2: each CPU's frontlog total is the sum of the frontlogs it
+    /// owns, and `waiting` is the number of entries in the frontlog queues,
+    /// each a runnable client owning a frontlog on that CPU. (The GR3
+    /// queue's deficit bound is a uniprocessor invariant: on P CPUs a
+    /// deferred quantum moves to a frontlog, so it is checked in the GR3
+    /// tests only.)
+    fn check_invariants(&self, r: &Roster) -> Result<(), String> {
+        if self.running != r.running() {
+            return Err(format!("GR3MP-1: running {} recorded, {} in the roster", self.running, r.running()));
+        }
+        let mut owned = vec![0u64; self.cpus.len()];
+        for (_, f) in self.frontlogs.iter() {
+            if let Some(k) = f.owner {
+                owned[k] += f.quanta;
+            }
+        }
+        let mut queued = 0;
+        for (k, part) in self.cpus.iter().enumerate() {
+            if part.frontlog != owned[k] {
+                return Err(format!("GR3MP-2: cpu {k} frontlog {} but owns {}", part.frontlog, owned[k]));
+            }
+            for &c in &part.queue {
+                queued += 1;
+                if !r.status(c).is_ok_and(Status::is_runnable) || self.frontlogs.get(c).and_then(|f| f.owner) != Some(k)
+                {
+                    return Err(format!("GR3MP-2: {c} queued on cpu {k} without a frontlog there"));
+                }
+            }
+        }
+        if queued != self.waiting {
+            return Err(format!("GR3MP-2: {queued} frontlog entries, waiting says {}", self.waiting));
         }
         Ok(())
     }

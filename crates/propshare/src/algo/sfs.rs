@@ -180,10 +180,11 @@
 use std::cmp::Ordering;
 use std::collections::BTreeSet;
 
-use crate::model::{ClientId, CpuId, SchedError, StopReason, Time, Weight};
+use crate::model::{ClientId, CpuId, StopReason, Time, Weight};
 use crate::readjust::{readjust_weights, FeasibleSet, Phi};
 use crate::roster::{ClientTable, Roster, Status};
-use crate::scheduler::{Decision, Kick, SchedConfig, Scheduler};
+use crate::scheduler::{Kick, SchedConfig};
+use crate::shell::{Policy, Shell};
 use crate::vtime::{VTime, VT_SCALE};
 
 mod kinetic;
@@ -465,11 +466,12 @@ impl SurplusQueue {
 }
 
 /// Surplus fair scheduling on one global run queue.
+pub type Sfs = Shell<SfsPolicy>;
+
+/// The rules of SFS: the queues by weight, start tag and surplus, and v.
 #[derive(Clone, Debug)]
-pub struct Sfs {
-    name: String,
+pub struct SfsPolicy {
     opts: SfsOptions,
-    roster: Roster,
     quantum: Time,
     clients: ClientTable<Client>,
     /// `Qw`: runnable clients by weight.
@@ -527,10 +529,8 @@ impl Sfs {
             if opts.tie == Tie::ClientId { "+tie-id" } else { "" },
             if opts.preempt { "+preempt" } else { "" },
         );
-        Sfs {
-            name,
+        let policy = SfsPolicy {
             opts,
-            roster: Roster::new(cfg.cpus),
             quantum: cfg.quantum,
             clients: ClientTable::new(),
             by_weight: FeasibleSet::new(),
@@ -541,9 +541,22 @@ impl Sfs {
             last_finish: 0,
             capped: Vec::new(),
             picks_since_sort: 0,
-        }
+        };
+        Shell::build(name, &cfg, policy)
     }
 
+    /// `c`'s surplus (section 2.3), if it is runnable.
+    pub fn surplus(&self, c: ClientId) -> Option<Surplus> {
+        self.policy().surplus(self.roster(), c)
+    }
+
+    /// The least surplus among waiting clients by a full scan (for tests).
+    pub fn min_surplus_scan(&self) -> Option<(ClientId, Surplus)> {
+        self.policy().min_surplus_scan(self.roster())
+    }
+}
+
+impl SfsPolicy {
     /// The options this instance runs with.
     pub fn options(&self) -> SfsOptions {
         self.opts
@@ -570,8 +583,8 @@ impl Sfs {
     }
 
     /// The current surplus of a runnable client (running or waiting).
-    pub fn surplus(&self, c: ClientId) -> Option<Surplus> {
-        if !self.roster.status(c).ok()?.is_runnable() {
+    pub fn surplus(&self, roster: &Roster, c: ClientId) -> Option<Surplus> {
+        if !roster.status(c).ok()?.is_runnable() {
             return None;
         }
         self.queued(c).map(|q| q.surplus(self.v))
@@ -579,10 +592,10 @@ impl Sfs {
 
     /// The reference exact pick by an O(t) scan: the waiting client with the
     /// least (α, S, id) at the current v, and its surplus.
-    pub fn min_surplus_scan(&self) -> Option<(ClientId, Surplus)> {
+    pub fn min_surplus_scan(&self, roster: &Roster) -> Option<(ClientId, Surplus)> {
         self.by_start
             .iter()
-            .filter(|&&(_, c)| self.roster.status(c) == Ok(Status::Runnable))
+            .filter(|&&(_, c)| roster.status(c) == Ok(Status::Runnable))
             .filter_map(|&(_, c)| self.queued(c))
             .min_by(|a, b| a.order(b, self.v, self.opts.tie))
             .map(|q| (q.client, q.surplus(self.v)))
@@ -626,11 +639,11 @@ impl Sfs {
 
     /// Section 2.2 readjustment over the runnable set; re-queue every
     /// client whose φ changed.
-    fn readjust(&mut self) {
+    fn readjust(&mut self, roster: &Roster) {
         if !self.opts.readjust {
             return;
         }
-        let r = self.by_weight.readjust(self.roster.cpus());
+        let r = self.by_weight.readjust(roster.cpus());
         let now: Vec<ClientId> = self.by_weight.heaviest(r.capped).map(|(c, _)| c).collect();
         let old = std::mem::take(&mut self.capped);
         for &c in &old {
@@ -643,25 +656,25 @@ impl Sfs {
         }
         for &c in &old {
             if self.clients.get(c).is_some_and(|x| !x.capped) {
-                if let Ok(w) = self.roster.weight(c) {
-                    self.set_phi(c, Phi::whole(w.get()));
+                if let Ok(w) = roster.weight(c) {
+                    self.set_phi(roster, c, Phi::whole(w.get()));
                 }
             }
         }
         let phi = r.capped_phi();
         for &c in &now {
-            self.set_phi(c, phi);
+            self.set_phi(roster, c, phi);
         }
         self.capped = now;
     }
 
     /// Change φ, moving the client in `Qα` if it waits there.
-    fn set_phi(&mut self, c: ClientId, phi: Phi) {
+    fn set_phi(&mut self, roster: &Roster, c: ClientId, phi: Phi) {
         let Some(x) = self.clients.get(c) else { return };
         if x.phi == phi {
             return;
         }
-        let waiting = self.roster.status(c) == Ok(Status::Runnable);
+        let waiting = roster.status(c) == Ok(Status::Runnable);
         if waiting {
             self.queue_remove(self.queued(c).expect("exists"));
         }
@@ -701,7 +714,7 @@ impl Sfs {
 
     /// The waiting clients this pick considers, best first: the head of the
     /// exact `Qα`, or the heuristic's candidates ranked by current α.
-    fn candidates(&mut self, want: usize) -> Vec<ClientId> {
+    fn candidates(&mut self, roster: &Roster, want: usize) -> Vec<ClientId> {
         let Some(h) = self.opts.heuristic else {
             if self.classes() {
                 return self.by_class.least(want).into_iter().map(|q| q.client).collect();
@@ -721,7 +734,7 @@ impl Sfs {
             }
         }
         let k = h.per_queue;
-        let waiting = |c: &ClientId| self.roster.status(*c) == Ok(Status::Runnable);
+        let waiting = |c: &ClientId| roster.status(*c) == Ok(Status::Runnable);
         // The first k of Qα in its order at the last re-sort (either structure gives the same k).
         let mut cands: Vec<Queued> = Vec::with_capacity(3 * k);
         if self.classes() {
@@ -746,15 +759,15 @@ impl Sfs {
 
     /// With [`SfsOptions::preempt`]: the CPU whose running client has the
     /// greatest surplus, if the newcomer `c`'s surplus is smaller. O(P).
-    fn kick_for(&self, c: ClientId) -> Kick {
+    fn kick_for(&self, roster: &Roster, c: ClientId) -> Kick {
         if !self.opts.preempt {
             return None;
         }
-        let mine = self.surplus(c)?;
-        let (cpu, theirs) = (0..self.roster.cpus())
+        let mine = self.surplus(roster, c)?;
+        let (cpu, theirs) = (0..roster.cpus())
             .filter_map(|k| {
                 let cpu = CpuId(k as u32);
-                Some((cpu, self.surplus(self.roster.on_cpu(cpu)?)?))
+                Some((cpu, self.surplus(roster, roster.on_cpu(cpu)?)?))
             })
             .max_by(|a, b| a.1.cmp(&b.1))?;
         (mine < theirs).then_some(cpu)
@@ -762,10 +775,10 @@ impl Sfs {
 
     /// Check every internal invariant against the roster; `Err` names the
     /// first violation. O(t log t); for tests.
-    pub fn check_invariants(&self) -> Result<(), String> {
+    fn check(&self, roster: &Roster) -> Result<(), String> {
         let mut runnable: Vec<(ClientId, Weight)> = Vec::new();
         let mut waiting = 0;
-        for (c, status, w) in self.roster.iter() {
+        for (c, status, w) in roster.iter() {
             let x = self.clients.get(c).ok_or(format!("{c} has no tags"))?;
             if status.is_runnable() {
                 runnable.push((c, w));
@@ -792,7 +805,7 @@ impl Sfs {
                 }
             }
         }
-        if self.clients.iter().count() != self.roster.iter().count() {
+        if self.clients.iter().count() != roster.iter().count() {
             return Err("tags for a departed client".into());
         }
         if self.by_start.len() != runnable.len() || self.by_weight.len() != runnable.len() {
@@ -828,7 +841,7 @@ impl Sfs {
         }
         let weights: Vec<u64> = runnable.iter().map(|&(_, w)| w.get()).collect();
         let want = if self.opts.readjust {
-            readjust_weights(&weights, self.roster.cpus())
+            readjust_weights(&weights, roster.cpus())
         } else {
             weights.iter().map(|&w| Phi::whole(w)).collect()
         };
@@ -837,55 +850,42 @@ impl Sfs {
                 return Err(format!("{c} has φ {:?}, readjustment gives {phi:?}", self.clients[c].phi));
             }
         }
-        if self.capped.len() >= self.roster.cpus().max(1) {
-            return Err(format!("{} clients capped on {} CPUs", self.capped.len(), self.roster.cpus()));
+        if self.capped.len() >= roster.cpus().max(1) {
+            return Err(format!("{} clients capped on {} CPUs", self.capped.len(), roster.cpus()));
         }
         Ok(())
     }
 }
 
-impl Scheduler for Sfs {
-    fn name(&self) -> &str {
-        &self.name
-    }
-
-    fn join(&mut self, _now: Time, c: ClientId, w: Weight) -> Result<Kick, SchedError> {
-        self.roster.join(c, w)?;
+impl Policy for SfsPolicy {
+    fn join(&mut self, roster: &Roster, _now: Time, c: ClientId, w: Weight) -> Kick {
         // Arrival: S = v (F = S until it first runs).
         let v = self.v;
         self.clients.insert(c, Client { phi: Phi::whole(w.get()), start: v, finish: v, last_cpu: None, capped: false });
         self.enter(c, w);
         self.update_v();
-        self.readjust();
-        Ok(self.kick_for(c))
+        self.readjust(roster);
+        self.kick_for(roster, c)
     }
 
-    fn leave(&mut self, _now: Time, c: ClientId) -> Result<(), SchedError> {
-        let w = self.roster.weight(c)?;
-        let was = self.roster.leave(c)?;
+    fn leave(&mut self, roster: &Roster, _now: Time, c: ClientId, w: Weight, was: Status) {
         if was == Status::Runnable {
             self.exit(c, w, true);
         }
         self.clients.remove(c);
         if was == Status::Runnable {
             self.update_v();
-            self.readjust();
+            self.readjust(roster);
         }
-        Ok(())
     }
 
-    fn block(&mut self, _now: Time, c: ClientId) -> Result<(), SchedError> {
-        self.roster.block(c)?;
-        let w = self.roster.weight(c)?;
+    fn block(&mut self, roster: &Roster, _now: Time, c: ClientId, w: Weight) {
         self.exit(c, w, true);
         self.update_v();
-        self.readjust();
-        Ok(())
+        self.readjust(roster);
     }
 
-    fn wake(&mut self, _now: Time, c: ClientId) -> Result<Kick, SchedError> {
-        self.roster.wake(c)?;
-        let w = self.roster.weight(c)?;
+    fn wake(&mut self, roster: &Roster, _now: Time, c: ClientId, w: Weight) -> Kick {
         // Eq. 6: a waking client restarts at max(F, v): no credit for sleeping.
         let v = self.v;
         let x = &mut self.clients[c];
@@ -893,34 +893,30 @@ impl Scheduler for Sfs {
         x.start = x.finish.max(v);
         self.enter(c, w);
         self.update_v();
-        self.readjust();
-        Ok(self.kick_for(c))
+        self.readjust(roster);
+        self.kick_for(roster, c)
     }
 
-    fn set_weight(&mut self, _now: Time, c: ClientId, w: Weight) -> Result<(), SchedError> {
-        let status = self.roster.status(c)?;
-        let old = self.roster.set_weight(c, w)?;
+    fn set_weight(&mut self, roster: &Roster, _now: Time, c: ClientId, old: Weight, w: Weight, status: Status) {
         if status.is_runnable() {
             self.by_weight.remove(c, old);
             self.by_weight.insert(c, w);
         }
         // A running client's new φ enters its finish tag at its quantum end.
-        self.set_phi(c, Phi::whole(w.get()));
+        self.set_phi(roster, c, Phi::whole(w.get()));
         if status.is_runnable() {
-            self.readjust();
+            self.readjust(roster);
         }
-        Ok(())
     }
 
-    fn pick(&mut self, _now: Time, cpu: CpuId) -> Result<Decision, SchedError> {
-        self.roster.check_pick(cpu)?;
+    fn pick(&mut self, roster: &Roster, _now: Time, cpu: CpuId) -> Option<(ClientId, Time)> {
         if self.queue_len() == 0 {
-            return Ok(Decision::Idle);
+            return None;
         }
         // Section 2.4: among the B least surpluses prefer one that last ran here.
-        let best = self.candidates(self.opts.affinity_bias);
-        let Some(&first) = best.first() else { return Ok(Decision::Idle) };
-        let least = self.surplus(first).expect("waiting");
+        let best = self.candidates(roster, self.opts.affinity_bias);
+        let &first = best.first()?;
+        let least = self.surplus(roster, first).expect("waiting");
         let slack = self.opts.affinity_slack;
         let client = best
             .iter()
@@ -929,17 +925,15 @@ impl Scheduler for Sfs {
                 self.clients[c].last_cpu == Some(cpu)
                     && match slack {
                         None => true,
-                        Some(ns) => self.surplus(c).expect("waiting").within(&least, ns),
+                        Some(ns) => self.surplus(roster, c).expect("waiting").within(&least, ns),
                     }
             })
             .unwrap_or(first);
         self.queue_remove(self.queued(client).expect("exists"));
-        self.roster.start(cpu, client);
-        Ok(Decision::Run { client, slice: self.quantum })
+        Some((client, self.quantum))
     }
 
-    fn stopped(&mut self, _now: Time, cpu: CpuId, c: ClientId, ran: Time, why: StopReason) -> Result<(), SchedError> {
-        let w = self.roster.stop(cpu, c, why)?;
+    fn stopped(&mut self, roster: &Roster, _now: Time, cpu: CpuId, c: ClientId, w: Weight, ran: Time, why: StopReason) {
         // Eq. 5: F = S + q/φ with φ as it is now, at the end of the quantum.
         let x = &mut self.clients[c];
         let old_start = x.start;
@@ -962,10 +956,13 @@ impl Scheduler for Sfs {
                     self.clients.remove(c);
                 }
                 self.update_v();
-                self.readjust();
+                self.readjust(roster);
             }
         }
-        Ok(())
+    }
+
+    fn check_invariants(&self, roster: &Roster) -> Result<(), String> {
+        self.check(roster)
     }
 }
 
