@@ -6,9 +6,11 @@ use std::path::{Path, PathBuf};
 use propshare::{registry, SchedConfig, Time};
 
 use crate::engine::{Engine, SimError, TraceEvent};
-use crate::output::{self, RunMetrics, TraceMeta, TraceWriter};
+use crate::metrics::{self, duration_label, window_lag_of, RunMetrics};
+use crate::output::{self, TraceMeta, TraceWriter};
 use crate::plot::{self, Bar, Scale, Series};
-use crate::scenario::{judge, ClaimMetric, Scenario, Verdict};
+use crate::results::ScenarioResult;
+use crate::scenario::{judge, ClaimMetric, Scenario};
 
 /// What to write besides metrics.
 #[derive(Clone, Debug, Default)]
@@ -21,21 +23,6 @@ pub struct RunOptions {
     pub plots: bool,
     /// Measure wall-clock cost per decision.
     pub measure_cost: bool,
-}
-
-/// Everything one scenario produced.
-#[derive(Clone, Debug)]
-pub struct ScenarioResult {
-    /// The scenario.
-    pub scenario: Scenario,
-    /// Metrics of every run (scheduler × repeat).
-    pub runs: Vec<RunMetrics>,
-    /// Claim verdicts.
-    pub verdicts: Vec<Verdict>,
-    /// Plot files written, relative to the output directory, with captions.
-    pub plots: Vec<(String, String)>,
-    /// Wall-clock median and p99 ns per decision, per scheduler (when measured).
-    pub costs: Vec<(String, u64, u64)>,
 }
 
 /// Run error: simulation or I/O.
@@ -197,7 +184,7 @@ pub fn run_scenario(
                     plots.push((file, format!("{name}: which client ran on each CPU")));
                 }
             }
-            runs.push(output::metrics(&scn.name, &report));
+            runs.push(metrics::metrics(&scn.name, &report));
             done += 1;
             progress(done, total);
         }
@@ -259,22 +246,6 @@ pub fn run_scenario(
     }
     let verdicts = scn.claims.iter().map(|c| judge(c, &windows, &runs)).collect();
     Ok(ScenarioResult { scenario: scn.clone(), runs, verdicts, plots, costs })
-}
-
-/// A window length for people: `"5 s"`, `"250 ms"`.
-pub fn duration_label(t: Time) -> String {
-    match t {
-        t if t % 1_000_000_000 == 0 => format!("{} s", t / 1_000_000_000),
-        t if t % 1_000_000 == 0 => format!("{} ms", t / 1_000_000),
-        t if t % 1_000 == 0 => format!("{} us", t / 1_000),
-        t => format!("{t} ns"),
-    }
-}
-
-/// Window lag of one scheduler's runs for one window length: the extremes over every repeat.
-pub fn window_lag_of(runs: &[RunMetrics], scheduler: &str, length: Time) -> Option<output::WindowLagMetrics> {
-    let all = runs.iter().filter(|r| r.scheduler == scheduler).flat_map(|r| &r.window_lag);
-    Some(output::WindowLagMetrics::over(length, all.filter(|m| m.window_ns == length))).filter(|m| m.windows > 0)
 }
 
 /// The grouped bar chart of the DWRR paper's Fig. 5: per window length, one

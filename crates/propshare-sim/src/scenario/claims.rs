@@ -4,7 +4,7 @@
 
 use propshare::Time;
 
-use crate::output::{self, RunMetrics};
+use crate::metrics::{ClientMetrics, RunMetrics, WindowLagMetrics};
 
 /// A metric a claim is about.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -144,7 +144,7 @@ pub struct Verdict {
 pub fn judge(claim: &Claim, windows: &[(Time, Time)], runs: &[RunMetrics]) -> Verdict {
     let slot = claim.window.and_then(|w| windows.iter().position(|&x| x == w));
     let span = claim.window.map_or(0.0, |(a, b)| (b - a) as f64);
-    let received = |c: &output::ClientMetrics| match slot {
+    let received = |c: &ClientMetrics| match slot {
         Some(k) => c.window_received_ns.get(k).copied().unwrap_or(0) as f64,
         None => c.received_ns as f64,
     };
@@ -155,8 +155,7 @@ pub fn judge(claim: &Claim, windows: &[(Time, Time)], runs: &[RunMetrics]) -> Ve
         let mut named = r.clients.iter().filter(|c| names_client(pattern, &c.client)).peekable();
         named.peek().is_some().then(|| named.map(&received).sum::<f64>())
     };
-    let of_length =
-        |m: &&output::WindowLagMetrics| m.windows > 0 && claim.window_length.is_none_or(|t| t == m.window_ns);
+    let of_length = |m: &&WindowLagMetrics| m.windows > 0 && claim.window_length.is_none_or(|t| t == m.window_ns);
     let fold = |vals: Vec<f64>| -> Option<(f64, f64)> {
         let lo = vals.iter().copied().fold(f64::INFINITY, f64::min);
         let hi = vals.iter().copied().fold(f64::NEG_INFINITY, f64::max);
@@ -224,7 +223,7 @@ pub fn judge(claim: &Claim, windows: &[(Time, Time)], runs: &[RunMetrics]) -> Ve
                         let all = r.clients.iter().filter(|c| about(&c.client)).filter_map(|c| c.window_lag.get(j));
                         all.filter(|m| m.windows > 0).map(|m| m.max_abs_lag()).reduce(f64::max)
                     };
-                    let by_length = |a: &(usize, &output::WindowLagMetrics), b: &(usize, &output::WindowLagMetrics)| {
+                    let by_length = |a: &(usize, &WindowLagMetrics), b: &(usize, &WindowLagMetrics)| {
                         a.1.window_ns.cmp(&b.1.window_ns)
                     };
                     let shortest = r.window_lag.iter().enumerate().min_by(by_length)?.0;
