@@ -11,9 +11,10 @@ use clap::{Args, Parser, Subcommand};
 use indicatif::{ProgressBar, ProgressStyle};
 use propshare::{registry, Weight, MS};
 use propshare_sim::engine::{simulate as simulate_one, ClientSpec, SimConfig, SimReport};
-use propshare_sim::output::RunMetrics;
+use propshare_sim::metrics::RunMetrics;
 use propshare_sim::report::write_report;
-use propshare_sim::run::{run_scenario, RunOptions, ScenarioResult};
+use propshare_sim::results::ScenarioResult;
+use propshare_sim::run::{run_scenario, RunOptions};
 use propshare_sim::scenario::Scenario;
 
 #[global_allocator]

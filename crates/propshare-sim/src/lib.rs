@@ -5,14 +5,21 @@
 //!
 //! * [`fluid`]: ideal service of every client under GMS with readjustment.
 //! * [`engine`]: the discrete-event engine and its per-client metrics.
+//! * [`scenario`]: scenario files, validated, and their claims with the judge.
+//! * [`run`]: running a scenario (every scheduler and repeat), writing
+//!   [`output`]s and plots; it yields [`results`] made of [`metrics`].
+//! * [`report`]: the HTML report, from [`results`] only.
+//! * [`bench`]: decision-cost benchmarks.
 
 #![warn(missing_docs)]
 
 pub mod bench;
 pub mod engine;
 pub mod fluid;
+pub mod metrics;
 pub mod output;
 pub mod plot;
 pub mod report;
+pub mod results;
 pub mod run;
 pub mod scenario;

@@ -10,8 +10,9 @@ use std::fmt::Write as _;
 use std::io::Write as _;
 use std::path::Path;
 
+use crate::metrics::{duration_label, window_lag_of};
 use crate::output::write_atomic;
-use crate::run::{duration_label, window_lag_of, ScenarioResult};
+use crate::results::ScenarioResult;
 
 fn esc(s: &str) -> String {
     s.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;").replace('"', "&quot;")

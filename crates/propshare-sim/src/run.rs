@@ -6,9 +6,11 @@ use std::path::{Path, PathBuf};
 use propshare::{registry, SchedConfig, Time};
 
 use crate::engine::{Engine, SimError, TraceEvent};
-use crate::output::{self, RunMetrics, TraceMeta, TraceWriter};
+use crate::metrics::{self, duration_label, window_lag_of, RunMetrics};
+use crate::output::{self, TraceMeta, TraceWriter};
 use crate::plot::{self, Bar, Scale, Series};
-use crate::scenario::{names_client, Claim, ClaimMetric, Scenario};
+use crate::results::ScenarioResult;
+use crate::scenario::{judge, ClaimMetric, Scenario};
 
 /// What to write besides metrics.
 #[derive(Clone, Debug, Default)]
@@ -21,32 +23,6 @@ pub struct RunOptions {
     pub plots: bool,
     /// Measure wall-clock cost per decision.
     pub measure_cost: bool,
-}
-
-/// A claim and what we measured.
-#[derive(Clone, Debug, PartialEq)]
-pub struct Verdict {
-    /// The claim.
-    pub claim: Claim,
-    /// Our value: (low, high) for range metrics, (v, v) for scalars.
-    pub ours: Option<(f64, f64)>,
-    /// Whether ours lies inside the claimed range.
-    pub matches: bool,
-}
-
-/// Everything one scenario produced.
-#[derive(Clone, Debug)]
-pub struct ScenarioResult {
-    /// The scenario.
-    pub scenario: Scenario,
-    /// Metrics of every run (scheduler × repeat).
-    pub runs: Vec<RunMetrics>,
-    /// Claim verdicts.
-    pub verdicts: Vec<Verdict>,
-    /// Plot files written, relative to the output directory, with captions.
-    pub plots: Vec<(String, String)>,
-    /// Wall-clock median and p99 ns per decision, per scheduler (when measured).
-    pub costs: Vec<(String, u64, u64)>,
 }
 
 /// Run error: simulation or I/O.
@@ -208,7 +184,7 @@ pub fn run_scenario(
                     plots.push((file, format!("{name}: which client ran on each CPU")));
                 }
             }
-            runs.push(output::metrics(&scn.name, &report));
+            runs.push(metrics::metrics(&scn.name, &report));
             done += 1;
             progress(done, total);
         }
@@ -272,22 +248,6 @@ pub fn run_scenario(
     Ok(ScenarioResult { scenario: scn.clone(), runs, verdicts, plots, costs })
 }
 
-/// A window length for people: `"5 s"`, `"250 ms"`.
-pub fn duration_label(t: Time) -> String {
-    match t {
-        t if t % 1_000_000_000 == 0 => format!("{} s", t / 1_000_000_000),
-        t if t % 1_000_000 == 0 => format!("{} ms", t / 1_000_000),
-        t if t % 1_000 == 0 => format!("{} us", t / 1_000),
-        t => format!("{t} ns"),
-    }
-}
-
-/// Window lag of one scheduler's runs for one window length: the extremes over every repeat.
-pub fn window_lag_of(runs: &[RunMetrics], scheduler: &str, length: Time) -> Option<output::WindowLagMetrics> {
-    let all = runs.iter().filter(|r| r.scheduler == scheduler).flat_map(|r| &r.window_lag);
-    Some(output::WindowLagMetrics::over(length, all.filter(|m| m.window_ns == length))).filter(|m| m.windows > 0)
-}
-
 /// The grouped bar chart of the DWRR paper's Fig. 5: per window length, one
 /// bar per scheduler, its largest |window lag| in ms, the largest relative
 /// error written above it.
@@ -316,123 +276,4 @@ fn window_lag_chart(path: &Path, lengths: &[Time], schedulers: &[String], runs: 
     let scale = if spread > 20.0 { Scale::Log } else { Scale::Linear };
     let title = "largest |lag| over windows of each length";
     plot::grouped_bars(path, title, ("window length", "max |lag| (ms)"), &groups, &bars, scale)
-}
-
-/// Evaluate one claim over the runs of its scheduler (all repeats);
-/// `windows` are the scenario's measurement windows. `share` and
-/// `share_ratio` add up the CPU time of every client a name or group names
-/// ([`names_client`]); the other metrics range (or average) over them.
-pub fn judge(claim: &Claim, windows: &[(Time, Time)], runs: &[RunMetrics]) -> Verdict {
-    let slot = claim.window.and_then(|w| windows.iter().position(|&x| x == w));
-    let span = claim.window.map_or(0.0, |(a, b)| (b - a) as f64);
-    let received = |c: &output::ClientMetrics| match slot {
-        Some(k) => c.window_received_ns.get(k).copied().unwrap_or(0) as f64,
-        None => c.received_ns as f64,
-    };
-    let mine: Vec<&RunMetrics> = runs.iter().filter(|r| r.scheduler == claim.scheduler).collect();
-    let about = |c: &str| claim.client.as_deref().is_none_or(|x| names_client(x, c));
-    // CPU time of the clients `pattern` names in run r (None: it names none).
-    let group = |r: &RunMetrics, pattern: &str| {
-        let mut named = r.clients.iter().filter(|c| names_client(pattern, &c.client)).peekable();
-        named.peek().is_some().then(|| named.map(&received).sum::<f64>())
-    };
-    let of_length =
-        |m: &&output::WindowLagMetrics| m.windows > 0 && claim.window_length.is_none_or(|t| t == m.window_ns);
-    let fold = |vals: Vec<f64>| -> Option<(f64, f64)> {
-        let lo = vals.iter().copied().fold(f64::INFINITY, f64::min);
-        let hi = vals.iter().copied().fold(f64::NEG_INFINITY, f64::max);
-        lo.is_finite().then_some((lo, hi))
-    };
-    let ours = match claim.metric {
-        ClaimMetric::ServiceError => fold(
-            mine.iter()
-                .flat_map(|r| r.clients.iter().filter(|c| about(&c.client)))
-                .flat_map(|c| [c.service_error_min, c.service_error_max])
-                .flatten()
-                .collect(),
-        ),
-        ClaimMetric::Lag => fold(
-            mine.iter()
-                .flat_map(|r| r.clients.iter().filter(|c| about(&c.client)))
-                .flat_map(|c| [-c.max_lag, -c.min_lag])
-                .collect(),
-        )
-        .map(|(lo, hi)| (-hi, -lo)),
-        ClaimMetric::Share => fold(
-            mine.iter()
-                .filter_map(|r| {
-                    let over = if slot.is_some() { span } else { r.horizon_ns as f64 };
-                    group(r, claim.client.as_deref().unwrap_or("*")).map(|t| t / over)
-                })
-                .collect(),
-        ),
-        ClaimMetric::ShareRatio => fold(
-            mine.iter()
-                .filter_map(|r| match (group(r, &claim.clients[0]), group(r, &claim.clients[1])) {
-                    (Some(a), Some(b)) if b > 0.0 => Some(a / b),
-                    _ => None,
-                })
-                .collect(),
-        ),
-        ClaimMetric::IdleFraction => fold(mine.iter().map(|r| r.idle_fraction).collect()),
-        ClaimMetric::WindowLag => fold(
-            mine.iter()
-                .flat_map(|r| r.clients.iter().filter(|c| about(&c.client)))
-                .flat_map(|c| c.window_lag.iter().filter(|m| of_length(m)))
-                .flat_map(|m| [m.min_lag, m.max_lag])
-                .collect(),
-        ),
-        ClaimMetric::WindowMaxAbsLag => fold(
-            mine.iter()
-                .filter_map(|r| {
-                    let all = r.clients.iter().filter(|c| about(&c.client)).flat_map(|c| &c.window_lag);
-                    all.filter(|m| of_length(m)).map(|m| m.max_abs_lag()).reduce(f64::max)
-                })
-                .collect(),
-        ),
-        ClaimMetric::WindowRelError => fold(
-            mine.iter()
-                .filter_map(|r| {
-                    let all = r.clients.iter().filter(|c| about(&c.client)).flat_map(|c| &c.window_lag);
-                    all.filter(|m| of_length(m)).filter_map(|m| m.max_rel_error).reduce(f64::max)
-                })
-                .collect(),
-        ),
-        ClaimMetric::WindowLagGrowth => fold(
-            mine.iter()
-                .filter_map(|r| {
-                    let at = |j: usize| {
-                        let all = r.clients.iter().filter(|c| about(&c.client)).filter_map(|c| c.window_lag.get(j));
-                        all.filter(|m| m.windows > 0).map(|m| m.max_abs_lag()).reduce(f64::max)
-                    };
-                    let by_length = |a: &(usize, &output::WindowLagMetrics), b: &(usize, &output::WindowLagMetrics)| {
-                        a.1.window_ns.cmp(&b.1.window_ns)
-                    };
-                    let shortest = r.window_lag.iter().enumerate().min_by(by_length)?.0;
-                    let longest = r.window_lag.iter().enumerate().max_by(by_length)?.0;
-                    Some(at(longest)? / at(shortest).filter(|&v| v > 0.0)?)
-                })
-                .collect(),
-        ),
-        ClaimMetric::MigrationsPerS => fold(
-            mine.iter()
-                .map(|r| {
-                    let moves: u64 = r.clients.iter().filter(|c| about(&c.client)).map(|c| c.migrations).sum();
-                    moves as f64 / (r.horizon_ns as f64 / 1e9)
-                })
-                .collect(),
-        ),
-        ClaimMetric::WithinQuantum => fold(
-            mine.iter()
-                .filter_map(|r| {
-                    let v: Vec<f64> =
-                        r.clients.iter().filter(|c| about(&c.client)).filter_map(|c| c.within_quantum).collect();
-                    (!v.is_empty()).then(|| v.iter().sum::<f64>() / v.len() as f64)
-                })
-                .collect(),
-        ),
-    };
-    let matches = ours
-        .is_some_and(|(lo, hi)| claim.min.is_none_or(|m| lo >= m - 1e-9) && claim.max.is_none_or(|m| hi <= m + 1e-9));
-    Verdict { claim: claim.clone(), ours, matches }
 }

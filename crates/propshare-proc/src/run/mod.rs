@@ -1,0 +1,279 @@
+//! The controller: one loop that asks the scheduler what runs where, and
+//! makes Linux do it with affinity and SIGSTOP/SIGCONT.
+//!
+//! # One round
+//!
+//! The loop sleeps in `ppoll` until the earliest slice deadline (at most one
+//! quantum), a process exit (pidfds), a control connection or a signal. Then:
+//!
+//! 1. exits: a job whose pidfd fired leaves (`stopped(.., Left)` if it was
+//!    running, else `leave`);
+//! 2. every running job is charged the CPU time it really used since it was
+//!    last charged (perf task-clock, or schedstat); at its deadline it stops
+//!    with `Expired`, or `Blocked` if it used under a quarter of the wall time
+//!    and none of its threads is runnable; between deadlines a job that used
+//!    under an eighth of the last ≥1 ms and sleeps stops early as `Blocked`;
+//! 3. blocked jobs are left resumed (a sleeping process costs nothing) and
+//!    probed every round: once one has used ≥100 µs of CPU since it blocked,
+//!    it `wake`s (and is stopped until picked; that CPU time is charged to it
+//!    at its next stop) (the thresholds: `blocking`);
+//! 4. every idle CPU asks `pick`; then jobs no longer chosen get SIGSTOP, and
+//!    chosen ones are pinned to their CPU (every thread) and get SIGCONT. A
+//!    job picked again on the same CPU is left alone (no system call).
+//!
+//! # Nothing left stopped
+//!
+//! The guardian (see [`crate::guardian`]) is told about each process before it
+//! is first stopped. Every way out of [`run`] (end of the jobs, `--duration`,
+//! SIGINT/SIGTERM/SIGHUP/SIGQUIT, `quit` on the control socket, an error, a
+//! panic) goes through [`Controller::release_all`], from `Drop` if need be:
+//! affinity restored on every thread, SIGCONT, then the jobs we started are
+//! sent SIGTERM (or the signal we received) and reaped; attached processes
+//! are left running.
+//!
+//! # Modules
+//!
+//! Along the data path: `options` (what to run, checked before anything
+//! starts), `spawn` (start or attach a job), `clock` (its CPU time),
+//! `controller` (the rounds), `blocking` (when a job counts as blocked or
+//! awake), `baselines` (Linux's own weighting instead), `release` (nothing
+//! left stopped) and `report` (the outcome).
+
+mod baselines;
+mod blocking;
+mod clock;
+mod controller;
+mod job;
+mod options;
+mod release;
+mod report;
+mod spawn;
+
+use std::os::fd::AsRawFd;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+use propshare::{registry, SchedConfig};
+
+use crate::baseline::{self, Cgroups};
+use crate::control::ControlServer;
+use crate::error::ProcError;
+use crate::guardian::Guardian;
+use crate::metrics::{self, Record, TraceMeta};
+use crate::sys::{self, CpuMask};
+use controller::Controller;
+use job::St;
+
+pub use options::{validate, Accounting, Charge, Mode, RunOptions};
+pub use report::{ClientReport, RunReport};
+pub use spawn::resolve_program;
+
+fn set_fifo() -> Result<(), ProcError> {
+    let p = libc::sched_param { sched_priority: 1 };
+    // SAFETY: plain syscall on ourselves.
+    if unsafe { libc::sched_setscheduler(0, libc::SCHED_FIFO | libc::SCHED_RESET_ON_FORK, &p) } != 0 {
+        return Err(ProcError::io("setting SCHED_FIFO (needs root or CAP_SYS_NICE)", std::io::Error::last_os_error()));
+    }
+    Ok(())
+}
+
+fn ppoll(fds: &mut [libc::pollfd], timeout_ns: u64) {
+    let ts = libc::timespec {
+        tv_sec: (timeout_ns / 1_000_000_000) as libc::time_t,
+        tv_nsec: (timeout_ns % 1_000_000_000) as libc::c_long,
+    };
+    // SAFETY: valid pollfd slice and timespec.
+    unsafe { libc::ppoll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, &ts, std::ptr::null()) };
+}
+
+/// Run the jobs under `opts` until they end, the duration passes, a signal or
+/// `quit` arrives, or `opts.stop` is set. Every managed process is resumed
+/// (and its affinity restored) before this returns, whatever happens.
+pub fn run(opts: RunOptions) -> Result<RunReport, ProcError> {
+    let (cpus, jobs) = validate(&opts)?;
+    let p = cpus.len();
+    let sched = match opts.mode {
+        Mode::Propshare => Some(
+            registry::build(&opts.scheduler, SchedConfig { cpus: p, quantum: opts.quantum, seed: opts.seed })
+                .map_err(|e| ProcError::usage(e.to_string()))?,
+        ),
+        _ => None,
+    };
+    let sched_name = match opts.mode {
+        Mode::Propshare => opts.scheduler.clone(),
+        baseline => baseline.name().into(),
+    };
+    let cpu_mask = CpuMask::of(&cpus);
+    let mut control = match &opts.control {
+        Some(path) => Some(ControlServer::bind(path)?),
+        None => None,
+    };
+    // Signals: a flag per signal, and a self-pipe that wakes ppoll.
+    let last_signal = Arc::new(std::sync::atomic::AtomicI32::new(0));
+    let mut sig_ids = Vec::new();
+    let mut sig_flags = Vec::new();
+    let mut sig_rx = None;
+    if opts.handle_signals {
+        let (rx, tx) = std::os::unix::net::UnixStream::pair().map_err(|e| ProcError::io("socketpair", e))?;
+        rx.set_nonblocking(true).map_err(|e| ProcError::io("socketpair", e))?;
+        tx.set_nonblocking(true).map_err(|e| ProcError::io("socketpair", e))?;
+        for sig in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP, libc::SIGQUIT] {
+            let flag = Arc::new(AtomicBool::new(false));
+            let io = |e| ProcError::io("installing signal handlers", e);
+            sig_ids.push(signal_hook::flag::register(sig, flag.clone()).map_err(io)?);
+            let tx = tx.try_clone().map_err(|e| ProcError::io("socketpair", e))?;
+            sig_ids.push(signal_hook::low_level::pipe::register(sig, tx).map_err(io)?);
+            sig_flags.push((sig, flag));
+        }
+        sig_rx = Some(rx);
+    }
+
+    let guardian = Guardian::spawn().map_err(|e| ProcError::io("starting the guardian", e))?;
+    let mut ctl = Controller {
+        mode: opts.mode,
+        cpus: cpus.clone(),
+        cpu_mask,
+        quantum: opts.quantum,
+        sched,
+        jobs: Vec::new(),
+        running: vec![None; p],
+        guardian: Some(guardian),
+        cgroups: None,
+        rec: Record::default(),
+        t0: sys::monotonic_ns(),
+        accounting: opts.accounting,
+        charge: opts.charge,
+        notes: Vec::new(),
+        released: false,
+        verbose: opts.verbose,
+        names: Vec::new(),
+    };
+    if opts.mode == Mode::BaselineShares {
+        ctl.cgroups = Some(Cgroups::create(&cpu_mask)?);
+    }
+    let result = (|| -> Result<(String, u64, u64), ProcError> {
+        let nices = if opts.mode == Mode::BaselineNice {
+            baseline::nice_for_weights(&jobs.iter().map(|j| j.weight).collect::<Vec<_>>())
+        } else {
+            Vec::new()
+        };
+        for (k, j) in jobs.iter().enumerate() {
+            ctl.add_job(j, nices.get(k).copied())?;
+        }
+        if opts.fifo {
+            set_fifo()?;
+        }
+        let cpu0 = sys::self_cpu_ns();
+        let w0 = sys::monotonic_ns();
+        let mut rounds = 0u64;
+        let ended = loop {
+            rounds += 1;
+            if opts.panic_after_rounds.is_some_and(|n| rounds > n) {
+                panic!("propshare-proc test panic after {} rounds", rounds - 1);
+            }
+            if opts.fail_after_rounds.is_some_and(|n| rounds > n) {
+                return Err(ProcError::io("test failure", std::io::Error::other("injected")));
+            }
+            if let Some((sig, _)) = sig_flags.iter().find(|(_, f)| f.load(Ordering::Relaxed)) {
+                last_signal.store(*sig, Ordering::Relaxed);
+                break format!("signal {sig}");
+            }
+            if opts.stop.as_ref().is_some_and(|s| s.load(Ordering::Relaxed)) {
+                break "stopped by the caller".into();
+            }
+            if let Some(d) = opts.duration {
+                if ctl.now() >= d {
+                    break "duration reached".into();
+                }
+            }
+            if let Some(cs) = control.as_mut() {
+                if cs.serve(&mut ctl)? {
+                    break "quit on the control socket".into();
+                }
+            }
+            if ctl.jobs.iter().all(|j| j.st == St::Gone) && control.is_none() {
+                break "every job exited".into();
+            }
+            let next = match opts.mode {
+                Mode::Propshare => ctl.round()?,
+                _ => ctl.baseline_round()?,
+            };
+            let mut next = next;
+            if let Some(d) = opts.duration {
+                next = next.min(d);
+            }
+            let mut fds: Vec<libc::pollfd> = Vec::new();
+            if let Some(rx) = &sig_rx {
+                fds.push(libc::pollfd { fd: rx.as_raw_fd(), events: libc::POLLIN, revents: 0 });
+            }
+            if let Some(cs) = &control {
+                fds.push(libc::pollfd { fd: cs.fd(), events: libc::POLLIN, revents: 0 });
+            }
+            for j in &ctl.jobs {
+                if let (Some(fd), true) = (&j.pidfd, j.st != St::Gone) {
+                    fds.push(libc::pollfd { fd: fd.as_raw_fd(), events: libc::POLLIN, revents: 0 });
+                }
+            }
+            let now = ctl.now();
+            if next > now {
+                ppoll(&mut fds, next - now);
+            }
+            if let Some(rx) = &sig_rx {
+                let mut buf = [0u8; 64];
+                let _ = std::io::Read::read(&mut &*rx, &mut buf);
+            }
+        };
+        Ok((ended, sys::self_cpu_ns() - cpu0, sys::monotonic_ns() - w0))
+    })();
+    let term = match last_signal.load(Ordering::Relaxed) {
+        0 => libc::SIGTERM,
+        s => s,
+    };
+    ctl.release_all(term);
+    for id in sig_ids {
+        signal_hook::low_level::unregister(id);
+    }
+    drop(control);
+    let (ended, own_cpu, wall) = result?;
+    let end_t = ctl.now();
+    let m = metrics::measure(&ctl.rec, p, end_t);
+    if let Some(path) = &opts.trace {
+        let meta = TraceMeta {
+            scheduler: sched_name.clone(),
+            cpus: p,
+            quantum_ns: opts.quantum,
+            seed: opts.seed,
+            scenario: opts.scenario.clone(),
+        };
+        let f = std::fs::File::create(path).map_err(|e| ProcError::io(format!("creating {}", path.display()), e))?;
+        let mut w = std::io::BufWriter::new(f);
+        ctl.rec.write_trace(&mut w, &meta).map_err(|e| ProcError::io(format!("writing {}", path.display()), e))?;
+    }
+    let clients = ctl
+        .jobs
+        .iter()
+        .zip(m)
+        .map(|(j, metrics)| ClientReport {
+            name: j.name.clone(),
+            pid: j.pid,
+            weight: j.weight,
+            metrics,
+            end: j.end.clone().unwrap_or_default(),
+        })
+        .collect();
+    Ok(RunReport {
+        mode: opts.mode.name().into(),
+        scheduler: sched_name,
+        cpus,
+        quantum_ns: opts.quantum,
+        wall_ns: wall,
+        accounting: match ctl.accounting {
+            Accounting::Schedstat => "schedstat".into(),
+            _ => "perf task-clock".into(),
+        },
+        controller_cpu_ns: own_cpu,
+        ended,
+        clients,
+        notes: std::mem::take(&mut ctl.notes),
+    })
+}

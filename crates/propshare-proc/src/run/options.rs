@@ -1,0 +1,216 @@
+//! What a run is asked to do ([`RunOptions`]: who decides, how CPU time is
+//! measured and charged), and the checks made before anything starts
+//! ([`validate`]).
+
+use std::path::PathBuf;
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+
+use propshare::{registry, SchedConfig, Time, Weight};
+use serde::Serialize;
+
+use super::spawn::{check_attachable, resolve_program};
+use crate::baseline;
+use crate::error::ProcError;
+use crate::spec::{self, JobSpec, Target};
+use crate::sys::{self, CpuMask, Pid};
+
+/// Who shares the CPUs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub enum Mode {
+    /// Our scheduler decides (the default).
+    Propshare,
+    /// Linux CFS with nice values mapped from the weights, affinity to the CPU set.
+    BaselineNice,
+    /// Linux CFS with cgroup v1 cpu.shares proportional to the weights, in a cpuset.
+    BaselineShares,
+}
+
+impl Mode {
+    /// Its name in reports: `propshare`, `linux-nice` or `linux-shares`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Mode::Propshare => "propshare",
+            Mode::BaselineNice => "linux-nice",
+            Mode::BaselineShares => "linux-shares",
+        }
+    }
+}
+
+/// How CPU time is measured.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Accounting {
+    /// perf task-clock if it works, else schedstat (and say so).
+    Auto,
+    /// perf task-clock only.
+    Perf,
+    /// `/proc/<pid>/task/*/schedstat` only.
+    Schedstat,
+}
+
+/// What the host reports to the scheduler as `ran` when a slice ends.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Charge {
+    /// The CPU time the process really used (the default). On a machine
+    /// where other processes compete for the managed CPUs, a process gets
+    /// less CPU than wall time, while schedulers whose virtual time follows
+    /// the wall clock (WFQ) keep advancing it: a waking client may then
+    /// wait long behind spinners that were charged little.
+    Cpu,
+    /// The wall time the process held its CPU (CPU time for runs that end
+    /// in a block or an exit): fairness in CPU slots, immune to that drift.
+    Slot,
+}
+
+/// Everything `run` needs.
+#[derive(Clone, Debug)]
+pub struct RunOptions {
+    /// The jobs to start or attach to.
+    pub jobs: Vec<JobSpec>,
+    /// CPU numbers to schedule on (`None`: every CPU we may use).
+    pub cpus: Option<Vec<usize>>,
+    /// Quantum, ns.
+    pub quantum: Time,
+    /// Scheduler registry name.
+    pub scheduler: String,
+    /// Seed for randomised schedulers.
+    pub seed: u64,
+    /// Stop after this long (ns); `None`: when every job has exited.
+    pub duration: Option<Time>,
+    /// Our scheduler or a Linux baseline.
+    pub mode: Mode,
+    /// CPU-time accounting.
+    pub accounting: Accounting,
+    /// What a run that used its whole slice is charged (see [`Charge`]).
+    pub charge: Charge,
+    /// Unix socket for control commands (see [`crate::control`]).
+    pub control: Option<PathBuf>,
+    /// Write the JSON Lines trace here.
+    pub trace: Option<PathBuf>,
+    /// Scenario name for the trace's meta line.
+    pub scenario: String,
+    /// Run the controller at SCHED_FIFO priority 1.
+    pub fifo: bool,
+    /// Handle SIGINT, SIGTERM, SIGHUP and SIGQUIT (end the run cleanly).
+    pub handle_signals: bool,
+    /// Set to true from another thread to end the run cleanly.
+    pub stop: Option<Arc<AtomicBool>>,
+    /// Print notes (fallbacks) to stderr.
+    pub verbose: bool,
+    /// Testing aid: panic inside the loop after this many rounds.
+    #[doc(hidden)]
+    pub panic_after_rounds: Option<u64>,
+    /// Testing aid: fail with an error inside the loop after this many rounds.
+    #[doc(hidden)]
+    pub fail_after_rounds: Option<u64>,
+}
+
+impl Default for RunOptions {
+    fn default() -> RunOptions {
+        RunOptions {
+            jobs: Vec::new(),
+            cpus: None,
+            quantum: 10 * propshare::MS,
+            scheduler: "wfq+readjust".into(),
+            seed: 0,
+            duration: None,
+            mode: Mode::Propshare,
+            accounting: Accounting::Auto,
+            charge: Charge::Cpu,
+            control: None,
+            trace: None,
+            scenario: "run".into(),
+            fifo: false,
+            handle_signals: false,
+            stop: None,
+            verbose: false,
+            panic_after_rounds: None,
+            fail_after_rounds: None,
+        }
+    }
+}
+
+fn validate_cpus(req: &Option<Vec<usize>>) -> Result<Vec<usize>, ProcError> {
+    let allowed = sys::get_affinity(0).map_err(|e| ProcError::io("reading our affinity", e))?;
+    let online = sys::online_cpus().unwrap_or(allowed);
+    match req {
+        None => {
+            let v: Vec<usize> = allowed.cpus().into_iter().filter(|&c| online.has(c)).collect();
+            if v.is_empty() {
+                return Err(ProcError::usage("no usable CPU"));
+            }
+            Ok(v)
+        }
+        Some(list) => {
+            if list.is_empty() {
+                return Err(ProcError::usage("--cpus is empty"));
+            }
+            let mut seen = Vec::new();
+            for &c in list {
+                if c >= CpuMask::CAPACITY || !online.has(c) {
+                    return Err(ProcError::usage(format!(
+                        "CPU {c} does not exist (online CPUs: {})",
+                        sys::format_cpu_list(&online)
+                    )));
+                }
+                if !allowed.has(c) {
+                    return Err(ProcError::usage(format!(
+                        "CPU {c} is not in our affinity mask ({})",
+                        sys::format_cpu_list(&allowed)
+                    )));
+                }
+                if seen.contains(&c) {
+                    return Err(ProcError::usage(format!("CPU {c} is listed twice")));
+                }
+                seen.push(c);
+            }
+            Ok(seen)
+        }
+    }
+}
+
+/// Check everything that does not need a process: CPUs, quantum, scheduler,
+/// weights, names, commands. Nothing is started if this fails.
+pub fn validate(opts: &RunOptions) -> Result<(Vec<usize>, Vec<JobSpec>), ProcError> {
+    let cpus = validate_cpus(&opts.cpus)?;
+    if opts.quantum == 0 {
+        return Err(ProcError::usage("the quantum must be positive"));
+    }
+    if opts.mode == Mode::Propshare {
+        registry::build(&opts.scheduler, SchedConfig { cpus: cpus.len(), quantum: opts.quantum, seed: opts.seed })
+            .map_err(|e| ProcError::usage(e.to_string()))?;
+    }
+    if opts.mode == Mode::BaselineShares && !baseline::cgroups_available() {
+        return Err(ProcError::usage(
+            "--baseline shares needs cgroup v1 cpu and cpuset controllers under /sys/fs/cgroup",
+        ));
+    }
+    let mut jobs = opts.jobs.clone();
+    if jobs.is_empty() && opts.control.is_none() {
+        return Err(ProcError::usage(
+            "no jobs: give `-w W -- COMMAND` or `-w W -p PID` (or --jobs FILE, or --control SOCKET)",
+        ));
+    }
+    for j in &jobs {
+        Weight::new(j.weight).map_err(|e| {
+            ProcError::usage(format!("job {}: {e}", j.name.clone().unwrap_or_else(|| j.default_name())))
+        })?;
+        match &j.target {
+            Target::Command(argv) if argv.is_empty() => return Err(ProcError::usage("empty command")),
+            Target::Command(argv) => {
+                resolve_program(&argv[0])?;
+            }
+            Target::Pid(p) => {
+                check_attachable(*p, -1, &[])?;
+            }
+        }
+    }
+    let mut pids: Vec<Pid> =
+        jobs.iter().filter_map(|j| if let Target::Pid(p) = j.target { Some(p) } else { None }).collect();
+    pids.sort_unstable();
+    if pids.windows(2).any(|w| w[0] == w[1]) {
+        return Err(ProcError::usage("the same PID is given twice"));
+    }
+    spec::assign_names(&mut jobs, &mut Vec::new())?;
+    Ok((cpus, jobs))
+}

@@ -1,0 +1,21 @@
+//! What running a scenario produced ([`ScenarioResult`]): the metrics of
+//! every run, the claims' verdicts and the plots, as the report and the
+//! command line read them.
+
+use crate::metrics::RunMetrics;
+use crate::scenario::{Scenario, Verdict};
+
+/// Everything one scenario produced.
+#[derive(Clone, Debug)]
+pub struct ScenarioResult {
+    /// The scenario.
+    pub scenario: Scenario,
+    /// Metrics of every run (scheduler × repeat).
+    pub runs: Vec<RunMetrics>,
+    /// Claim verdicts.
+    pub verdicts: Vec<Verdict>,
+    /// Plot files written, relative to the output directory, with captions.
+    pub plots: Vec<(String, String)>,
+    /// Wall-clock median and p99 ns per decision, per scheduler (when measured).
+    pub costs: Vec<(String, u64, u64)>,
+}

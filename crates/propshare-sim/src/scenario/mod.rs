@@ -1,0 +1,126 @@
+//! Scenario files: a workload, a machine, the schedulers to run, and the
+//! claims (a paper's numbers) the run should reproduce. The format is
+//! documented field by field in `docs/SCENARIOS.md`.
+//!
+//! Every error names the file, the line and column, and the field, and no
+//! input makes the loader panic: unknown fields, wrong types, zero or
+//! negative weights, P = 0, times out of order and unknown scheduler names
+//! are all refused with a [`ScenarioError`].
+//!
+//! Along the data path: `raw` (the file as written), `validate` (to a
+//! [`Scenario`]), `draw` (each run's clients), `claims` (what a scenario
+//! should reproduce, and the [`judge`] of what a run measured).
+
+mod claims;
+mod draw;
+mod raw;
+mod validate;
+
+use std::path::Path;
+
+use propshare::Time;
+
+use crate::engine::{ChainSpec, ClientSpec, SimConfig};
+use draw::{Class, Poisson};
+
+pub use claims::{judge, names_client, Claim, ClaimMetric, Verdict};
+pub use raw::{parse_duration, Dur, WeightDist};
+pub use validate::MAX_WINDOWS;
+
+/// A scenario that could not be loaded: where and why.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{file}:{line}:{column}: {field}{sep}{message}", sep = if field.is_empty() { "" } else { ": " })]
+pub struct ScenarioError {
+    /// The file.
+    pub file: String,
+    /// 1-based line.
+    pub line: usize,
+    /// 1-based column.
+    pub column: usize,
+    /// The field at fault (dotted path), if known.
+    pub field: String,
+    /// What is wrong.
+    pub message: String,
+}
+
+/// What the report should plot.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct ReportSpec {
+    /// Lag sampling grid, ns.
+    pub sample_every: Option<Time>,
+    /// Clients whose lag is plotted over time (default: the first eight).
+    pub lag_clients: Vec<String>,
+    /// Window of the per-CPU Gantt chart, ns.
+    pub gantt: Option<(Time, Time)>,
+    /// Window lengths of the windowed lag metric (DWRR paper, Fig. 5), ns.
+    pub lag_windows: Vec<Time>,
+    /// Time window `[start, end)` of the event traces, ns (default: the whole run).
+    pub trace: Option<(Time, Time)>,
+}
+
+/// A validated scenario.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Scenario {
+    /// Name (defaults to the file stem).
+    pub name: String,
+    /// One paragraph.
+    pub description: String,
+    /// The paper it reproduces, if any.
+    pub paper: Option<String>,
+    /// Schedulers to run (default: all registered).
+    pub schedulers: Vec<String>,
+    /// Base seed.
+    pub seed: u64,
+    /// Runs with seeds `seed..seed + repeat`.
+    pub repeat: u32,
+    /// The machine (its seed is set per run).
+    pub machine: SimConfig,
+    clients: Vec<ClientSpec>,
+    classes: Vec<Class>,
+    poisson: Vec<Poisson>,
+    chains: Vec<ChainSpec>,
+    /// Claims to check.
+    pub claims: Vec<Claim>,
+    /// Plots.
+    pub report: ReportSpec,
+}
+
+impl Scenario {
+    /// Load and validate a scenario file.
+    pub fn load(path: &Path) -> Result<Scenario, ScenarioError> {
+        let file = path.display().to_string();
+        let text = std::fs::read_to_string(path).map_err(|e| ScenarioError {
+            file: file.clone(),
+            line: 0,
+            column: 0,
+            field: String::new(),
+            message: format!("cannot read: {e}"),
+        })?;
+        let stem = path.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
+        Scenario::parse(&file, &text, &stem)
+    }
+
+    /// The distinct measurement windows the claims use, in first-use order.
+    pub fn windows(&self) -> Vec<(Time, Time)> {
+        let mut w: Vec<(Time, Time)> = Vec::new();
+        for c in &self.claims {
+            if let Some(x) = c.window {
+                if !w.contains(&x) {
+                    w.push(x);
+                }
+            }
+        }
+        w
+    }
+
+    /// The chains of clients ([`crate::engine::Engine::chains`]); their
+    /// members join at run time, after the clients of [`Scenario::clients`].
+    pub fn chains(&self) -> &[ChainSpec] {
+        &self.chains
+    }
+
+    /// The machine settings for run `k` (seed `seed + k`).
+    pub fn config(&self, k: u32) -> SimConfig {
+        SimConfig { seed: self.seed.wrapping_add(k as u64), ..self.machine.clone() }
+    }
+}

@@ -1,0 +1,274 @@
+//! The file format as written: serde structs that mirror the TOML
+//! (`docs/SCENARIOS.md`), with spans for error messages, and durations with
+//! units ([`Dur`]). Nothing here is checked beyond its type; [`super::validate`]
+//! turns a [`RawScenario`] into a [`super::Scenario`].
+
+use propshare::Time;
+use serde::de::{self, Deserializer, Visitor};
+use serde::Deserialize;
+use toml::Spanned;
+
+/// A duration: an integer number of ns, or a string with a unit
+/// (`"10ms"`, `"1.5s"`, `"250us"`, `"100ns"`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Dur(pub Time);
+
+impl<'de> Deserialize<'de> for Dur {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Dur, D::Error> {
+        struct V;
+        impl Visitor<'_> for V {
+            type Value = Dur;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a duration: integer ns or a string like \"10ms\"")
+            }
+            fn visit_i64<E: de::Error>(self, v: i64) -> Result<Dur, E> {
+                u64::try_from(v).map(Dur).map_err(|_| E::custom(format!("duration must not be negative, got {v}")))
+            }
+            fn visit_u64<E: de::Error>(self, v: u64) -> Result<Dur, E> {
+                Ok(Dur(v))
+            }
+            fn visit_str<E: de::Error>(self, v: &str) -> Result<Dur, E> {
+                parse_duration(v).map(Dur).map_err(E::custom)
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
+/// Parse `"10ms"`, `"1.5s"`, `"250us"`, `"100ns"`, `"2min"` into ns.
+pub fn parse_duration(s: &str) -> Result<Time, String> {
+    let s = s.trim();
+    let split = s.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(s.len());
+    let (num, unit) = s.split_at(split);
+    let scale: u64 = match unit.trim() {
+        "ns" => 1,
+        "us" | "µs" => 1_000,
+        "ms" => 1_000_000,
+        "s" => 1_000_000_000,
+        "min" => 60_000_000_000,
+        "" => return Err(format!("duration {s:?} needs a unit (ns, us, ms, s, min)")),
+        u => return Err(format!("unknown time unit {u:?} in {s:?} (use ns, us, ms, s, min)")),
+    };
+    let (int, frac) = num.split_once('.').unwrap_or((num, ""));
+    if int.is_empty() && frac.is_empty() {
+        return Err(format!("duration {s:?} has no number"));
+    }
+    let int: u64 = if int.is_empty() { 0 } else { int.parse().map_err(|_| format!("bad number in duration {s:?}"))? };
+    let mut ns = int.checked_mul(scale).ok_or_else(|| format!("duration {s:?} is too long"))?;
+    let mut place = scale;
+    for d in frac.chars() {
+        let d = d.to_digit(10).ok_or_else(|| format!("bad number in duration {s:?}"))? as u64;
+        place /= 10;
+        ns += d * place;
+    }
+    Ok(ns)
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawScenario {
+    pub(super) name: Option<String>,
+    pub(super) description: Option<String>,
+    pub(super) paper: Option<String>,
+    pub(super) schedulers: Option<Vec<Spanned<String>>>,
+    pub(super) seed: Option<u64>,
+    pub(super) repeat: Option<Spanned<u32>>,
+    pub(super) machine: Spanned<RawMachine>,
+    #[serde(default, rename = "client")]
+    pub(super) clients: Vec<Spanned<RawClient>>,
+    #[serde(default, rename = "class")]
+    pub(super) classes: Vec<Spanned<RawClass>>,
+    #[serde(default)]
+    pub(super) poisson: Vec<Spanned<RawPoisson>>,
+    #[serde(default, rename = "chain")]
+    pub(super) chains: Vec<Spanned<RawChain>>,
+    #[serde(default, rename = "claim")]
+    pub(super) claims: Vec<Spanned<RawClaim>>,
+    pub(super) report: Option<RawReport>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawMachine {
+    pub(super) cpus: Spanned<i64>,
+    pub(super) quantum: Spanned<Dur>,
+    pub(super) horizon: Spanned<Dur>,
+    #[serde(default)]
+    pub(super) offsets: Option<Spanned<RawOffsets>>,
+    #[serde(default)]
+    pub(super) switch_cost: Option<Dur>,
+    #[serde(default)]
+    pub(super) migration_cost: Option<Dur>,
+}
+
+#[derive(Deserialize)]
+#[serde(untagged)]
+pub(super) enum RawOffsets {
+    List(Vec<Dur>),
+    Named(String),
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawClient {
+    pub(super) name: Spanned<String>,
+    pub(super) weight: Spanned<i64>,
+    #[serde(default)]
+    pub(super) arrive: Option<Spanned<Dur>>,
+    #[serde(default)]
+    pub(super) depart: Option<Spanned<Dur>>,
+    #[serde(default)]
+    pub(super) run: Option<RawTimeDist>,
+    #[serde(default)]
+    pub(super) sleep: Option<RawTimeDist>,
+    #[serde(default)]
+    pub(super) weight_changes: Vec<Spanned<RawWeightChange>>,
+    #[serde(default)]
+    pub(super) work: Option<Spanned<Dur>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawChain {
+    pub(super) prefix: Spanned<String>,
+    pub(super) weight: Spanned<i64>,
+    #[serde(default)]
+    pub(super) work: Option<Spanned<Dur>>,
+    #[serde(default)]
+    pub(super) lifetime: Option<Spanned<Dur>>,
+    #[serde(default)]
+    pub(super) start: Option<Dur>,
+    #[serde(default)]
+    pub(super) count: Option<Spanned<i64>>,
+    #[serde(default)]
+    pub(super) until: Option<Spanned<Dur>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawWeightChange {
+    pub(super) at: Dur,
+    pub(super) weight: Spanned<i64>,
+}
+
+#[derive(Deserialize)]
+#[serde(untagged)]
+pub(super) enum RawTimeDist {
+    Fixed(Dur),
+    Dist(RawTimeDistTable),
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, tag = "dist", rename_all = "kebab-case")]
+pub(super) enum RawTimeDistTable {
+    Constant { value: Dur },
+    Uniform { min: Dur, max: Dur },
+    Exponential { mean: Dur },
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawClass {
+    pub(super) prefix: Spanned<String>,
+    pub(super) count: Spanned<i64>,
+    pub(super) weight: Spanned<RawWeightDist>,
+    #[serde(default)]
+    pub(super) run: Option<RawTimeDist>,
+    #[serde(default)]
+    pub(super) sleep: Option<RawTimeDist>,
+    #[serde(default)]
+    pub(super) arrive: Option<Dur>,
+}
+
+/// How the weights of a class of clients are drawn.
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields, tag = "dist", rename_all = "kebab-case")]
+pub enum WeightDist {
+    /// Every client has this weight.
+    Constant {
+        /// The weight.
+        value: i64,
+    },
+    /// Uniform integers in `[min, max]`.
+    Uniform {
+        /// Smallest.
+        min: i64,
+        /// Largest.
+        max: i64,
+    },
+    /// Log-uniform integers in `[min, max]`.
+    LogUniform {
+        /// Smallest.
+        min: i64,
+        /// Largest.
+        max: i64,
+    },
+    /// The first client holds `percent`% of `total`; the rest split the remainder at random (each ≥ 1).
+    Heavy {
+        /// Share of the heavy client, in percent of the total weight.
+        percent: f64,
+        /// Total weight of the class.
+        total: i64,
+    },
+}
+
+#[derive(Deserialize)]
+#[serde(untagged)]
+pub(super) enum RawWeightDist {
+    Fixed(i64),
+    Dist(WeightDist),
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawPoisson {
+    pub(super) prefix: Spanned<String>,
+    pub(super) mean_interarrival: Spanned<Dur>,
+    pub(super) lifetime: RawTimeDist,
+    pub(super) weight: Spanned<RawWeightDist>,
+    #[serde(default)]
+    pub(super) start: Option<Spanned<Dur>>,
+    pub(super) stop: Spanned<Dur>,
+    #[serde(default)]
+    pub(super) run: Option<RawTimeDist>,
+    #[serde(default)]
+    pub(super) sleep: Option<RawTimeDist>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawClaim {
+    pub(super) paper: String,
+    pub(super) source: String,
+    pub(super) scheduler: Spanned<String>,
+    pub(super) metric: Spanned<String>,
+    #[serde(default)]
+    pub(super) client: Option<String>,
+    #[serde(default)]
+    pub(super) clients: Vec<String>,
+    #[serde(default)]
+    pub(super) min: Option<f64>,
+    #[serde(default)]
+    pub(super) max: Option<f64>,
+    #[serde(default)]
+    pub(super) note: Option<String>,
+    #[serde(default)]
+    pub(super) window: Option<Spanned<[Dur; 2]>>,
+    #[serde(default)]
+    pub(super) window_length: Option<Spanned<Dur>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawReport {
+    #[serde(default)]
+    pub(super) sample_every: Option<Dur>,
+    #[serde(default)]
+    pub(super) lag_clients: Vec<Spanned<String>>,
+    #[serde(default)]
+    pub(super) gantt: Option<Spanned<[Dur; 2]>>,
+    #[serde(default)]
+    pub(super) lag_windows: Vec<Spanned<Dur>>,
+    #[serde(default)]
+    pub(super) trace: Option<Spanned<[Dur; 2]>>,
+}
