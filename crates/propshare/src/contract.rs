@@ -13,7 +13,10 @@
 //! 4. valid events are accepted, invalid ones (duplicate join, wake of a
 //!    runnable client, stop on the wrong CPU, unknown CPU) are refused with
 //!    an error and change nothing;
-//! 5. liveness: after the random history, with the runnable set frozen, every
+//! 5. every scheduler's own invariants ([`Scheduler::check_invariants`]:
+//!    the shell's roster and the algorithm's numbered ones) hold after every
+//!    event and after every poll, at any size;
+//! 6. liveness: after the random history, with the runnable set frozen, every
 //!    runnable client runs within a budget of quanta proportional to
 //!    `Σw / w_min` (skipped when the weights make the budget unreasonably large).
 //!
@@ -79,7 +82,9 @@ pub fn check(sched: &mut dyn Scheduler, cpus: usize, quantum: Time, ops: &[Op]) 
     };
     for (step, op) in ops.iter().enumerate() {
         host.apply(*op).map_err(|e| format!("step {step} ({op:?}): {e}"))?;
+        host.sched.check_invariants().map_err(|e| format!("invariant after step {step} ({op:?}): {e}"))?;
         host.poll().map_err(|e| format!("after step {step} ({op:?}): {e}"))?;
+        host.sched.check_invariants().map_err(|e| format!("invariant after polling at step {step}: {e}"))?;
     }
     host.liveness()
 }

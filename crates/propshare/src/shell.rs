@@ -270,3 +270,84 @@ pub fn check_queue_holds_waiting(id: &str, r: &Roster, queue: impl Iterator<Item
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::MS;
+
+    /// A FIFO whose `block` forgets to unqueue: the bug the checks must catch.
+    #[derive(Debug, Default)]
+    struct LeakyFifo {
+        queue: Vec<ClientId>,
+    }
+
+    impl Policy for LeakyFifo {
+        fn join(&mut self, _r: &Roster, _now: Time, c: ClientId, _w: Weight) -> Kick {
+            self.queue.push(c);
+            None
+        }
+        fn leave(&mut self, _r: &Roster, _now: Time, c: ClientId, _w: Weight, _was: Status) {
+            self.queue.retain(|&x| x != c);
+        }
+        fn block(&mut self, _r: &Roster, _now: Time, _c: ClientId, _w: Weight) {}
+        fn wake(&mut self, _r: &Roster, _now: Time, c: ClientId, _w: Weight) -> Kick {
+            self.queue.push(c);
+            None
+        }
+        fn set_weight(&mut self, _r: &Roster, _now: Time, _c: ClientId, _o: Weight, _n: Weight, _s: Status) {}
+        fn pick(&mut self, _r: &Roster, _now: Time, _cpu: CpuId) -> Option<(ClientId, Time)> {
+            (!self.queue.is_empty()).then(|| (self.queue.remove(0), MS))
+        }
+        fn stopped(
+            &mut self,
+            _r: &Roster,
+            _now: Time,
+            _cpu: CpuId,
+            c: ClientId,
+            _w: Weight,
+            _ran: Time,
+            why: StopReason,
+        ) {
+            if why.still_runnable() {
+                self.queue.push(c);
+            }
+        }
+        fn check_invariants(&self, r: &Roster) -> Result<(), String> {
+            check_queue_holds_waiting("FIFO-1", r, self.queue.iter().copied())
+        }
+    }
+
+    fn w(n: u64) -> Weight {
+        Weight::new(n).unwrap()
+    }
+
+    #[test]
+    fn the_shell_refuses_bad_events_before_the_policy_sees_them() {
+        let mut s = Shell::build("leaky", &SchedConfig::new(1, MS), LeakyFifo::default());
+        s.join(0, ClientId(0), w(1)).unwrap();
+        assert_eq!(s.join(0, ClientId(0), w(1)), Err(SchedError::AlreadyJoined(ClientId(0))));
+        assert!(s.wake(0, ClientId(0)).is_err());
+        assert!(s.pick(0, CpuId(1)).is_err());
+        assert_eq!(s.policy().queue, [ClientId(0)], "refused events reached the policy");
+        assert_eq!(s.name(), "leaky");
+        assert!(s.check_invariants().is_ok());
+    }
+
+    #[test]
+    fn a_broken_policy_is_caught_by_its_invariant_check() {
+        let mut s = Shell::build("leaky", &SchedConfig::new(1, MS), LeakyFifo::default());
+        s.join(0, ClientId(0), w(1)).unwrap();
+        s.join(0, ClientId(1), w(1)).unwrap();
+        // Blocking leaves client 1 queued: FIFO-1 is broken, and the debug
+        // check after the event panics.
+        let blocked = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| s.block(0, ClientId(1))));
+        if cfg!(debug_assertions) {
+            let msg = blocked.expect_err("the debug check must panic");
+            let msg = msg.downcast_ref::<String>().cloned().unwrap_or_default();
+            assert!(msg.contains("FIFO-1") && msg.contains("block"), "{msg}");
+        }
+        let err = s.check_invariants().expect_err("FIFO-1 is broken");
+        assert!(err.contains("FIFO-1"), "{err}");
+    }
+}
