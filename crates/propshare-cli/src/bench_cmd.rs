@@ -364,7 +364,7 @@ fn sim_run(scheduler: &str, n: usize, p: usize, quanta_per_cpu: u64) -> anyhow::
 /// CPU time where the OS reports it. `only` = (N, P, quanta per CPU) runs one
 /// configuration instead of the two standard ones.
 pub fn bench_sim(scheduler: &str, quick: bool, only: Option<(usize, usize, u64)>) -> anyhow::Result<()> {
-    registry::find(scheduler)?;
+    registry::check(scheduler)?;
     if let Some((n, p, q)) = only {
         let r = sim_run(scheduler, n, p, q)?;
         println!(

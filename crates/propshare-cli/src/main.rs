@@ -53,18 +53,18 @@ enum Command {
     },
     /// Run the built-in demo workload and print a per-client table.
     Demo {
-        /// Schedulers to run (comma-separated registry names).
-        #[arg(long, value_delimiter = ',', default_value = "rr,wfq,wfq+readjust")]
-        scheduler: Vec<String>,
+        /// Schedulers to run (comma-separated names or specs such as `gdq(delta=8)`).
+        #[arg(long, value_parser = spec_list, default_value = "rr,wfq,wfq+readjust")]
+        scheduler: SpecList,
         /// Number of CPUs.
         #[arg(long, default_value_t = 2)]
         cpus: usize,
     },
     /// Measure ns per decision and memory per client for every scheduler across N and P.
     Bench {
-        /// Schedulers (default: all registered).
-        #[arg(long, value_delimiter = ',')]
-        scheduler: Option<Vec<String>>,
+        /// Schedulers (default: all registered); names or specs such as `gdq(delta=8)`.
+        #[arg(long, value_parser = spec_list)]
+        scheduler: Option<SpecList>,
         /// Small sizes and few iterations (CI: keeps the code working, asserts nothing).
         #[arg(long)]
         quick: bool,
@@ -117,8 +117,12 @@ enum Command {
         #[arg(long)]
         decisions: u64,
     },
-    /// List the registered schedulers.
-    List,
+    /// List the registered schedulers (and, with --params, their parameters).
+    List {
+        /// Also list each scheduler's tunable parameters: name, range, default.
+        #[arg(long)]
+        params: bool,
+    },
     /// Schedule real Linux processes by weight (needs root).
     Run(Box<run_cmd::RunArgs>),
 }
@@ -127,9 +131,10 @@ enum Command {
 struct SimArgs {
     /// The scenario file (TOML; see docs/SCENARIOS.md).
     scenario: PathBuf,
-    /// Schedulers to run, comma-separated (default: the scenario's list).
-    #[arg(long, value_delimiter = ',', conflicts_with = "all")]
-    scheduler: Option<Vec<String>>,
+    /// Schedulers to run, comma-separated names or specs such as
+    /// `gdq(delta=8,t=40)` (default: the scenario's list; `propshare list --params`).
+    #[arg(long, value_parser = spec_list, conflicts_with = "all")]
+    scheduler: Option<SpecList>,
     /// Run every registered scheduler.
     #[arg(long)]
     all: bool,
@@ -173,7 +178,7 @@ fn main() {
         Some(Command::Reproduce { scenarios, out, quiet }) => reproduce(&scenarios, &out, quiet),
         Some(Command::Simulate(a)) => simulate(a, false),
         Some(Command::Compare(a)) => simulate(a, true),
-        Some(Command::Demo { scheduler, cpus }) => demo(&scheduler, cpus),
+        Some(Command::Demo { scheduler, cpus }) => demo(&scheduler.0, cpus),
         Some(Command::Run(args)) => run_cmd::main(*args),
         Some(Command::Bench { scheduler, quick, grid, clients, cpus, out, quiet }) => (|| {
             let sizes = match (clients, cpus) {
@@ -187,10 +192,10 @@ fn main() {
                 (None, Some(_)) => return Err(bad_input(anyhow::anyhow!("--cpus needs --clients"))),
                 _ => None,
             };
-            let list = match scheduler {
+            let list = match scheduler.map(|l| l.0) {
                 Some(l) => {
                     for s in &l {
-                        registry::find(s).map_err(bad_input)?;
+                        registry::check(s).map_err(bad_input)?;
                     }
                     l
                 }
@@ -203,7 +208,7 @@ fn main() {
             if only.is_some_and(|(n, p, q)| n == 0 || p == 0 || q == 0) {
                 Err(bad_input(anyhow::anyhow!("--clients, --cpus and --quanta must be at least 1")))
             } else {
-                registry::find(&scheduler)
+                registry::check(&scheduler)
                     .map_err(bad_input)
                     .and_then(|_| bench_cmd::bench_sim(&scheduler, quick, only).map_err(Failure::from))
             }
@@ -212,14 +217,25 @@ fn main() {
             if clients < 2 * cpus || cpus == 0 {
                 Err(bad_input(anyhow::anyhow!("need --cpus >= 1 and --clients >= 2 x --cpus")))
             } else {
-                registry::find(&scheduler)
+                registry::check(&scheduler)
                     .map_err(bad_input)
                     .and_then(|_| bench_cmd::bench_insns(&scheduler, clients, cpus, decisions).map_err(Failure::from))
             }
         }
-        Some(Command::List) => {
+        Some(Command::List { params }) => {
             for e in registry::SCHEDULERS {
                 println!("{:<20} {}", e.name, e.summary);
+                for p in e.params.iter().filter(|_| params) {
+                    let kind = match p.kind {
+                        registry::ParamKind::Int { min, max } => format!("{min}..={max}"),
+                        registry::ParamKind::Bool => "true|false".to_string(),
+                    };
+                    println!("{:<20}   {}={} ({kind}): {}", "", p.name, p.default, p.doc);
+                }
+            }
+            if params {
+                println!("\nGive parameters as NAME(param=value,...), e.g. --scheduler 'gdq(delta=8,t=40)',");
+                println!("or in a scenario file as a table: [scheduler.gdq] delta = 8");
             }
             Ok(())
         }
@@ -228,6 +244,19 @@ fn main() {
         eprintln!("propshare: error: {:#}", f.error);
         std::process::exit(f.code);
     }
+}
+
+/// A comma-separated list of scheduler specs (commas inside a spec's
+/// parentheses do not split it).
+#[derive(Clone, Debug)]
+struct SpecList(Vec<String>);
+
+fn spec_list(s: &str) -> Result<SpecList, String> {
+    let list = registry::split_specs(s);
+    if list.is_empty() {
+        return Err("no scheduler given".into());
+    }
+    Ok(SpecList(list))
 }
 
 fn progress_bar(total: u64, quiet: bool) -> ProgressBar {
@@ -248,10 +277,10 @@ fn simulate(a: SimArgs, html: bool) -> Result<(), Failure> {
         scn.seed = seed;
     }
     let only: Option<Vec<String>> =
-        if a.all { Some(registry::names().map(String::from).collect()) } else { a.scheduler.clone() };
+        if a.all { Some(registry::names().map(String::from).collect()) } else { a.scheduler.clone().map(|l| l.0) };
     if let Some(list) = &only {
         for s in list {
-            registry::find(s).map_err(bad_input)?;
+            registry::check(s).map_err(bad_input)?;
         }
     }
     let out = a.out.clone().unwrap_or_else(|| Path::new("out").join(&scn.name));
@@ -388,7 +417,7 @@ fn demo_clients() -> Vec<ClientSpec> {
 
 fn demo(schedulers: &[String], cpus: usize) -> Result<(), Failure> {
     for s in schedulers {
-        registry::find(s).map_err(bad_input)?;
+        registry::check(s).map_err(bad_input)?;
     }
     if cpus == 0 {
         return Err(bad_input(anyhow::anyhow!("--cpus must be at least 1")));

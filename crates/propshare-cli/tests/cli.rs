@@ -132,6 +132,54 @@ fn bad_scenarios_exit_2_with_file_line_and_field() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("unknown scheduler"));
 }
 
+/// Typed parameters: from the command line (`name(param=value,...)`) and
+/// from a scenario's `[scheduler.NAME]` table; bad ones exit 2 naming the
+/// parameter (and, in a file, its line).
+#[test]
+fn scheduler_parameters_from_the_command_line_and_scenario_tables() {
+    let dir = tmp("params");
+    let good = dir.join("good.toml");
+    std::fs::write(&good, GOOD).unwrap();
+    let o = dir.join("o");
+    let args = |sched: &str| -> Output {
+        propshare(&["simulate", good.to_str().unwrap(), "--scheduler", sched, "--quiet", "--out", o.to_str().unwrap()])
+    };
+    let ok = args("wfq,gdq(delta=8,t=40)");
+    assert_eq!(ok.status.code(), Some(0), "{}", String::from_utf8_lossy(&ok.stderr));
+    assert!(String::from_utf8_lossy(&ok.stdout).contains("gdq(delta=8,t=40)"));
+    for (spec, says) in [
+        ("gdq(delta=8", "must end with ')'"),
+        ("gdq(tee=3)", "no parameter \"tee\""),
+        ("gdq(t=0)", "outside 1..="),
+        ("wfq(k=1)", "its parameters: none"),
+    ] {
+        let out = args(spec);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{spec}: {err}");
+        assert!(err.contains(says), "{spec}: {err}");
+    }
+    // A table in the scenario: the scheduler keeps its name.
+    let with = |table: &str| {
+        let f = dir.join("table.toml");
+        std::fs::write(&f, format!("{}\n{table}\n", GOOD.replacen("[\"wfq\"]", "[\"wfq\", \"gdq\"]", 1))).unwrap();
+        propshare(&["simulate", f.to_str().unwrap(), "--quiet", "--out", o.to_str().unwrap()])
+    };
+    let ok = with("[scheduler.gdq]\ndelta = 8\nt = 40");
+    assert_eq!(ok.status.code(), Some(0), "{}", String::from_utf8_lossy(&ok.stderr));
+    for (table, says) in [
+        ("[scheduler.gdq]\ndelta = 99999999999", "\"delta\": 99999999999 is outside"),
+        ("[scheduler.gdq]\ntee = 1", "no parameter \"tee\""),
+        ("[scheduler.gdq]\ndelta = \"8\"", "scheduler.gdq.delta"),
+        ("[scheduler.sfs]\nk = 3", "not in this scenario's schedulers"),
+        ("[scheduler.nosuch]\nk = 3", "unknown scheduler"),
+    ] {
+        let out = with(table);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{table}: {err}");
+        assert!(err.contains(says) && err.contains("table.toml:"), "{table}: {err}");
+    }
+}
+
 fn files(dir: &Path) -> Vec<(String, Vec<u8>)> {
     let mut v: Vec<(String, Vec<u8>)> = std::fs::read_dir(dir)
         .unwrap()

@@ -3,7 +3,7 @@
 
 use std::path::{Path, PathBuf};
 
-use propshare::{registry, SchedConfig, Time};
+use propshare::{SchedConfig, Time};
 
 use crate::engine::{Engine, SimError, TraceEvent};
 use crate::metrics::{self, duration_label, window_lag_of, RunMetrics};
@@ -82,7 +82,8 @@ pub fn run_scenario(
             let cfg = scn.config(k);
             let clients = scn.clients(k);
             let mut names: Vec<String> = clients.iter().map(|c| c.name.clone()).collect();
-            let sched = registry::build(name, SchedConfig { cpus: cfg.cpus, quantum: cfg.quantum, seed: cfg.seed })
+            let sched = scn
+                .build_scheduler(name, SchedConfig { cpus: cfg.cpus, quantum: cfg.quantum, seed: cfg.seed })
                 .map_err(|e| SimError::Config(e.to_string()))?;
             let mut engine = Engine::new(sched, cfg.clone(), clients)?;
             engine.chains(scn.chains())?;

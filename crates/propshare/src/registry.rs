@@ -1,10 +1,26 @@
 //! Schedulers by name, for hosts, scenario files and the command line.
 //!
 //! A name is an algorithm's registry name (`"wfq"`), optionally followed by
-//! `+readjust` where the algorithm offers a readjusted variant.
+//! `+readjust` where the algorithm offers a readjusted variant. Variants are
+//! named parameter sets of one algorithm.
+//!
+//! # Typed parameters
+//!
+//! An algorithm with tunable parameters declares them ([`Param`]: a name,
+//! an integer or boolean kind with its range, a default, one line of doc).
+//! A *scheduler spec* gives some of them: `gdq(delta=8,t=40)`. Parameters
+//! not given keep their defaults, so `gdq` and `gdq()` are the registered
+//! `gdq` exactly. [`parse_spec`] and [`resolve`] refuse an unknown name or
+//! parameter, a malformed value or one out of range with an error naming
+//! it; [`build`] accepts a plain name or a spec. Scenario files give the
+//! same parameters in a table (`[scheduler.gdq] delta = 8`), and
+//! `propshare list --params` lists them all.
+
+use std::borrow::Cow;
 
 use crate::algo;
-use crate::scheduler::{SchedConfig, Scheduler};
+use crate::model::{ClientId, CpuId, SchedError, StopReason, Time, Weight};
+use crate::scheduler::{Decision, Kick, SchedConfig, Scheduler};
 
 /// One registered scheduler.
 pub struct Entry {
@@ -12,8 +28,133 @@ pub struct Entry {
     pub name: &'static str,
     /// One line: what it is and where it comes from.
     pub summary: &'static str,
-    /// Build one.
-    pub build: fn(SchedConfig) -> Box<dyn Scheduler>,
+    /// Its tunable parameters (empty for most).
+    pub params: &'static [Param],
+    /// Build one with resolved parameters.
+    pub build: fn(SchedConfig, &Params) -> Box<dyn Scheduler>,
+}
+
+/// The kind and range of a parameter's value.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ParamKind {
+    /// An integer in `min..=max`.
+    Int {
+        /// Smallest value accepted.
+        min: u64,
+        /// Largest value accepted.
+        max: u64,
+    },
+    /// `true` or `false`.
+    Bool,
+}
+
+/// One tunable parameter of an algorithm.
+#[derive(Clone, Copy, Debug)]
+pub struct Param {
+    /// Its name in specs and scenario files.
+    pub name: &'static str,
+    /// Integer or boolean, with its range.
+    pub kind: ParamKind,
+    /// The value the registered scheduler uses (booleans: 0 or 1).
+    pub default: u64,
+    /// One line: what it is, with its unit and paper section.
+    pub doc: &'static str,
+}
+
+/// The parameters of one build, every declared one present (given or default).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Params {
+    values: Vec<(&'static str, u64)>,
+}
+
+impl Params {
+    /// The value of integer parameter `name`. Panics if the entry did not
+    /// declare it (a registry bug, caught by the registry's own tests).
+    pub fn int(&self, name: &str) -> u64 {
+        self.values.iter().find(|(n, _)| *n == name).map(|&(_, v)| v).expect("declared parameter")
+    }
+
+    /// The value of boolean parameter `name`.
+    pub fn flag(&self, name: &str) -> bool {
+        self.int(name) != 0
+    }
+}
+
+/// A parsed scheduler spec: `name` or `name(param=value,...)`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SchedSpec {
+    /// The registry name.
+    pub name: String,
+    /// The parameters given, in the order given, as text.
+    pub given: Vec<(String, String)>,
+}
+
+const NO_PARAMS: &[Param] = &[];
+
+const GDQ_PARAMS: &[Param] = &[
+    Param {
+        name: "delta",
+        kind: ParamKind::Int { min: 0, max: 1 << 20 },
+        default: 4,
+        doc: "δ: rounds a queue may run ahead of its group's slowest queue before it steals",
+    },
+    Param {
+        name: "t",
+        kind: ParamKind::Int { min: 1, max: 1 << 30 },
+        default: 20,
+        doc: "T: the inter-group interval, in quanta (each CPU runs MFQ once per T)",
+    },
+];
+
+const DWRR_PARAMS: &[Param] = &[
+    Param {
+        name: "round",
+        kind: ParamKind::Int { min: 1, max: 1 << 30 },
+        default: 3,
+        doc: "B: the round slice unit, in quanta (a client of weight w gets w·B/U per round)",
+    },
+    Param {
+        name: "unit",
+        kind: ParamKind::Int { min: 1, max: u32::MAX as u64 },
+        default: 1,
+        doc: "U: the weight unit of the round slice w·B/U",
+    },
+];
+
+const SFS_HEURISTIC_PARAMS: &[Param] = &[
+    Param {
+        name: "k",
+        kind: ParamKind::Int { min: 1, max: 1 << 20 },
+        default: algo::sfs::DEFAULT_HEURISTIC_K as u64,
+        doc: "k: waiting clients examined at the head of each of the three queues (section 3.2)",
+    },
+    Param {
+        name: "resort",
+        kind: ParamKind::Int { min: 1, max: 1 << 40 },
+        default: algo::sfs::DEFAULT_RESORT_EVERY,
+        doc: "picks between two re-sorts of the surplus queue",
+    },
+];
+
+const SFS_AFFINITY_PARAMS: &[Param] = &[Param {
+    name: "bias",
+    kind: ParamKind::Int { min: 1, max: 1 << 20 },
+    default: algo::sfs::DEFAULT_AFFINITY_BIAS as u64,
+    doc: "B: prefer a client that last ran here among the B least surpluses (section 2.4)",
+}];
+
+/// DWRR's options from its parameters: B = round·Q, U = unit.
+fn dwrr_options(cfg: SchedConfig, p: &Params, carry: bool) -> algo::dwrr::DwrrOptions {
+    let opts = algo::dwrr::DwrrOptions {
+        round_unit: cfg.quantum.saturating_mul(p.int("round")).max(1),
+        weight_unit: p.int("unit"),
+        carry_overrun: false,
+    };
+    if carry {
+        opts.with_carry()
+    } else {
+        opts
+    }
 }
 
 /// Every scheduler, in the order reports list them.
@@ -21,222 +162,273 @@ pub const SCHEDULERS: &[Entry] = &[
     Entry {
         name: "rr",
         summary: "round robin, weights ignored (reference)",
-        build: |c| Box::new(algo::rr::RoundRobin::new(c)),
+        params: NO_PARAMS,
+        build: |c, _| Box::new(algo::rr::RoundRobin::new(c)),
     },
     Entry {
         name: "wfq",
         summary: "weighted fair queueing, global finish-tag queue (Demers et al. 1989)",
-        build: |c| Box::new(algo::wfq::Wfq::new(c)),
+        params: NO_PARAMS,
+        build: |c, _| Box::new(algo::wfq::Wfq::new(c)),
     },
     Entry {
         name: "wfq+readjust",
         summary: "WFQ over readjusted weights (SFS paper section 2.2)",
-        build: |c| Box::new(algo::wfq::Wfq::with_readjustment(c)),
+        params: NO_PARAMS,
+        build: |c, _| Box::new(algo::wfq::Wfq::with_readjustment(c)),
     },
     Entry {
         name: "wf2q",
         summary: "WF2Q+, eligible smallest finish tag, global queue (Bennett and Zhang 1996)",
-        build: |c| Box::new(algo::wf2q::Wf2q::new(c)),
+        params: NO_PARAMS,
+        build: |c, _| Box::new(algo::wf2q::Wf2q::new(c)),
     },
     Entry {
         name: "wf2q+readjust",
         summary: "WF2Q+ over readjusted weights (SFS paper section 2.2)",
-        build: |c| Box::new(algo::wf2q::Wf2q::with_readjustment(c)),
+        params: NO_PARAMS,
+        build: |c, _| Box::new(algo::wf2q::Wf2q::with_readjustment(c)),
     },
     Entry {
         name: "sfq",
         summary: "start-time fair queueing, global queue (Goyal, Vin, Cheng 1996)",
-        build: |c| Box::new(algo::sfq::Sfq::new(c)),
+        params: NO_PARAMS,
+        build: |c, _| Box::new(algo::sfq::Sfq::new(c)),
     },
     Entry {
         name: "sfq+readjust",
         summary: "SFQ over readjusted weights, the SFS paper's \"SFQ with readjustment\"",
-        build: |c| Box::new(algo::sfq::Sfq::with_readjustment(c)),
+        params: NO_PARAMS,
+        build: |c, _| Box::new(algo::sfq::Sfq::with_readjustment(c)),
     },
     Entry {
         name: "stride",
         summary: "stride scheduling, global pass (Waldspurger and Weihl 1995)",
-        build: |c| Box::new(algo::stride::Stride::new(c)),
+        params: NO_PARAMS,
+        build: |c, _| Box::new(algo::stride::Stride::new(c)),
     },
     Entry {
         name: "stride+readjust",
         summary: "stride scheduling over readjusted weights (SFS paper section 2.9)",
-        build: |c| Box::new(algo::stride::Stride::with_readjustment(c)),
+        params: NO_PARAMS,
+        build: |c, _| Box::new(algo::stride::Stride::with_readjustment(c)),
     },
     Entry {
         name: "lottery",
         summary: "lottery scheduling, seeded, compensation tickets (Waldspurger and Weihl 1994)",
-        build: |c| Box::new(algo::lottery::Lottery::new(c)),
+        params: NO_PARAMS,
+        build: |c, _| Box::new(algo::lottery::Lottery::new(c)),
     },
     Entry {
         name: "lottery+readjust",
         summary: "lottery with tickets in proportion to readjusted weights, one exact draw (SFS paper section 2.9)",
-        build: |c| Box::new(algo::lottery::Lottery::with_readjustment(c)),
+        params: NO_PARAMS,
+        build: |c, _| Box::new(algo::lottery::Lottery::with_readjustment(c)),
     },
     Entry {
         name: "lottery+readjust+dedicate",
         summary: "lottery over readjusted weights, a waiting capped client runs first (its share is exactly one CPU)",
-        build: |c| Box::new(algo::lottery::Lottery::with_dedicated_cpus(c)),
+        params: NO_PARAMS,
+        build: |c, _| Box::new(algo::lottery::Lottery::with_dedicated_cpus(c)),
     },
     Entry {
         name: "wrr",
         summary: "weighted round robin, w consecutive quanta per round (as in the GR3 paper)",
-        build: |c| Box::new(algo::wrr::WeightedRoundRobin::new(c)),
+        params: NO_PARAMS,
+        build: |c, _| Box::new(algo::wrr::WeightedRoundRobin::new(c)),
     },
     Entry {
         name: "wrr+readjust",
         summary: "WRR with turns of phi*Q ns over readjusted weights, rational phi paid exactly over turns (SFS paper section 2.9)",
-        build: |c| Box::new(algo::wrr::WeightedRoundRobin::with_readjustment(c)),
+        params: NO_PARAMS,
+        build: |c, _| Box::new(algo::wrr::WeightedRoundRobin::with_readjustment(c)),
     },
     Entry {
         name: "wrr+readjust+dedicate",
         summary: "WRR over readjusted weights, a waiting capped client runs first (its share is exactly one CPU)",
-        build: |c| Box::new(algo::wrr::WeightedRoundRobin::with_dedicated_cpus(c)),
+        params: NO_PARAMS,
+        build: |c, _| Box::new(algo::wrr::WeightedRoundRobin::with_dedicated_cpus(c)),
     },
     Entry {
         name: "srr",
         summary: "smoothed round robin, weight matrix and weight spread sequence (Guo 2001)",
-        build: |c| Box::new(algo::srr::SmoothedRoundRobin::new(c)),
+        params: NO_PARAMS,
+        build: |c, _| Box::new(algo::srr::SmoothedRoundRobin::new(c)),
     },
     Entry {
         name: "srr+readjust",
         summary: "SRR over readjusted weights, a capped client's rational phi paid exactly over passes (SFS paper section 2.9)",
-        build: |c| Box::new(algo::srr::SmoothedRoundRobin::with_readjustment(c)),
+        params: NO_PARAMS,
+        build: |c, _| Box::new(algo::srr::SmoothedRoundRobin::with_readjustment(c)),
     },
     Entry {
         name: "srr+readjust+dedicate",
         summary: "SRR over readjusted weights, a waiting capped client runs first (its share is exactly one CPU)",
-        build: |c| Box::new(algo::srr::SmoothedRoundRobin::with_dedicated_cpus(c)),
+        params: NO_PARAMS,
+        build: |c, _| Box::new(algo::srr::SmoothedRoundRobin::with_dedicated_cpus(c)),
     },
     Entry {
         name: "vtrr",
         summary: "virtual-time round robin (Nieh, Vaill, Zhong 2001)",
-        build: |c| Box::new(algo::vtrr::Vtrr::new(c)),
+        params: NO_PARAMS,
+        build: |c, _| Box::new(algo::vtrr::Vtrr::new(c)),
     },
     Entry {
         name: "vtrr+readjust",
         summary: "VTRR over readjusted weights: exact virtual times, counters paid exactly over cycles (SFS paper section 2.9)",
-        build: |c| Box::new(algo::vtrr::Vtrr::with_readjustment(c)),
+        params: NO_PARAMS,
+        build: |c, _| Box::new(algo::vtrr::Vtrr::with_readjustment(c)),
     },
     Entry {
         name: "vtrr+readjust+dedicate",
         summary: "VTRR over readjusted weights, a waiting capped client runs first (its share is exactly one CPU)",
-        build: |c| Box::new(algo::vtrr::Vtrr::with_dedicated_cpus(c)),
+        params: NO_PARAMS,
+        build: |c, _| Box::new(algo::vtrr::Vtrr::with_dedicated_cpus(c)),
     },
     Entry {
         name: "cfs",
         summary: "Linux CFS (<= 6.5): per-CPU vruntime runqueues, load balancing of weighted load (kernel/sched/fair.c)",
-        build: |c| Box::new(algo::cfs::Cfs::new(c)),
+        params: NO_PARAMS,
+        build: |c, _| Box::new(algo::cfs::Cfs::new(c)),
     },
     Entry {
         name: "eevdf",
         summary: "Linux EEVDF (>= 6.6): per-CPU eligible earliest virtual deadline first with lag placement, load balancing (kernel/sched/fair.c)",
-        build: |c| Box::new(algo::eevdf::Eevdf::new(c)),
+        params: NO_PARAMS,
+        build: |c, _| Box::new(algo::eevdf::Eevdf::new(c)),
     },
     Entry {
         name: "cfs+lbfail",
         summary: "CFS with the kernel's nr_balance_failed relaxation: too-heavy tasks move after failed balance passes",
-        build: |c| Box::new(algo::cfs::Cfs::with_balance_failed_relax(c)),
+        params: NO_PARAMS,
+        build: |c, _| Box::new(algo::cfs::Cfs::with_balance_failed_relax(c)),
     },
     Entry {
         name: "eevdf+lbfail",
         summary: "EEVDF with the kernel's nr_balance_failed relaxation: too-heavy tasks move after failed balance passes",
-        build: |c| Box::new(algo::eevdf::Eevdf::with_balance_failed_relax(c)),
+        params: NO_PARAMS,
+        build: |c, _| Box::new(algo::eevdf::Eevdf::with_balance_failed_relax(c)),
     },
     Entry {
         name: "cfs+readjust",
         summary: "CFS over readjusted weights (global readjustment, phi rounded to an integer load weight; SFS paper section 2.9)",
-        build: |c| Box::new(algo::cfs::Cfs::with_readjustment(c)),
+        params: NO_PARAMS,
+        build: |c, _| Box::new(algo::cfs::Cfs::with_readjustment(c)),
     },
     Entry {
         name: "eevdf+readjust",
         summary: "EEVDF over readjusted weights (global readjustment, phi rounded to an integer load weight; SFS paper section 2.9)",
-        build: |c| Box::new(algo::eevdf::Eevdf::with_readjustment(c)),
+        params: NO_PARAMS,
+        build: |c, _| Box::new(algo::eevdf::Eevdf::with_readjustment(c)),
     },
     Entry {
         name: "gdq",
         summary: "grouped distributed queues, delta = 4, T = 20 quanta (Caprita, Nieh, Stein 2006)",
-        build: |c| Box::new(algo::gdq::Gdq::new(c)),
+        params: GDQ_PARAMS,
+        build: |c, p| Box::new(algo::gdq::Gdq::with_params(c, algo::gdq::GdqParams { delta: p.int("delta"), interval: p.int("t") })),
     },
     Entry {
         name: "sfs",
         summary: "surplus fair scheduling, exact least-surplus pick over readjusted weights (Chandra et al. 2000)",
-        build: |c| Box::new(algo::sfs::Sfs::new(c)),
+        params: NO_PARAMS,
+        build: |c, _| Box::new(algo::sfs::Sfs::new(c)),
     },
     Entry {
         name: "sfs+heuristic",
         summary: "SFS examining only the first 20 clients of each queue (SFS paper section 3.2)",
-        build: |c| Box::new(algo::sfs::Sfs::with_heuristic(c)),
+        params: SFS_HEURISTIC_PARAMS,
+        build: |c, p| {
+            let h = algo::sfs::Heuristic { per_queue: p.int("k") as usize, resort_every: p.int("resort") };
+            Box::new(algo::sfs::Sfs::with_options(c, algo::sfs::SfsOptions { heuristic: Some(h), ..algo::sfs::SfsOptions::EXACT }))
+        },
     },
     Entry {
         name: "sfs+affinity",
         summary: "SFS preferring the client that last ran on the CPU among the 4 least surpluses, within one quantum of surplus (section 2.4)",
-        build: |c| Box::new(algo::sfs::Sfs::with_affinity(c)),
+        params: SFS_AFFINITY_PARAMS,
+        build: |c, p| {
+            let bias = p.int("bias") as usize;
+            let opts = algo::sfs::SfsOptions { affinity_bias: bias, affinity_slack: Some(c.quantum), ..algo::sfs::SfsOptions::EXACT };
+            Box::new(algo::sfs::Sfs::with_options(c, opts))
+        },
     },
     Entry {
         name: "dfs",
         summary: "deadline fair scheduling with PD2 tie rules, P-fair, not work-conserving (Chandra et al. RTAS 2001)",
-        build: |c| Box::new(algo::dfs::Dfs::new(c)),
+        params: NO_PARAMS,
+        build: |c, _| Box::new(algo::dfs::Dfs::new(c)),
     },
     Entry {
         name: "dfs-notiebreak",
         summary: "DFS without the PD2 tie rules, as in the paper's simulations (RTAS 2001 section 4.1)",
-        build: |c| Box::new(algo::dfs::Dfs::no_tie_break(c)),
+        params: NO_PARAMS,
+        build: |c, _| Box::new(algo::dfs::Dfs::no_tie_break(c)),
     },
     Entry {
         name: "dfs-fa",
         summary: "DFS-FA: DFS plus the fair-airport start-tag queue, work-conserving (RTAS 2001 section 4.2)",
-        build: |c| Box::new(algo::dfs::Dfs::fair_airport(c)),
+        params: NO_PARAMS,
+        build: |c, _| Box::new(algo::dfs::Dfs::fair_airport(c)),
     },
     Entry {
         name: "dfs-fa+affinity",
         summary: "DFS-FA with the goodness affinity rule, W = P, alpha = 2 slots (RTAS 2001 section 5)",
-        build: |c| Box::new(algo::dfs::Dfs::fair_airport_affinity(c)),
+        params: NO_PARAMS,
+        build: |c, _| Box::new(algo::dfs::Dfs::fair_airport_affinity(c)),
     },
     Entry {
         name: "dfs-fa+readjust",
         summary: "DFS-FA over readjusted weights (SFS paper section 2.2); fixes DFS-FA starvation",
-        build: |c| Box::new(algo::dfs::Dfs::fair_airport_readjusted(c)),
+        params: NO_PARAMS,
+        build: |c, _| Box::new(algo::dfs::Dfs::fair_airport_readjusted(c)),
     },
     Entry {
         name: "gr3",
         summary: "group ratio round robin, O(1) (Caprita et al. 2005 section 2); on P > 1 CPUs it is gr3mp",
-        build: |c| Box::new(algo::gr3mp::Gr3Mp::new(c, "gr3", algo::gr3::RescaleRule::Paper)),
+        params: NO_PARAMS,
+        build: |c, _| Box::new(algo::gr3mp::Gr3Mp::new(c, "gr3", algo::gr3::RescaleRule::Paper)),
     },
     Entry {
         name: "gr3mp",
         summary: "GR3 on P CPUs: central queue, frontlogs, readjustment through groups (Caprita et al. 2005 section 3)",
-        build: |c| Box::new(algo::gr3mp::Gr3Mp::new(c, "gr3mp", algo::gr3::RescaleRule::Paper)),
+        params: NO_PARAMS,
+        build: |c, _| Box::new(algo::gr3mp::Gr3Mp::new(c, "gr3mp", algo::gr3::RescaleRule::Paper)),
     },
     Entry {
         name: "gr3+fairjoin",
         summary: "GR3 with the join/leave work rescale tied to the heavier neighbour (fixes starvation after churn)",
-        build: |c| Box::new(algo::gr3mp::Gr3Mp::new(c, "gr3+fairjoin", algo::gr3::RescaleRule::Predecessor)),
+        params: NO_PARAMS,
+        build: |c, _| Box::new(algo::gr3mp::Gr3Mp::new(c, "gr3+fairjoin", algo::gr3::RescaleRule::Predecessor)),
     },
     Entry {
         name: "gr3mp+fairjoin",
         summary: "GR3MP with the join/leave work rescale tied to the heavier neighbour",
-        build: |c| Box::new(algo::gr3mp::Gr3Mp::new(c, "gr3mp+fairjoin", algo::gr3::RescaleRule::Predecessor)),
+        params: NO_PARAMS,
+        build: |c, _| Box::new(algo::gr3mp::Gr3Mp::new(c, "gr3mp+fairjoin", algo::gr3::RescaleRule::Predecessor)),
     },
     Entry {
         name: "dwrr",
         summary: "distributed weighted round-robin over per-CPU round-robin queues (Li et al. PPoPP 2009)",
-        build: |c| Box::new(algo::dwrr::DwrrRr::registered(c, false)),
+        params: DWRR_PARAMS,
+        build: |c, p| Box::new(algo::dwrr::DwrrRr::new(c, dwrr_options(c, p, false))),
     },
     Entry {
         name: "dwrr+carry",
         summary: "DWRR, slice overrun carried into the next round",
-        build: |c| Box::new(algo::dwrr::DwrrRr::registered(c, true)),
+        params: DWRR_PARAMS,
+        build: |c, p| Box::new(algo::dwrr::DwrrRr::new(c, dwrr_options(c, p, true))),
     },
     Entry {
         name: "dwrr-cfs",
         summary: "DWRR over per-CPU CFS-like vruntime queues (the paper's Linux 2.6.24 port)",
-        build: |c| Box::new(algo::dwrr::DwrrCfs::registered(c, false)),
+        params: DWRR_PARAMS,
+        build: |c, p| Box::new(algo::dwrr::DwrrCfs::new(c, dwrr_options(c, p, false))),
     },
     Entry {
         name: "dwrr-cfs+carry",
         summary: "DWRR over CFS-like queues, slice overrun carried into the next round",
-        build: |c| Box::new(algo::dwrr::DwrrCfs::registered(c, true)),
+        params: DWRR_PARAMS,
+        build: |c, p| Box::new(algo::dwrr::DwrrCfs::new(c, dwrr_options(c, p, true))),
     },
 ];
 
@@ -256,6 +448,34 @@ pub enum BuildError {
     /// See [`UnknownScheduler`].
     #[error(transparent)]
     Unknown(#[from] UnknownScheduler),
+    /// A spec that is not `name` or `name(param=value,...)`.
+    #[error("scheduler spec {spec:?}: {why}")]
+    Syntax {
+        /// The spec as given.
+        spec: String,
+        /// What is wrong with it.
+        why: String,
+    },
+    /// A parameter the scheduler does not have.
+    #[error("scheduler {scheduler:?} has no parameter {param:?}; its parameters: {known}")]
+    UnknownParam {
+        /// The scheduler.
+        scheduler: String,
+        /// The parameter asked for.
+        param: String,
+        /// Its parameters, comma-separated (or "none").
+        known: String,
+    },
+    /// A parameter value of the wrong kind or out of range.
+    #[error("scheduler {scheduler:?}, parameter {param:?}: {why}")]
+    BadValue {
+        /// The scheduler.
+        scheduler: String,
+        /// The parameter.
+        param: String,
+        /// What is wrong with the value.
+        why: String,
+    },
     /// P = 0.
     #[error("the number of CPUs must be at least 1")]
     NoCpus,
@@ -269,7 +489,7 @@ pub fn names() -> impl Iterator<Item = &'static str> {
     SCHEDULERS.iter().map(|e| e.name)
 }
 
-/// Look a scheduler up by name.
+/// Look a scheduler up by its registry name (no parameters).
 pub fn find(name: &str) -> Result<&'static Entry, UnknownScheduler> {
     SCHEDULERS
         .iter()
@@ -277,14 +497,247 @@ pub fn find(name: &str) -> Result<&'static Entry, UnknownScheduler> {
         .ok_or_else(|| UnknownScheduler { name: name.to_string(), known: names().collect::<Vec<_>>().join(", ") })
 }
 
-/// Build the scheduler called `name` for `cfg`.
-pub fn build(name: &str, cfg: SchedConfig) -> Result<Box<dyn Scheduler>, BuildError> {
-    let entry = find(name)?;
+/// Parse `name` or `name(param=value,...)` (spaces around items allowed).
+pub fn parse_spec(spec: &str) -> Result<SchedSpec, BuildError> {
+    let syntax = |why: &str| BuildError::Syntax { spec: spec.to_string(), why: why.to_string() };
+    let spec_t = spec.trim();
+    let Some(open) = spec_t.find('(') else {
+        if spec_t.contains(')') {
+            return Err(syntax("a ')' without '('"));
+        }
+        return Ok(SchedSpec { name: spec_t.to_string(), given: Vec::new() });
+    };
+    let name = spec_t[..open].trim();
+    let Some(inner) = spec_t[open + 1..].strip_suffix(')') else {
+        return Err(syntax("the parameter list must end with ')'"));
+    };
+    if name.is_empty() {
+        return Err(syntax("no scheduler name before '('"));
+    }
+    let mut given: Vec<(String, String)> = Vec::new();
+    for item in inner.split(',').map(str::trim).filter(|i| !i.is_empty()) {
+        let Some((k, v)) = item.split_once('=') else {
+            return Err(syntax(&format!("{item:?} is not param=value")));
+        };
+        let (k, v) = (k.trim(), v.trim());
+        if k.is_empty() || v.is_empty() || v.contains(['(', ')', '=']) {
+            return Err(syntax(&format!("{item:?} is not param=value")));
+        }
+        if given.iter().any(|(g, _)| g == k) {
+            return Err(syntax(&format!("parameter {k:?} given twice")));
+        }
+        given.push((k.to_string(), v.to_string()));
+    }
+    Ok(SchedSpec { name: name.to_string(), given })
+}
+
+/// Split a comma-separated list of specs at the commas outside parentheses:
+/// `"rr,gdq(delta=8,t=40)"` is `["rr", "gdq(delta=8,t=40)"]`.
+pub fn split_specs(list: &str) -> Vec<String> {
+    let (mut out, mut depth, mut start) = (Vec::new(), 0i32, 0);
+    for (i, ch) in list.char_indices() {
+        match ch {
+            '(' => depth += 1,
+            ')' => depth -= 1,
+            ',' if depth == 0 => {
+                out.push(list[start..i].trim().to_string());
+                start = i + 1;
+            }
+            _ => {}
+        }
+    }
+    out.push(list[start..].trim().to_string());
+    out.retain(|s| !s.is_empty());
+    out
+}
+
+/// Check `given` against `entry`'s parameters; every declared parameter
+/// comes back, given or default.
+pub fn resolve(entry: &Entry, given: &[(String, String)]) -> Result<Params, BuildError> {
+    for (k, _) in given {
+        if !entry.params.iter().any(|p| p.name == k) {
+            let known: Vec<&str> = entry.params.iter().map(|p| p.name).collect();
+            let known = if known.is_empty() { "none".to_string() } else { known.join(", ") };
+            return Err(BuildError::UnknownParam { scheduler: entry.name.into(), param: k.clone(), known });
+        }
+    }
+    let mut values = Vec::with_capacity(entry.params.len());
+    for p in entry.params {
+        let v = match given.iter().find(|(k, _)| k == p.name) {
+            None => p.default,
+            Some((_, text)) => parse_value(p, text).map_err(|why| BuildError::BadValue {
+                scheduler: entry.name.into(),
+                param: p.name.into(),
+                why,
+            })?,
+        };
+        values.push((p.name, v));
+    }
+    Ok(Params { values })
+}
+
+fn parse_value(p: &Param, text: &str) -> Result<u64, String> {
+    match p.kind {
+        ParamKind::Bool => match text {
+            "true" => Ok(1),
+            "false" => Ok(0),
+            _ => Err(format!("{text:?} is not true or false")),
+        },
+        ParamKind::Int { min, max } => {
+            let v: u64 = text.replace('_', "").parse().map_err(|_| format!("{text:?} is not a whole number"))?;
+            if v < min || v > max {
+                return Err(format!("{v} is outside {min}..={max}"));
+            }
+            Ok(v)
+        }
+    }
+}
+
+/// Build the scheduler `spec` (a name, or `name(param=value,...)`) for `cfg`.
+/// With parameters given, the scheduler is named by the spec as written
+/// (trimmed), so that runs with different parameters are told apart.
+pub fn build(spec: &str, cfg: SchedConfig) -> Result<Box<dyn Scheduler>, BuildError> {
+    let parsed = parse_spec(spec)?;
+    let name = if parsed.given.is_empty() { None } else { Some(spec.trim().to_string()) };
+    build_parsed(&parsed, name, cfg)
+}
+
+/// Build `spec` for `cfg` and call it `display` (a scenario names a
+/// scheduler and gives its parameters in a table).
+pub fn build_as(display: &str, spec: &SchedSpec, cfg: SchedConfig) -> Result<Box<dyn Scheduler>, BuildError> {
+    build_parsed(spec, Some(display.to_string()), cfg)
+}
+
+/// Check a spec without building it (for validating input up front).
+pub fn check(spec: &str) -> Result<(), BuildError> {
+    let parsed = parse_spec(spec)?;
+    resolve(find(&parsed.name)?, &parsed.given).map(drop)
+}
+
+fn build_parsed(spec: &SchedSpec, name: Option<String>, cfg: SchedConfig) -> Result<Box<dyn Scheduler>, BuildError> {
+    let entry = find(&spec.name)?;
+    let params = resolve(entry, &spec.given)?;
     if cfg.cpus == 0 {
         return Err(BuildError::NoCpus);
     }
     if cfg.quantum == 0 {
         return Err(BuildError::ZeroQuantum);
     }
-    Ok((entry.build)(cfg))
+    let sched = (entry.build)(cfg, &params);
+    Ok(match name {
+        Some(n) if n != sched.name() => Box::new(Named { name: n.into(), inner: sched }),
+        _ => sched,
+    })
+}
+
+/// A scheduler under another name (a spec with parameters, or a scenario's
+/// name for it); every call passes through.
+struct Named {
+    name: Cow<'static, str>,
+    inner: Box<dyn Scheduler>,
+}
+
+impl Scheduler for Named {
+    fn name(&self) -> &str {
+        &self.name
+    }
+    fn work_conserving(&self) -> bool {
+        self.inner.work_conserving()
+    }
+    fn join(&mut self, now: Time, c: ClientId, w: Weight) -> Result<Kick, SchedError> {
+        self.inner.join(now, c, w)
+    }
+    fn leave(&mut self, now: Time, c: ClientId) -> Result<(), SchedError> {
+        self.inner.leave(now, c)
+    }
+    fn block(&mut self, now: Time, c: ClientId) -> Result<(), SchedError> {
+        self.inner.block(now, c)
+    }
+    fn wake(&mut self, now: Time, c: ClientId) -> Result<Kick, SchedError> {
+        self.inner.wake(now, c)
+    }
+    fn set_weight(&mut self, now: Time, c: ClientId, w: Weight) -> Result<(), SchedError> {
+        self.inner.set_weight(now, c, w)
+    }
+    fn pick(&mut self, now: Time, cpu: CpuId) -> Result<Decision, SchedError> {
+        self.inner.pick(now, cpu)
+    }
+    fn stopped(&mut self, now: Time, cpu: CpuId, c: ClientId, ran: Time, why: StopReason) -> Result<(), SchedError> {
+        self.inner.stopped(now, cpu, c, ran, why)
+    }
+    fn check_invariants(&self) -> Result<(), String> {
+        self.inner.check_invariants()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::MS;
+
+    #[test]
+    fn every_default_is_in_range_and_builds() {
+        for e in SCHEDULERS {
+            let params = resolve(e, &[]).unwrap();
+            for p in e.params {
+                if let ParamKind::Int { min, max } = p.kind {
+                    assert!(min <= p.default && p.default <= max, "{} {}", e.name, p.name);
+                }
+                let _ = params.int(p.name);
+            }
+            let s = build(e.name, SchedConfig::new(2, MS)).unwrap();
+            assert_eq!(s.name(), e.name);
+            let spec = format!("{}()", e.name);
+            assert_eq!(build(&spec, SchedConfig::new(2, MS)).unwrap().name(), e.name, "{spec}: no parameters given");
+        }
+    }
+
+    #[test]
+    fn specs_parse_and_bad_ones_name_what_is_wrong() {
+        let s = parse_spec(" gdq( delta = 8 , t=40 ) ").unwrap();
+        assert_eq!(s.name, "gdq");
+        assert_eq!(s.given, [("delta".into(), "8".into()), ("t".into(), "40".into())]);
+        let cfg = SchedConfig::new(4, MS);
+        assert_eq!(build("gdq(delta=8,t=40)", cfg).unwrap().name(), "gdq(delta=8,t=40)");
+        let err = |spec: &str| build(spec, cfg).err().expect(spec).to_string();
+        assert!(err("gdq(delta=8").contains("must end with ')'"));
+        assert!(err("gdq(delta)").contains("not param=value"));
+        assert!(err("gdq(delta=1,delta=2)").contains("given twice"));
+        assert!(err("gdq(k=3)").contains("no parameter \"k\"") && err("gdq(k=3)").contains("delta, t"));
+        assert!(err("wfq(k=3)").contains("its parameters: none"));
+        assert!(err("gdq(t=0)").contains("\"t\": 0 is outside 1..="));
+        assert!(err("gdq(t=x)").contains("not a whole number"));
+        assert!(err("nope(t=1)").contains("unknown scheduler \"nope\""));
+        assert!(err("(t=1)").contains("no scheduler name"));
+        assert!(check("sfs+heuristic(k=5,resort=10)").is_ok());
+        assert_eq!(split_specs("rr, gdq(delta=8,t=40),wfq"), ["rr", "gdq(delta=8,t=40)", "wfq"]);
+    }
+
+    #[test]
+    fn parameters_change_decisions_and_defaults_do_not() {
+        // DWRR with a round of 1 quantum instead of 3 changes when a
+        // client's round slice runs out: the pick sequences differ, and the
+        // spec with the default values picks exactly like the plain name.
+        let run = |spec: &str| -> Vec<u32> {
+            let mut s = build(spec, SchedConfig::new(1, MS)).unwrap();
+            for (c, w) in [(0u32, 1u64), (1, 3)] {
+                s.join(0, ClientId(c), Weight::new(w).unwrap()).unwrap();
+            }
+            let mut now = 0;
+            let mut order = Vec::new();
+            for _ in 0..12 {
+                match s.pick(now, CpuId(0)).unwrap() {
+                    Decision::Run { client, slice } => {
+                        now += slice;
+                        order.push(client.0);
+                        s.stopped(now, CpuId(0), client, slice, StopReason::Expired).unwrap();
+                    }
+                    Decision::Idle => now += MS,
+                }
+            }
+            order
+        };
+        assert_eq!(run("dwrr"), run("dwrr(round=3,unit=1)"));
+        assert_ne!(run("dwrr"), run("dwrr(round=1)"));
+    }
 }

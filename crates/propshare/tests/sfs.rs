@@ -450,7 +450,10 @@ fn one_cpu_idle_virtual_time_differs_from_sfq() {
     };
     let q = 10 * MS;
     let mut picked = Vec::new();
-    for mut s in [registry::build("sfs", SchedConfig::new(1, q)).unwrap(), (entry.build)(SchedConfig::new(1, q))] {
+    for mut s in [
+        registry::build("sfs", SchedConfig::new(1, q)).unwrap(),
+        (entry.build)(SchedConfig::new(1, q), &registry::resolve(entry, &[]).unwrap()),
+    ] {
         s.join(0, ClientId(0), w(20)).unwrap();
         s.join(0, ClientId(1), w(1)).unwrap();
         assert!(matches!(s.pick(0, CpuId(0)).unwrap(), Decision::Run { client: ClientId(0), .. }));
@@ -763,7 +766,7 @@ fn section_4_2_sfq_if_registered() {
             eprintln!("SKIPPED: scheduler {name:?} is not registered in this build");
             continue;
         };
-        let mut s = (entry.build)(SchedConfig::new(2, 200 * MS));
+        let mut s = (entry.build)(SchedConfig::new(2, 200 * MS), &registry::resolve(entry, &[]).unwrap());
         let e = run_e1(&mut s);
         if name == "sfq" {
             assert!((60..=70).contains(&e.longest_wait_t1), "{name}: T1 waited {} quanta", e.longest_wait_t1);

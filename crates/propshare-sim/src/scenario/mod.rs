@@ -18,7 +18,8 @@ mod validate;
 
 use std::path::Path;
 
-use propshare::Time;
+use propshare::registry::{self, BuildError, SchedSpec};
+use propshare::{SchedConfig, Scheduler, Time};
 
 use crate::engine::{ChainSpec, ClientSpec, SimConfig};
 use draw::{Class, Poisson};
@@ -67,8 +68,12 @@ pub struct Scenario {
     pub description: String,
     /// The paper it reproduces, if any.
     pub paper: Option<String>,
-    /// Schedulers to run (default: all registered).
+    /// Schedulers to run (default: all registered): registry names or specs
+    /// such as `gdq(delta=8)`.
     pub schedulers: Vec<String>,
+    /// Parameters given in `[scheduler.NAME]` tables, by scheduler name, as
+    /// (parameter, value) text; validated against the registry.
+    pub scheduler_params: std::collections::BTreeMap<String, Vec<(String, String)>>,
     /// Base seed.
     pub seed: u64,
     /// Runs with seeds `seed..seed + repeat`.
@@ -86,6 +91,16 @@ pub struct Scenario {
 }
 
 impl Scenario {
+    /// Build the scheduler this scenario calls `name` (a registry name or a
+    /// spec), with the parameters of its `[scheduler.NAME]` table if any;
+    /// it keeps the name `name`.
+    pub fn build_scheduler(&self, name: &str, cfg: SchedConfig) -> Result<Box<dyn Scheduler>, BuildError> {
+        match self.scheduler_params.get(name) {
+            Some(given) => registry::build_as(name, &SchedSpec { name: name.to_string(), given: given.clone() }, cfg),
+            None => registry::build(name, cfg),
+        }
+    }
+
     /// Load and validate a scenario file.
     pub fn load(path: &Path) -> Result<Scenario, ScenarioError> {
         let file = path.display().to_string();

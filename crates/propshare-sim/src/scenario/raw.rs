@@ -71,6 +71,9 @@ pub(super) struct RawScenario {
     pub(super) description: Option<String>,
     pub(super) paper: Option<String>,
     pub(super) schedulers: Option<Vec<Spanned<String>>>,
+    /// `[scheduler.NAME]` tables: parameters of the scheduler NAME.
+    #[serde(default, rename = "scheduler")]
+    pub(super) scheduler_params: std::collections::BTreeMap<String, Spanned<toml::Table>>,
     pub(super) seed: Option<u64>,
     pub(super) repeat: Option<Spanned<u32>>,
     pub(super) machine: Spanned<RawMachine>,

@@ -411,17 +411,41 @@ impl Scenario {
             });
         }
 
-        let schedulers = match &raw.schedulers {
+        let schedulers: Vec<String> = match &raw.schedulers {
             None => propshare::registry::names().map(String::from).collect(),
             Some(list) => {
                 for s in list {
-                    if let Err(e) = propshare::registry::find(s.get_ref()) {
+                    if let Err(e) = propshare::registry::check(s.get_ref()) {
                         return Err(cx.err(s.span(), "schedulers", e.to_string()));
                     }
                 }
                 list.iter().map(|s| s.get_ref().clone()).collect()
             }
         };
+        let mut scheduler_params = std::collections::BTreeMap::new();
+        for (name, table) in &raw.scheduler_params {
+            let at = format!("scheduler.{name}");
+            let entry = propshare::registry::find(name).map_err(|e| cx.err(table.span(), &at, e.to_string()))?;
+            if !schedulers.contains(name) {
+                return Err(cx.err(table.span(), &at, format!("{name:?} is not in this scenario's schedulers")));
+            }
+            let mut given = Vec::new();
+            for (k, v) in table.get_ref() {
+                let text = match v {
+                    toml::Value::Integer(i) => i.to_string(),
+                    toml::Value::Boolean(b) => b.to_string(),
+                    other => {
+                        let why = format!("a parameter is a whole number or true/false, not {}", other.type_str());
+                        return Err(cx.err(table.span(), &format!("{at}.{k}"), why));
+                    }
+                };
+                given.push((k.clone(), text));
+            }
+            if let Err(e) = propshare::registry::resolve(entry, &given) {
+                return Err(cx.err(table.span(), &at, e.to_string()));
+            }
+            scheduler_params.insert(name.clone(), given);
+        }
 
         let known = KnownNames {
             explicit: clients.iter().map(|c| c.name.clone()).collect(),
@@ -463,7 +487,7 @@ impl Scenario {
                     format!("unknown metric {:?}; known: {}", c.metric.get_ref(), ClaimMetric::NAMES),
                 )
             })?;
-            if let Err(e) = propshare::registry::find(c.scheduler.get_ref()) {
+            if let Err(e) = propshare::registry::check(c.scheduler.get_ref()) {
                 return Err(cx.err(c.scheduler.span(), &format!("{at}.scheduler"), e.to_string()));
             }
             if metric == ClaimMetric::ShareRatio && c.clients.len() != 2 {
@@ -562,6 +586,7 @@ impl Scenario {
             description: raw.description.unwrap_or_default(),
             paper: raw.paper,
             schedulers,
+            scheduler_params,
             seed: raw.seed.unwrap_or(1),
             repeat,
             machine,
