@@ -20,7 +20,7 @@ use std::borrow::Cow;
 
 use crate::algo;
 use crate::model::{ClientId, CpuId, SchedError, StopReason, Time, Weight};
-use crate::scheduler::{Decision, Kick, SchedConfig, Scheduler};
+use crate::scheduler::{ConfigError, Decision, Kick, SchedConfig, Scheduler};
 
 /// One registered scheduler.
 pub struct Entry {
@@ -476,12 +476,9 @@ pub enum BuildError {
         /// What is wrong with the value.
         why: String,
     },
-    /// P = 0.
-    #[error("the number of CPUs must be at least 1")]
-    NoCpus,
-    /// Quantum 0.
-    #[error("the quantum must be at least 1 ns")]
-    ZeroQuantum,
+    /// See [`ConfigError`].
+    #[error(transparent)]
+    Config(#[from] ConfigError),
 }
 
 /// The registered names.
@@ -617,12 +614,7 @@ pub fn check(spec: &str) -> Result<(), BuildError> {
 fn build_parsed(spec: &SchedSpec, name: Option<String>, cfg: SchedConfig) -> Result<Box<dyn Scheduler>, BuildError> {
     let entry = find(&spec.name)?;
     let params = resolve(entry, &spec.given)?;
-    if cfg.cpus == 0 {
-        return Err(BuildError::NoCpus);
-    }
-    if cfg.quantum == 0 {
-        return Err(BuildError::ZeroQuantum);
-    }
+    cfg.validate()?;
     let sched = (entry.build)(cfg, &params);
     Ok(match name {
         Some(n) if n != sched.name() => Box::new(Named { name: n.into(), inner: sched }),

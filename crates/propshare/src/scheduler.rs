@@ -85,6 +85,30 @@ impl SchedConfig {
     pub fn new(cpus: usize, quantum: Time) -> SchedConfig {
         SchedConfig { cpus, quantum, seed: 0 }
     }
+
+    /// Check it once, before any scheduler is built: at least one CPU, a
+    /// quantum of at least 1 ns. Algorithms rely on this and never clamp;
+    /// [`crate::registry::build`] calls it.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        if self.cpus == 0 {
+            return Err(ConfigError::NoCpus);
+        }
+        if self.quantum == 0 {
+            return Err(ConfigError::ZeroQuantum);
+        }
+        Ok(())
+    }
+}
+
+/// Why a [`SchedConfig`] was refused.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum ConfigError {
+    /// P = 0.
+    #[error("the number of CPUs must be at least 1")]
+    NoCpus,
+    /// Quantum 0.
+    #[error("the quantum must be at least 1 ns")]
+    ZeroQuantum,
 }
 
 /// A CPU the scheduler would like preempted, returned by `join` and `wake`.

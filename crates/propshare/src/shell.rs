@@ -114,8 +114,11 @@ impl<P: Policy> Shell<P> {
         Shell { name: name.into(), roster, policy }
     }
 
-    /// `policy` for `cfg.cpus` CPUs, without shell readjustment.
+    /// `policy` for `cfg.cpus` CPUs, without shell readjustment. `cfg` must
+    /// be valid ([`SchedConfig::validate`]; the registry checks it): no
+    /// algorithm clamps P or Q.
     pub fn build(name: impl Into<Cow<'static, str>>, cfg: &SchedConfig, policy: P) -> Shell<P> {
+        debug_assert_eq!(cfg.validate(), Ok(()), "an invalid SchedConfig reached an algorithm");
         Shell::with_roster(name, Roster::new(cfg.cpus), policy)
     }
 

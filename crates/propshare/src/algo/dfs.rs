@@ -359,7 +359,7 @@ impl Dfs {
     pub fn with_options(cfg: SchedConfig, opts: DfsOptions, name: &'static str) -> Dfs {
         let policy = DfsPolicy {
             opts: DfsOptions { window: opts.window.max(1), alpha: (opts.alpha.0, opts.alpha.1.max(1)), ..opts },
-            quantum: cfg.quantum.max(1),
+            quantum: cfg.quantum,
             clients: ClientTable::new(),
             eq: BTreeSet::new(),
             iq_hat: BTreeSet::new(),

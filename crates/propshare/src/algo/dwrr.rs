@@ -357,7 +357,7 @@ impl<L: LocalQueue> Shell<DwrrPolicy<L>> {
             _ => "dwrr-custom",
         };
         let policy = DwrrPolicy {
-            quantum: cfg.quantum.max(1),
+            quantum: cfg.quantum,
             opts,
             highest: Highest::default(),
             cpus: (0..cfg.cpus).map(|_| CpuPart::default()).collect(),

@@ -331,9 +331,9 @@ impl Gdq {
     pub fn with_params(cfg: SchedConfig, params: GdqParams) -> Gdq {
         let params = GdqParams { interval: params.interval.max(1), ..params };
         let policy = GdqPolicy {
-            quantum: cfg.quantum.max(1),
+            quantum: cfg.quantum,
             params,
-            interval_ns: params.interval.saturating_mul(cfg.quantum.max(1)),
+            interval_ns: params.interval.saturating_mul(cfg.quantum),
             epoch: None,
             feasible: WeightClasses::default(),
             readjustment: Readjustment::EMPTY,

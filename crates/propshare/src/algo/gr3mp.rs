@@ -130,9 +130,9 @@ pub struct Gr3MpPolicy {
 impl Gr3Mp {
     /// A GR3MP scheduler called `name` with the given rescale rule.
     pub fn new(cfg: SchedConfig, name: &'static str, rule: RescaleRule) -> Gr3Mp {
-        let p = cfg.cpus.max(1);
+        let p = cfg.cpus;
         let policy = Gr3MpPolicy {
-            quantum: cfg.quantum.max(1),
+            quantum: cfg.quantum,
             queue: Gr3Queue::new(p, rule),
             cpus: vec![CpuPart::default(); p],
             frontlogs: ClientTable::new(),

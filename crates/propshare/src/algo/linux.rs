@@ -574,7 +574,7 @@ impl<R: FairRq> LinuxSched<R> {
 
 impl<R: FairRq> LinuxPolicy<R> {
     fn new(cfg: &SchedConfig, tun: Tunables, reweigh: Reweigh) -> Self {
-        let cpus = cfg.cpus.max(1);
+        let cpus = cfg.cpus;
         LinuxPolicy {
             tun,
             ents: ClientTable::new(),
