@@ -48,7 +48,7 @@
 //!
 //! Weights may be rational (readjusted φ), so every comparison is a
 //! cross-multiplication, in u128 when the products fit and in 256-bit
-//! arithmetic ([`wide`]) when not: exact, no floats, no overflow for any
+//! arithmetic ([`crate::wide`]) when not: exact, no floats, no overflow for any
 //! weight and any time below 2^64 ns.
 //!
 //! # Queues (section 6)
@@ -170,7 +170,7 @@ use crate::model::{ClientId, CpuId, SchedError, StopReason, Time, Weight};
 use crate::readjust::{FeasibleSet, Phi};
 use crate::roster::{ClientTable, Roster, Status};
 use crate::scheduler::{Decision, Kick, SchedConfig, Scheduler};
-use wide::U256;
+use crate::wide::U256;
 
 /// Which of section 3.3's tie-breaking rules apply among equal deadlines.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -475,8 +475,7 @@ impl Dfs {
         let y = x - pw; // u = x / y
         let slot = self.v_scaled / self.quantum as u128 / p.max(1);
         let j = U256::mul(slot.saturating_add(1), y).div_rem(U256::from(x)).0.saturating_u128().saturating_add(1);
-        let (quot, rem) = U256::mul(j, x).div_rem(U256::from(y));
-        quot.saturating_u128().saturating_add((rem != U256::ZERO) as u128).saturating_sub(1)
+        U256::mul(j, x).div_ceil_u128(U256::from(y)).saturating_sub(1)
     }
 
     fn finish_key(&self, c: ClientId, k: &Client) -> Key {
@@ -571,9 +570,7 @@ impl Dfs {
             Reweight::KeepStart => {
                 // A' = ⌈A φ'/φ⌉ = ⌈A a' b / (b' a)⌉.
                 let num = U256::mul(k.a, (phi.num as u128).saturating_mul(k.phi.den as u128));
-                let den = U256::from((phi.den as u128).saturating_mul(k.phi.num as u128));
-                let (quot, rem) = num.div_rem(den);
-                quot.saturating_u128().saturating_add((rem != U256::ZERO) as u128)
+                num.div_ceil_u128(U256::from((phi.den as u128).saturating_mul(k.phi.num as u128)))
             }
         };
         let k = &mut self.clients[c];
@@ -596,9 +593,7 @@ impl Dfs {
         }
         // φ v = (a/b) V den/num.
         let num = U256::mul((phi.num as u128).saturating_mul(self.v_over.den), self.v_scaled);
-        let den = U256::mul(phi.den as u128, self.v_over.num);
-        let (quot, rem) = num.div_rem(den);
-        quot.saturating_u128().saturating_add((rem != U256::ZERO) as u128)
+        num.div_ceil_u128(U256::mul(phi.den as u128, self.v_over.num))
     }
 
     /// After the runnable set or a weight changed: new φ's (readjustment), Φ,
@@ -630,9 +625,7 @@ impl Dfs {
         if self.v_over.num != 0 && !self.v_over.same(self.phi_total) {
             // V' = ⌈V Φ'/Φ⌉.
             let num = U256::mul(self.v_scaled, self.phi_total.num.saturating_mul(self.v_over.den));
-            let den = U256::mul(self.phi_total.den, self.v_over.num);
-            let (quot, rem) = num.div_rem(den);
-            self.v_scaled = quot.saturating_u128().saturating_add((rem != U256::ZERO) as u128);
+            self.v_scaled = num.div_ceil_u128(U256::mul(self.phi_total.den, self.v_over.num));
         }
         self.v_over = self.phi_total;
         self.v_scaled = self.v_scaled.max(self.psi);
@@ -868,145 +861,6 @@ fn eq7(f: u128, phi: Phi, phi_total: Ratio, p: u64, q: Time) -> (u128, bool) {
     let (quot, rem) = num.div_rem(den);
     let frac = rem != U256::ZERO;
     (quot.saturating_u128().saturating_add(frac as u128), frac)
-}
-
-/// Just enough unsigned 256-bit arithmetic for exact cross-multiplied
-/// comparisons and divisions of products of two `u128`s.
-mod wide {
-    /// An unsigned 256-bit integer.
-    #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
-    pub struct U256 {
-        hi: u128,
-        lo: u128,
-    }
-
-    const LOW: u128 = u64::MAX as u128;
-
-    impl U256 {
-        pub const ZERO: U256 = U256 { hi: 0, lo: 0 };
-
-        pub fn from(x: u128) -> U256 {
-            U256 { hi: 0, lo: x }
-        }
-
-        /// The exact product `a · b`.
-        pub fn mul(a: u128, b: u128) -> U256 {
-            if (a | b) >> 64 == 0 {
-                return U256 { hi: 0, lo: a * b };
-            }
-            let (a1, a0) = (a >> 64, a & LOW);
-            let (b1, b0) = (b >> 64, b & LOW);
-            let (p00, p01, p10, p11) = (a0 * b0, a0 * b1, a1 * b0, a1 * b1);
-            let mid = (p00 >> 64) + (p01 & LOW) + (p10 & LOW);
-            U256 { hi: p11 + (p01 >> 64) + (p10 >> 64) + (mid >> 64), lo: (p00 & LOW) | ((mid & LOW) << 64) }
-        }
-
-        /// `self + o`, saturating at 2^256 - 1.
-        pub fn add(self, o: U256) -> U256 {
-            let (lo, carry) = self.lo.overflowing_add(o.lo);
-            match self.hi.checked_add(o.hi).and_then(|h| h.checked_add(carry as u128)) {
-                Some(hi) => U256 { hi, lo },
-                None => U256 { hi: u128::MAX, lo: u128::MAX },
-            }
-        }
-
-        fn wrapping_sub(self, o: U256) -> U256 {
-            let (lo, borrow) = self.lo.overflowing_sub(o.lo);
-            U256 { hi: self.hi.wrapping_sub(o.hi).wrapping_sub(borrow as u128), lo }
-        }
-
-        fn bit(self, i: u32) -> bool {
-            if i >= 128 {
-                (self.hi >> (i - 128)) & 1 == 1
-            } else {
-                (self.lo >> i) & 1 == 1
-            }
-        }
-
-        fn bits(self) -> u32 {
-            if self.hi != 0 {
-                256 - self.hi.leading_zeros()
-            } else {
-                128 - self.lo.leading_zeros()
-            }
-        }
-
-        /// `(self / d, self % d)`; division by zero gives `(MAX, 0)` rather than a panic.
-        pub fn div_rem(self, d: U256) -> (U256, U256) {
-            if d == U256::ZERO {
-                return (U256 { hi: u128::MAX, lo: u128::MAX }, U256::ZERO);
-            }
-            if self.hi == 0 && d.hi == 0 {
-                return (U256::from(self.lo / d.lo), U256::from(self.lo % d.lo));
-            }
-            if self < d {
-                return (U256::ZERO, self);
-            }
-            let (mut q, mut r) = (U256::ZERO, U256::ZERO);
-            for i in (0..self.bits()).rev() {
-                let carry = r.hi >> 127 == 1;
-                r = U256 { hi: (r.hi << 1) | (r.lo >> 127), lo: (r.lo << 1) | self.bit(i) as u128 };
-                if carry || r >= d {
-                    r = r.wrapping_sub(d);
-                    if i >= 128 {
-                        q.hi |= 1 << (i - 128);
-                    } else {
-                        q.lo |= 1 << i;
-                    }
-                }
-            }
-            (q, r)
-        }
-
-        /// The value as `u128`, saturating.
-        pub fn saturating_u128(self) -> u128 {
-            if self.hi != 0 {
-                u128::MAX
-            } else {
-                self.lo
-            }
-        }
-    }
-
-    #[cfg(test)]
-    mod tests {
-        use super::U256;
-        use proptest::prelude::*;
-
-        proptest! {
-            #[test]
-            fn mul_div_round_trip(a in any::<u128>(), b in 1..=u128::MAX, c in any::<u64>()) {
-                let p = U256::mul(a, b).add(U256::from(c as u128 % b));
-                let (q, r) = p.div_rem(U256::from(b));
-                prop_assert_eq!(q, U256::from(a));
-                prop_assert_eq!(r, U256::from(c as u128 % b));
-                // Against u128 where it fits.
-                let (x, y) = (a >> 64, b >> 64);
-                prop_assert_eq!(U256::mul(x, y), U256::from(x * y));
-            }
-
-            #[test]
-            fn division_by_wide_divisor(a in any::<u128>(), b in any::<u128>(), c in 1..=u128::MAX, d in 1..=u128::MAX) {
-                // (a·b) / (c·d): check q·den + r == num and r < den.
-                let num = U256::mul(a, b);
-                let den = U256::mul(c, d);
-                let (q, r) = num.div_rem(den);
-                prop_assert!(r < den);
-                // q fits in u128 here only when den is large enough; check via q·den ≤ num.
-                if q.saturating_u128() != u128::MAX {
-                    let back = wide_mul(den, q.saturating_u128()).add(r);
-                    prop_assert_eq!(back, num);
-                }
-            }
-        }
-
-        /// U256 × u128 for the test, assuming no overflow.
-        fn wide_mul(x: U256, y: u128) -> U256 {
-            let lo = U256::mul(x.lo, y);
-            let hi = U256::mul(x.hi, y);
-            U256 { hi: lo.hi.wrapping_add(hi.lo), lo: lo.lo }
-        }
-    }
 }
 
 #[cfg(test)]

@@ -171,6 +171,7 @@ use super::classes::WeightClasses;
 use crate::readjust::{Phi, Readjustment};
 use crate::roster::{ClientTable, Roster, Status};
 use crate::scheduler::{Decision, Kick, SchedConfig, Scheduler};
+use crate::wide::mul_div;
 
 /// One round of normalised virtual time (nv values are u128 with 64 fraction bits).
 pub const NV_ONE: u128 = 1 << 64;
@@ -1132,45 +1133,6 @@ fn div_rem(n: u128, d: u128) -> (u128, u128) {
     }
 }
 
-/// ⌊a·b/d⌋ (or ⌈·⌉), exact through a 256-bit product, saturating at u128::MAX.
-pub(crate) fn mul_div(a: u128, b: u128, d: u128, round_up: bool) -> u128 {
-    let d = d.max(1);
-    if let Some(p) = a.checked_mul(b) {
-        let q = p / d;
-        return if round_up && p % d != 0 { q + 1 } else { q };
-    }
-    let (hi, lo) = mul_wide(a, b);
-    if hi >= d {
-        return u128::MAX;
-    }
-    let mut rem = hi;
-    let mut q = 0u128;
-    for i in (0..128).rev() {
-        let carry = rem >> 127;
-        rem = (rem << 1) | ((lo >> i) & 1);
-        q <<= 1;
-        if carry == 1 || rem >= d {
-            rem = rem.wrapping_sub(d);
-            q |= 1;
-        }
-    }
-    if round_up && rem != 0 {
-        q.saturating_add(1)
-    } else {
-        q
-    }
-}
-
-fn mul_wide(a: u128, b: u128) -> (u128, u128) {
-    let mask = u64::MAX as u128;
-    let (a0, a1, b0, b1) = (a & mask, a >> 64, b & mask, b >> 64);
-    let (p00, p01, p10, p11) = (a0 * b0, a0 * b1, a1 * b0, a1 * b1);
-    let mid = (p00 >> 64) + (p01 & mask) + (p10 & mask);
-    let lo = (p00 & mask) | (mid << 64);
-    let hi = p11 + (p01 >> 64) + (p10 >> 64) + (mid >> 64);
-    (hi, lo)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1188,19 +1150,6 @@ mod tests {
 
     fn frac(num: u128, den: u128, one: u128) -> u128 {
         num * one / den
-    }
-
-    #[test]
-    fn mul_div_is_exact_beyond_u128() {
-        assert_eq!(mul_div(7, 3, 2, false), 10);
-        assert_eq!(mul_div(7, 3, 2, true), 11);
-        let big = 1u128 << 100;
-        assert_eq!(mul_div(big, big, big, false), big);
-        assert_eq!(mul_div(big, (1 << 90) + 3, 1 << 90, false), big + 3 * (1 << 10));
-        assert_eq!(mul_div(big + 1, big, big, true), big + 1);
-        assert_eq!(mul_div(u128::MAX, u128::MAX, 1, false), u128::MAX); // saturates
-        assert_eq!(mul_div(u128::MAX, u128::MAX, u128::MAX, false), u128::MAX);
-        assert_eq!(mul_div(u128::MAX, 3, 6, false), u128::MAX / 2);
     }
 
     /// A.2.1 grouping and A.2.2's allocation: P̲ = (0,2,0), P̄ = (1,3,1),

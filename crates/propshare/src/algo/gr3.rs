@@ -126,6 +126,7 @@ use std::cmp::{Ordering, Reverse};
 use super::classes::{Rings, WeightClasses, ORDERS};
 use crate::model::{ClientId, Weight};
 use crate::roster::ClientTable;
+use crate::wide::{cmp_products, mul_div};
 
 /// One quantum, in deficit units (2^-32 quantum).
 const ONE: u64 = 1 << 32;
@@ -744,73 +745,12 @@ impl Gr3Queue {
     }
 }
 
-// ----- 256-bit helpers (products of a work count and a weight) -------------
-
-/// a·b as (high, low) 128-bit halves.
-fn mul_wide(a: u128, b: u128) -> (u128, u128) {
-    const M: u128 = u64::MAX as u128;
-    let (a1, a0, b1, b0) = (a >> 64, a & M, b >> 64, b & M);
-    let (p00, p01, p10, p11) = (a0 * b0, a0 * b1, a1 * b0, a1 * b1);
-    let mid = (p00 >> 64) + (p01 & M) + (p10 & M);
-    let lo = (p00 & M) | (mid << 64);
-    let hi = p11 + (p01 >> 64) + (p10 >> 64) + (mid >> 64);
-    (hi, lo)
-}
-
-/// a·b compared with c·d, exactly.
-fn cmp_products(a: u128, b: u128, c: u128, d: u128) -> Ordering {
-    if (a | b | c | d) >> 64 == 0 {
-        return (a * b).cmp(&(c * d)); // 64 × 64 bits: no overflow
-    }
-    mul_wide(a, b).cmp(&mul_wide(c, d))
-}
-
-/// ⌊a·b/c⌋ (or ⌈a·b/c⌉), saturating at u128::MAX; c > 0.
-fn mul_div(a: u128, b: u128, c: u128, round_up: bool) -> u128 {
-    let c = c.max(1);
-    if let Some(p) = a.checked_mul(b) {
-        return p / c + u128::from(round_up && p % c != 0);
-    }
-    // Long division of the 256-bit product.
-    let (hi, lo) = mul_wide(a, b);
-    let (mut q, mut r) = (0u128, 0u128);
-    for i in (0..256).rev() {
-        let bit = if i >= 128 { (hi >> (i - 128)) & 1 } else { (lo >> i) & 1 };
-        let carry = r >> 127;
-        r = (r << 1) | bit;
-        let take = carry == 1 || r >= c;
-        if take {
-            r = r.wrapping_sub(c);
-        }
-        if i >= 128 && take {
-            return u128::MAX;
-        }
-        q = (q << 1) | u128::from(take);
-    }
-    q.saturating_add(u128::from(round_up && r != 0))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     fn w(x: u64) -> Weight {
         Weight::new(x).unwrap()
-    }
-
-    #[test]
-    fn wide_arithmetic() {
-        let big = u128::MAX;
-        assert_eq!(mul_wide(big, big), (big - 1, 1));
-        assert_eq!(mul_wide(1 << 64, 1 << 64), (1, 0));
-        assert_eq!(cmp_products(big, 3, big, 2), Ordering::Greater);
-        assert_eq!(mul_div(7, 5, 3, false), 11);
-        assert_eq!(mul_div(7, 5, 3, true), 12);
-        assert_eq!(mul_div(6, 5, 3, true), 10);
-        // (2^100 · 2^100) / 2^120 = 2^80, via the long division.
-        assert_eq!(mul_div(1 << 100, 1 << 100, 1 << 120, false), 1 << 80);
-        assert_eq!(mul_div((1 << 100) + 1, 1 << 100, 1 << 120, true), (1 << 80) + 1);
-        assert_eq!(mul_div(big, big, 1, false), u128::MAX);
     }
 
     /// The paper's Figure 1: weights 5, 2, 1 give G1 G1 G2 G1 G1 G1 G2 G3.

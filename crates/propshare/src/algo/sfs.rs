@@ -185,6 +185,7 @@ use crate::readjust::{readjust_weights, FeasibleSet, Phi};
 use crate::roster::{ClientTable, Roster, Status};
 use crate::scheduler::{Decision, Kick, SchedConfig, Scheduler};
 use crate::vtime::{VTime, VT_SCALE};
+use crate::wide::U256;
 
 mod kinetic;
 use kinetic::KineticClasses;
@@ -298,19 +299,15 @@ impl Surplus {
     /// Whether `self ≤ other + ns` nanoseconds of service, exactly.
     pub fn within(&self, other: &Surplus, ns: Time) -> bool {
         // num_a·den_b·lag_a ≤ num_b·den_a·lag_b + ns·2^32·den_a·den_b, in 256 bits.
-        let lhs = wide_mul(self.phi.num as u128 * other.phi.den as u128, self.lag);
-        let rhs = wide_mul(other.phi.num as u128 * self.phi.den as u128, other.lag);
-        let slack = wide_mul(ns as u128 * VT_SCALE, self.phi.den as u128 * other.phi.den as u128);
-        let (lo, carry) = rhs.1.overflowing_add(slack.1);
-        match rhs.0.checked_add(slack.0).and_then(|h| h.checked_add(carry as u128)) {
-            Some(hi) => lhs <= (hi, lo),
-            None => true,
-        }
+        let lhs = U256::mul(self.phi.num as u128 * other.phi.den as u128, self.lag);
+        let rhs = U256::mul(other.phi.num as u128 * self.phi.den as u128, other.lag);
+        let slack = U256::mul(ns as u128 * VT_SCALE, self.phi.den as u128 * other.phi.den as u128);
+        lhs <= rhs.add(slack)
     }
 
     /// `floor(α)` in ns, for reports (saturates).
     pub fn ns_floor(&self) -> u128 {
-        let (hi, lo) = wide_mul(self.phi.num as u128, self.lag);
+        let (hi, lo) = U256::mul(self.phi.num as u128, self.lag).parts();
         if hi != 0 {
             return u128::MAX;
         }
@@ -342,24 +339,8 @@ impl Ord for Surplus {
         if (a | b | self.lag | other.lag) >> 64 == 0 {
             return (a * self.lag).cmp(&(b * other.lag));
         }
-        wide_mul(a, self.lag).cmp(&wide_mul(b, other.lag))
+        U256::mul(a, self.lag).cmp(&U256::mul(b, other.lag))
     }
-}
-
-/// The 256-bit product of two u128, as (high, low) halves.
-fn wide_mul(a: u128, b: u128) -> (u128, u128) {
-    const LO: u128 = u64::MAX as u128;
-    let (a1, a0) = (a >> 64, a & LO);
-    let (b1, b0) = (b >> 64, b & LO);
-    let p00 = a0 * b0;
-    let p01 = a0 * b1;
-    let p10 = a1 * b0;
-    let p11 = a1 * b1;
-    // Each term below is < 2^64, so `mid` < 3·2^64.
-    let mid = (p00 >> 64) + (p01 & LO) + (p10 & LO);
-    let lo = (p00 & LO) | (mid << 64);
-    let hi = p11 + (p01 >> 64) + (p10 >> 64) + (mid >> 64);
-    (hi, lo)
 }
 
 /// The tag advance `q / φ` in fixed point (the formula of
@@ -972,24 +953,6 @@ impl Scheduler for Sfs {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn wide_mul_matches_u128_and_carries() {
-        assert_eq!(wide_mul(3, 5), (0, 15));
-        assert_eq!(wide_mul(u128::MAX, 2), (1, u128::MAX - 1));
-        assert_eq!(wide_mul(u128::MAX, u128::MAX), (u128::MAX - 1, 1));
-        assert_eq!(wide_mul(1 << 64, 1 << 64), (1, 0));
-        let (a, b) = (0x1234_5678_9abc_def0_1122_3344_5566_7788u128, 0xffee_ddcc_bbaa_9988_7766_5544_3322_1100u128);
-        // Check (a·b) mod 2^128 and the high part via a split of b.
-        let (hi, lo) = wide_mul(a, b);
-        assert_eq!(lo, a.wrapping_mul(b));
-        let (h1, l1) = wide_mul(a, b >> 1);
-        // a·b = 2·a·(b>>1) + a·(b&1)
-        let dbl_hi = (h1 << 1) | (l1 >> 127);
-        let dbl_lo = l1 << 1;
-        let (lo2, carry) = dbl_lo.overflowing_add(if b & 1 == 1 { a } else { 0 });
-        assert_eq!((hi, lo), (dbl_hi + carry as u128, lo2));
-    }
 
     #[test]
     fn surplus_compares_exactly_where_u128_would_overflow() {
