@@ -164,6 +164,7 @@
 //! running client moves when it stops.
 //! Gap: preempted stops are charged like expired ones (actual time).
 
+use crate::list::{Link, Links, Ring};
 use crate::model::{ClientId, CpuId, SchedError, StopReason, Time, Weight};
 use std::cmp::Reverse;
 
@@ -217,12 +218,29 @@ struct Proc {
 
 const _: () = assert!(std::mem::size_of::<Option<Proc>>() == 64);
 
+/// A process's queue links are fields of its `Proc` (one cache line).
+impl Links for ClientTable<Proc> {
+    #[inline]
+    fn link(&self, c: ClientId) -> Link {
+        let p = &self[c];
+        Link { prev: p.prev, next: p.next }
+    }
+    #[inline]
+    fn set_prev(&mut self, c: ClientId, prev: ClientId) {
+        self[c].prev = prev;
+    }
+    #[inline]
+    fn set_next(&mut self, c: ClientId, next: ClientId) {
+        self[c].next = next;
+    }
+}
+
 /// A round-robin queue of one group: active (served by `cpu`) or stalled.
 #[derive(Clone, Debug)]
 struct RunQueue {
     group: u32,
-    current: Option<ClientId>,
-    len: usize,
+    /// Its clients; the front is C(Q).
+    ring: Ring,
     /// Σ φ of its clients, in 2^-32 units (arrivals go to the lightest queue).
     weight: u128,
     /// nv_Q, the round counter.
@@ -376,14 +394,7 @@ impl Gdq {
 
     fn queue_view(&self, q: usize) -> QueueView {
         let rq = &self.queues[q];
-        let mut clients = Vec::with_capacity(rq.len);
-        if let Some(first) = rq.current {
-            let mut c = first;
-            for _ in 0..rq.len {
-                clients.push(c);
-                c = self.procs[c].next;
-            }
-        }
+        let clients = rq.ring.iter(&self.procs).collect();
         QueueView { cpu: rq.cpu, nv: rq.nv, clients }
     }
 
@@ -433,7 +444,7 @@ impl Gdq {
                 if !rq.live || rq.group != k as u32 {
                     return Err(format!("group {k}: dead or foreign queue {q}"));
                 }
-                if rq.cpu.is_none() && rq.len == 0 {
+                if rq.cpu.is_none() && rq.ring.is_empty() {
                     return Err(format!("group {k}: empty stalled queue {q}"));
                 }
                 let v = self.queue_view(q);
@@ -507,7 +518,7 @@ impl Gdq {
     // ----- queue lists --------------------------------------------------
 
     fn new_queue(&mut self, k: u32, cpu: Option<CpuId>, nv: u64) -> usize {
-        let rq = RunQueue { group: k, current: None, len: 0, weight: 0, nv, cpu, live: true };
+        let rq = RunQueue { group: k, ring: Ring::EMPTY, weight: 0, nv, cpu, live: true };
         let q = match self.free_queues.pop() {
             Some(q) => {
                 self.queues[q] = rq;
@@ -535,27 +546,11 @@ impl Gdq {
     fn link(&mut self, c: ClientId, q: usize, make_current: bool) {
         let phi = self.procs[c].phi;
         let rq = &mut self.queues[q];
-        match rq.current {
-            None => {
-                rq.current = Some(c);
-                let p = &mut self.procs[c];
-                p.prev = c;
-                p.next = c;
-            }
-            Some(cur) => {
-                let before = self.procs[cur].prev;
-                self.procs[before].next = c;
-                self.procs[cur].prev = c;
-                let p = &mut self.procs[c];
-                p.prev = before;
-                p.next = cur;
-                if make_current {
-                    rq.current = Some(c);
-                }
-            }
+        if make_current {
+            rq.ring.push_front(&mut self.procs, c);
+        } else {
+            rq.ring.push_back(&mut self.procs, c);
         }
-        let rq = &mut self.queues[q];
-        rq.len += 1;
         rq.weight += Self::phi_fp(phi);
         self.procs[c].queue = Some(q as u32);
     }
@@ -564,21 +559,12 @@ impl Gdq {
     fn unlink(&mut self, c: ClientId) -> usize {
         let p = &self.procs[c];
         let q = p.queue.expect("queued") as usize;
-        let (prev, next, phi) = (p.prev, p.next, p.phi);
+        let phi = p.phi;
         let rq = &mut self.queues[q];
-        rq.len -= 1;
         rq.weight = rq.weight.saturating_sub(Self::phi_fp(phi));
-        if rq.len == 0 {
-            rq.current = None;
-        } else {
-            if rq.current == Some(c) {
-                rq.current = Some(next);
-            }
-            self.procs[prev].next = next;
-            self.procs[next].prev = prev;
-        }
+        rq.ring.remove(&mut self.procs, c);
         self.procs[c].queue = None;
-        if self.queues[q].len == 0 && self.queues[q].cpu.is_none() {
+        if self.queues[q].ring.is_empty() && self.queues[q].cpu.is_none() {
             self.free_queue(q);
         }
         q
@@ -791,7 +777,7 @@ impl Gdq {
         let mut best: Option<usize> = None;
         for &q in &self.groups[k as usize].queues {
             let rq = &self.queues[q];
-            let eligible = q != except && if rq.cpu.is_some() { rq.len >= 2 } else { rq.len >= 1 };
+            let eligible = q != except && if rq.cpu.is_some() { rq.ring.len() >= 2 } else { rq.ring.len() >= 1 };
             if eligible && best.is_none_or(|b| rq.nv < self.queues[b].nv) {
                 best = Some(q);
             }
@@ -802,8 +788,9 @@ impl Gdq {
     /// MOVE-PROCESS(next(C(from)), to): the cross-queue step of stealing.
     /// The stolen process becomes C(to). Returns it.
     pub(crate) fn steal(&mut self, from: usize, to: usize) -> ClientId {
-        let cur = self.queues[from].current.expect("non-empty");
-        let victim = if self.queues[from].len == 1 { cur } else { self.procs[cur].next };
+        let ring = self.queues[from].ring;
+        let cur = ring.front().expect("non-empty");
+        let victim = if ring.len() == 1 { cur } else { ring.next(&self.procs, cur) };
         self.unlink(victim);
         self.link(victim, to, true);
         victim
@@ -823,15 +810,15 @@ impl Gdq {
     /// INTRAGROUP(℘) (§2.2.2, lines 1-9): the client ℘ runs next, if any.
     fn intragroup(&mut self, cpu: usize) -> Option<ClientId> {
         let q = self.cpus[cpu].queue?;
-        if self.queues[q].len == 0 && !self.pull(q) {
+        if self.queues[q].ring.is_empty() && !self.pull(q) {
             return None;
         }
         let k = self.queues[q].group;
         let nv_q = self.queues[q].nv as u128 * NV_ONE;
-        let mut c = self.queues[q].current.expect("non-empty");
+        let mut c = self.queues[q].ring.front().expect("non-empty");
         if self.procs[c].nv >= nv_q {
             c = self.procs[c].next;
-            self.queues[q].current = Some(c);
+            self.queues[q].ring.set_front(Some(c));
             if self.procs[c].nv >= nv_q {
                 match self.min_queue(k, q) {
                     Some(min) if self.queues[q].nv > self.queues[min].nv.saturating_add(self.params.delta) => {
@@ -858,7 +845,7 @@ impl Gdq {
         }
         self.cpus[cpu].float_work = 0;
         self.queues[q].cpu = None;
-        if self.queues[q].len == 0 {
+        if self.queues[q].ring.is_empty() {
             self.free_queue(q);
         }
         self.update_presence(k as usize);
@@ -1320,7 +1307,7 @@ mod tests {
         // slowest queue with ≥ 2 processes, inheriting its nv_Q.
         s.enter_group(3, 2, false);
         let q4 = s.cpus[3].queue.unwrap();
-        assert_eq!(s.queues[q4].len, 1);
+        assert_eq!(s.queues[q4].ring.len(), 1);
         // As in the narrative, the process comes from Q1 (the paper's C5; C4 here after E8).
         assert_eq!(contents(&s, q1), [5, 9]);
         assert_eq!(contents(&s, q4), [4]);

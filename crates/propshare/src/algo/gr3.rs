@@ -123,7 +123,8 @@
 
 use std::cmp::{Ordering, Reverse};
 
-use super::classes::{Rings, WeightClasses, ORDERS};
+use super::classes::{WeightClasses, ORDERS};
+use crate::list::{Link, Ring};
 use crate::model::{ClientId, Weight};
 use crate::roster::ClientTable;
 use crate::wide::{cmp_products, mul_div};
@@ -145,11 +146,11 @@ pub enum RescaleRule {
 /// A scheduling group (clients of one order of *readjusted* weight).
 #[derive(Clone, Copy, Debug, Default)]
 struct Group {
-    /// The round pointer k: the most recently scheduled client.
-    current: Option<ClientId>,
+    /// The members; its front is the round pointer k, the most recently
+    /// scheduled client.
+    ring: Ring,
     /// The current client's turn is over: advance at the next selection.
     turn_over: bool,
-    len: usize,
     /// A: Σ original weights of the uncapped members.
     uncapped: u128,
     /// k: number of capped members (each weighs R/den).
@@ -189,7 +190,7 @@ pub struct Gr3Queue {
     cpus: usize,
     rule: RescaleRule,
     members: ClientTable<Member>,
-    ring: Rings,
+    links: ClientTable<Link>,
     /// The queued clients by order of original weight (readjustment, §3.3).
     classes: WeightClasses,
     groups: [Group; ORDERS],
@@ -238,7 +239,7 @@ impl Gr3Queue {
             cpus: cpus.max(1),
             rule,
             members: ClientTable::new(),
-            ring: Rings::default(),
+            links: ClientTable::new(),
             groups: [Group::default(); ORDERS],
             classes: WeightClasses::default(),
             list: Vec::new(),
@@ -306,8 +307,8 @@ impl Gr3Queue {
     /// the current client (the order the round pointer will visit them).
     pub fn round_order(&self, o: u32) -> Vec<ClientId> {
         let g = &self.groups[o as usize];
-        match g.current {
-            Some(cur) => self.ring.walk(self.ring.next(cur), g.len).collect(),
+        match g.ring.front() {
+            Some(cur) => g.ring.walk(&self.links, g.ring.next(&self.links, cur), g.ring.len()).collect(),
             None => Vec::new(),
         }
     }
@@ -387,15 +388,15 @@ impl Gr3Queue {
     /// INTRAGROUP-SCHEDULE (§2.2) on the group of order `o`.
     fn intragroup(&mut self, o: u32) -> Step {
         let g = &self.groups[o as usize];
-        let mut c = g.current.expect("listed groups are non-empty");
+        let mut c = g.ring.front().expect("listed groups are non-empty");
         if g.turn_over || self.members[c].deficit < ONE {
-            c = self.ring.next(c);
+            c = g.ring.next(&self.links, c);
             if self.members[c].flagged {
                 self.remove(c);
                 return Step::Removed;
             }
             let g = &mut self.groups[o as usize];
-            g.current = Some(c);
+            g.ring.set_front(Some(c));
             g.turn_over = false;
             let add = self.allotment(&self.members[c]);
             self.members[c].deficit += add;
@@ -444,7 +445,7 @@ impl Gr3Queue {
         m.flagged = true;
         m.deficit = m.deficit.min(ONE);
         let g = &mut self.groups[m.group as usize];
-        if g.current == Some(c) {
+        if g.ring.front() == Some(c) {
             g.turn_over = true;
         }
     }
@@ -463,35 +464,29 @@ impl Gr3Queue {
 
     fn ring_insert(&mut self, c: ClientId, o: u32) {
         self.members[c].group = o;
-        let deficit = match self.groups[o as usize].current {
-            None => {
-                // A new group: c is its current client with its first turn started.
-                self.ring.single(c);
-                // (A lazily blocked client moved here by readjustment has its turn over.)
-                let turn_over = self.members[c].flagged;
-                self.groups[o as usize] = Group { current: Some(c), turn_over, ..Group::default() };
-                self.allotment(&self.members[c])
-            }
-            Some(cur) => {
-                self.ring.insert_before(cur, c);
-                0
-            }
+        let g = &mut self.groups[o as usize];
+        let deficit = if g.ring.is_empty() {
+            // A new group: c is its current client with its first turn started.
+            // (A lazily blocked client moved here by readjustment has its turn over.)
+            *g = Group { turn_over: self.members[c].flagged, ..Group::default() };
+            self.allotment(&self.members[c])
+        } else {
+            0
         };
+        // Last in the round: just before the current client.
+        self.groups[o as usize].ring.push_back(&mut self.links, c);
         self.members[c].deficit = deficit;
-        self.groups[o as usize].len += 1;
     }
 
     fn ring_remove(&mut self, c: ClientId) {
         let o = self.members[c].group as usize;
-        let prev = self.ring.remove(c);
         let g = &mut self.groups[o];
-        g.len -= 1;
-        if g.current == Some(c) {
-            g.current = prev;
+        let was_current = g.ring.front() == Some(c);
+        let prev = g.ring.remove(&mut self.links, c).prev;
+        if was_current {
+            // The pointer steps back so that the next turn goes to c's successor.
+            g.ring.set_front(Some(prev).filter(|_| !g.ring.is_empty()));
             g.turn_over = true;
-        }
-        if g.len == 0 {
-            g.current = None;
         }
     }
 
@@ -579,7 +574,7 @@ impl Gr3Queue {
     /// Move group `o` to its place in the list (or out of it if empty). O(g).
     fn reposition(&mut self, o: u32) {
         self.list.retain(|&x| x != o);
-        if self.groups[o as usize].len == 0 {
+        if self.groups[o as usize].ring.is_empty() {
             return;
         }
         let key = self.key(o);
@@ -668,16 +663,15 @@ impl Gr3Queue {
     pub fn check_invariants(&self) -> Result<(), String> {
         let mut n = 0;
         for (o, g) in self.groups.iter().enumerate() {
-            if g.len == 0 {
+            if g.ring.is_empty() {
                 if self.list.contains(&(o as u32)) {
                     return Err(format!("empty group {o} listed"));
                 }
                 continue;
             }
-            n += g.len;
-            let cur = g.current.ok_or(format!("group {o} has no current client"))?;
+            n += g.ring.len();
             let (mut a, mut k) = (0u128, 0usize);
-            for c in self.ring.walk(cur, g.len) {
+            for c in g.ring.iter(&self.links) {
                 let m = self.members.get(c).ok_or(format!("{c} ringed but not a member"))?;
                 if m.group as usize != o {
                     return Err(format!("{c} in ring {o} but records group {}", m.group));
@@ -694,7 +688,7 @@ impl Gr3Queue {
                 }
                 let cap = if m.flagged {
                     ONE
-                } else if Some(c) == g.current {
+                } else if Some(c) == g.ring.front() {
                     2 * ONE - 1
                 } else {
                     ONE - 1
@@ -703,8 +697,8 @@ impl Gr3Queue {
                     return Err(format!("{c} deficit {} out of range", m.deficit));
                 }
             }
-            if self.ring.walk(cur, g.len + 1).last() != Some(cur) {
-                return Err(format!("group {o} ring length is not {}", g.len));
+            if g.ring.back(&self.links).map(|b| g.ring.next(&self.links, b)) != g.ring.front() {
+                return Err(format!("group {o} ring is not closed"));
             }
             if g.weight != self.weigh(g) {
                 return Err(format!("group {o} cached weight {} is not {}", g.weight, self.weigh(g)));
@@ -877,7 +871,7 @@ mod tests {
         // not its current client: block, then wake.
         let order = b.round_order(2);
         let victim = order[0];
-        assert_ne!(b.groups[2].current, Some(victim));
+        assert_ne!(b.groups[2].ring.front(), Some(victim));
         let list = b.group_list();
         b.block(victim);
         assert_eq!(b.group_list(), list, "lazy: no re-sort on block");

@@ -80,18 +80,13 @@
 //! moves it to the back of its columns.
 
 use crate::algo::reweigh::{Reweigh, RoundShare};
+use crate::list::{Link, Links, Ring};
 use crate::model::{ClientId, CpuId, SchedError, StopReason, Time, Weight};
 use crate::readjust::Phi;
 use crate::roster::{ClientTable, Roster, Status};
 use crate::scheduler::{Decision, Kick, SchedConfig, Scheduler};
 
 const COLUMNS: usize = 32;
-
-#[derive(Clone, Copy, Debug, Default)]
-struct Link {
-    prev: Option<ClientId>,
-    next: Option<ClientId>,
-}
 
 #[derive(Clone, Debug)]
 struct Row {
@@ -108,10 +103,31 @@ impl Row {
     }
 }
 
-#[derive(Clone, Copy, Debug, Default)]
-struct Column {
-    head: Option<ClientId>,
-    tail: Option<ClientId>,
+/// The links of column `b`: each client's link for bit `b`, in its row.
+struct ColumnLinks<'a> {
+    rows: &'a mut ClientTable<Row>,
+    b: usize,
+}
+
+impl ColumnLinks<'_> {
+    fn slot(&mut self, c: ClientId) -> &mut Link {
+        let row = &mut self.rows[c];
+        let s = row.slot(self.b);
+        &mut row.links[s]
+    }
+}
+
+impl Links for ColumnLinks<'_> {
+    fn link(&self, c: ClientId) -> Link {
+        let row = &self.rows[c];
+        row.links[row.slot(self.b)]
+    }
+    fn set_prev(&mut self, c: ClientId, prev: ClientId) {
+        self.slot(c).prev = prev;
+    }
+    fn set_next(&mut self, c: ClientId, next: ClientId) {
+        self.slot(c).next = next;
+    }
 }
 
 /// Smoothed round robin on one global weight matrix.
@@ -120,7 +136,7 @@ pub struct SmoothedRoundRobin {
     roster: Roster,
     quantum: Time,
     rows: ClientTable<Row>,
-    columns: [Column; COLUMNS],
+    columns: [Ring; COLUMNS],
     /// Queued clients per order `⌊log2 w⌋`, to know k.
     per_order: [usize; COLUMNS],
     /// k: bits of the largest queued weight (0 if none).
@@ -143,7 +159,7 @@ impl SmoothedRoundRobin {
             roster: Roster::new(cfg.cpus),
             quantum: cfg.quantum,
             rows: ClientTable::new(),
-            columns: [Column::default(); COLUMNS],
+            columns: [Ring::EMPTY; COLUMNS],
             per_order: [0; COLUMNS],
             order: 0,
             term: 1,
@@ -208,15 +224,11 @@ impl SmoothedRoundRobin {
         (k - 1 - n.trailing_zeros()) as usize
     }
 
-    fn link(&self, c: ClientId, b: usize) -> Link {
+    /// The client after `c` in column `b`, or `None` after the last.
+    fn after(&self, c: ClientId, b: usize) -> Option<ClientId> {
         let row = &self.rows[c];
-        row.links[row.slot(b)]
-    }
-
-    fn link_mut(&mut self, c: ClientId, b: usize) -> &mut Link {
-        let row = &mut self.rows[c];
-        let s = row.slot(b);
-        &mut row.links[s]
+        let next = row.links[row.slot(b)].next;
+        (Some(next) != self.columns[b].front()).then_some(next)
     }
 
     /// Restart the WSS at its first term if k changed.
@@ -226,23 +238,17 @@ impl SmoothedRoundRobin {
             self.order = k;
             self.term = 1;
             self.column = k.saturating_sub(1) as usize;
-            self.next = self.columns[self.column].head;
+            self.next = self.columns[self.column].front();
         }
     }
 
     /// Put `c` with weight `bits` (`1 ..= 2^32 − 1`) in the column of each of its set bits.
     fn insert(&mut self, c: ClientId, bits: u64) {
-        self.rows.insert(c, Row { bits, links: vec![Link::default(); bits.count_ones() as usize] });
+        self.rows.insert(c, Row { bits, links: vec![Link::alone(c); bits.count_ones() as usize] });
         for b in (0..COLUMNS).filter(|&b| bits >> b & 1 == 1) {
-            let tail = self.columns[b].tail;
-            *self.link_mut(c, b) = Link { prev: tail, next: None };
-            match tail {
-                Some(t) => self.link_mut(t, b).next = Some(c),
-                None => self.columns[b].head = Some(c),
-            }
-            self.columns[b].tail = Some(c);
+            self.columns[b].push_back(&mut ColumnLinks { rows: &mut self.rows, b }, c);
             // A column being served whose walk had ended picks the new client up.
-            if b == self.column && self.next.is_none() && self.columns[b].head == Some(c) {
+            if b == self.column && self.next.is_none() && self.columns[b].front() == Some(c) {
                 self.next = Some(c);
             }
         }
@@ -252,23 +258,15 @@ impl SmoothedRoundRobin {
 
     /// Take `c` out of every column.
     fn remove(&mut self, c: ClientId) {
-        let Some(row) = self.rows.remove(c) else { return };
-        for (i, b) in (0..COLUMNS).filter(|&b| row.bits >> b & 1 == 1).enumerate() {
-            let l = row.links[i];
+        let Some(&Row { bits, .. }) = self.rows.get(c) else { return };
+        for b in (0..COLUMNS).filter(|&b| bits >> b & 1 == 1) {
             if b == self.column && self.next == Some(c) {
-                self.next = l.next;
+                self.next = self.after(c, b);
             }
-            match l.prev {
-                Some(p) => self.link_mut(p, b).next = l.next,
-                None => self.columns[b].head = l.next,
-            }
-            match l.next {
-                Some(n) => self.link_mut(n, b).prev = l.prev,
-                None => self.columns[b].tail = l.prev,
-            }
+            self.columns[b].remove(&mut ColumnLinks { rows: &mut self.rows, b }, c);
         }
-        let order = 63 - row.bits.leading_zeros() as usize;
-        self.per_order[order] -= 1;
+        self.rows.remove(c);
+        self.per_order[63 - bits.leading_zeros() as usize] -= 1;
         self.update_order();
     }
 
@@ -284,7 +282,7 @@ impl SmoothedRoundRobin {
             self.new_pass();
         }
         self.column = Self::column_of_term(self.order, self.term);
-        self.next = self.columns[self.column].head;
+        self.next = self.columns[self.column].front();
     }
 
     fn choose(&mut self) -> Option<ClientId> {
@@ -295,7 +293,7 @@ impl SmoothedRoundRobin {
         while terms <= 2 * self.order + 2 {
             match self.next {
                 Some(c) => {
-                    self.next = self.link(c, self.column).next;
+                    self.next = self.after(c, self.column);
                     if self.waiting(c) {
                         return Some(c);
                     }
@@ -308,12 +306,12 @@ impl SmoothedRoundRobin {
         }
         // Every client met was running on another CPU (P > 1 only).
         (0..COLUMNS).rev().find_map(|b| {
-            let mut at = self.columns[b].head;
+            let mut at = self.columns[b].front();
             while let Some(c) = at {
                 if self.waiting(c) {
                     return Some(c);
                 }
-                at = self.link(c, b).next;
+                at = self.after(c, b);
             }
             None
         })

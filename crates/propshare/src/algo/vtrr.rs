@@ -134,6 +134,7 @@ use std::collections::BTreeSet;
 use std::ops::Bound;
 
 use crate::algo::reweigh::{same_phi, Reweigh, RoundShare};
+use crate::list::{Link, Links, Ring};
 use crate::model::{ClientId, CpuId, SchedError, StopReason, Time, Weight};
 use crate::readjust::{Phi, Readjustment};
 use crate::roster::{ClientTable, Roster, Status};
@@ -142,6 +143,7 @@ use crate::vtime::{tag_delta, VTime, VirtualClock};
 
 #[derive(Clone, Copy, Debug)]
 struct Client {
+    /// Its run-queue links (`None` while not queued).
     prev: Option<ClientId>,
     next: Option<ClientId>,
     /// Place among equal shares (arrival order).
@@ -156,6 +158,29 @@ struct Client {
     queued: bool,
 }
 
+/// A client's run-queue links are fields of its entry.
+impl Links for ClientTable<Client> {
+    #[inline]
+    fn link(&self, c: ClientId) -> Link {
+        let e = &self[c];
+        Link { prev: e.prev.expect("queued"), next: e.next.expect("queued") }
+    }
+    #[inline]
+    fn set_prev(&mut self, c: ClientId, prev: ClientId) {
+        self[c].prev = Some(prev);
+    }
+    #[inline]
+    fn set_next(&mut self, c: ClientId, next: ClientId) {
+        self[c].next = Some(next);
+    }
+    #[inline]
+    fn take(&mut self, c: ClientId) -> Link {
+        let link = self.link(c);
+        (self[c].prev, self[c].next) = (None, None);
+        link
+    }
+}
+
 /// Virtual-time round robin on one global run queue.
 #[derive(Clone, Debug)]
 pub struct Vtrr {
@@ -165,8 +190,8 @@ pub struct Vtrr {
     clients: ClientTable<Client>,
     /// The run queue's order: share descending, then arrival.
     order: BTreeSet<(Reverse<Weight>, u64, ClientId)>,
-    head: Option<ClientId>,
-    tail: Option<ClientId>,
+    /// The run queue in that order.
+    queue: Ring,
     next_seq: u64,
     /// The client the walk stands on (the one chosen last).
     cursor: Option<ClientId>,
@@ -184,8 +209,7 @@ impl Vtrr {
             qvt: VirtualClock::default(),
             clients: ClientTable::new(),
             order: BTreeSet::new(),
-            head: None,
-            tail: None,
+            queue: Ring::EMPTY,
             next_seq: 0,
             cursor: None,
             reweigh: Reweigh::new(false),
@@ -237,26 +261,17 @@ impl Vtrr {
         let after = self.order.range((Bound::Excluded(key), Bound::Unbounded)).next().map(|k| k.2);
         self.order.insert(key);
         let before = match after {
-            Some(a) => self.clients[a].prev,
-            None => self.tail,
+            Some(a) => self.queue.before(&self.clients, a),
+            None => self.queue.back(&self.clients),
         };
         let cap_above = before.map_or(u64::MAX, |b| self.clients[b].counter);
         let floor_below = after.map_or(0, |a| self.clients[a].counter);
         let counter = self.clients[c].share.floor(1).min(max_counter).min(cap_above).max(floor_below);
         let e = &mut self.clients[c];
-        e.prev = before;
-        e.next = after;
         e.seq = seq;
         e.counter = counter;
         e.queued = true;
-        match before {
-            Some(b) => self.clients[b].next = Some(c),
-            None => self.head = Some(c),
-        }
-        match after {
-            Some(a) => self.clients[a].prev = Some(c),
-            None => self.tail = Some(c),
-        }
+        self.queue.insert_before(&mut self.clients, after, c);
     }
 
     /// Take `c` (weight `w`) out of the run queue.
@@ -266,18 +281,8 @@ impl Vtrr {
             return;
         }
         self.order.remove(&(Reverse(w), e.seq, c));
-        match e.prev {
-            Some(p) => self.clients[p].next = e.next,
-            None => self.head = e.next,
-        }
-        match e.next {
-            Some(n) => self.clients[n].prev = e.prev,
-            None => self.tail = e.prev,
-        }
-        let e = &mut self.clients[c];
-        e.prev = None;
-        e.next = None;
-        e.queued = false;
+        self.queue.remove(&mut self.clients, c);
+        self.clients[c].queued = false;
         if self.cursor == Some(c) {
             self.cursor = None;
         }
@@ -293,19 +298,19 @@ impl Vtrr {
             if self.waiting(c) {
                 return Some(c);
             }
-            from = self.clients[c].next;
+            from = self.queue.after(&self.clients, c);
         }
         None
     }
 
     /// The first waiting client from the head with a counter left.
     fn first_with_counter(&self) -> Option<ClientId> {
-        let mut from = self.head;
+        let mut from = self.queue.front();
         while let Some(c) = self.first_waiting(from) {
             if self.clients[c].counter > 0 {
                 return Some(c);
             }
-            from = self.clients[c].next;
+            from = self.queue.after(&self.clients, c);
         }
         None
     }
@@ -324,11 +329,11 @@ impl Vtrr {
     /// A new scheduling cycle ([recalled]): every counter back to the share
     /// (whole quanta; a rational φ is paid by `RoundShare`); the walk restarts.
     fn new_cycle(&mut self) {
-        let mut at = self.head;
+        let mut at = self.queue.front();
         while let Some(c) = at {
             let e = &mut self.clients[c];
             e.counter = e.share.next_round(1);
-            at = e.next;
+            at = self.queue.after(&self.clients, c);
         }
         self.cursor = None;
     }
@@ -340,7 +345,7 @@ impl Vtrr {
     fn choose(&mut self) -> Option<ClientId> {
         if let Some(cur) = self.cursor {
             let cur_counter = self.clients[cur].counter;
-            if let Some(n) = self.first_waiting(self.clients[cur].next) {
+            if let Some(n) = self.first_waiting(self.queue.after(&self.clients, cur)) {
                 let counter = self.clients[n].counter;
                 // Time-counter invariant first, then the VFT inequality.
                 if counter > 0 && (counter > cur_counter || self.vft_allows(n)) {
