@@ -58,7 +58,7 @@ impl U256 {
 
     /// `self + o`, saturating at [`U256::MAX`].
     #[inline]
-    pub fn add(self, o: U256) -> U256 {
+    pub fn saturating_add(self, o: U256) -> U256 {
         let (lo, carry) = self.lo.overflowing_add(o.lo);
         match self.hi.checked_add(o.hi).and_then(|h| h.checked_add(carry as u128)) {
             Some(hi) => U256 { hi, lo },
@@ -210,7 +210,7 @@ mod tests {
         assert_eq!(U256::mul(a, b).lo, a.wrapping_mul(b));
         assert_eq!(cmp_products(big, 3, big, 2), Ordering::Greater);
         assert_eq!(cmp_products(6, 4, 3, 8), Ordering::Equal);
-        assert_eq!(U256::MAX.add(U256::from(1)), U256::MAX);
+        assert_eq!(U256::MAX.saturating_add(U256::from(1)), U256::MAX);
         assert_eq!(U256::from_parts(1, 0).wrapping_sub(U256::from(1)).parts(), (0, big));
         assert_eq!(U256::from_parts(5, 7).wrapping_sub(U256::from_parts(2, 3)).parts(), (3, 4));
     }
@@ -239,7 +239,7 @@ mod tests {
         let d = u128::MAX - 12345;
         let x = 0xdead_beef_u128 << 90;
         let (q, r) = U256::from_parts(d - 1, x).div_rem_u128(d).unwrap();
-        assert_eq!(U256::mul(q, d).add(U256::from(r)), U256::from_parts(d - 1, x));
+        assert_eq!(U256::mul(q, d).saturating_add(U256::from(r)), U256::from_parts(d - 1, x));
         assert!(r < d);
         assert_eq!(U256::from(7).div_ceil_u128(U256::from(2)), 4);
         assert_eq!(U256::from(7).div_ceil_u128(U256::ZERO), u128::MAX);
@@ -248,7 +248,7 @@ mod tests {
     proptest! {
         #[test]
         fn mul_div_round_trip(a in any::<u128>(), b in 1..=u128::MAX, c in any::<u64>()) {
-            let p = U256::mul(a, b).add(U256::from(c as u128 % b));
+            let p = U256::mul(a, b).saturating_add(U256::from(c as u128 % b));
             let (q, r) = p.div_rem(U256::from(b));
             prop_assert_eq!(q, U256::from(a));
             prop_assert_eq!(r, U256::from(c as u128 % b));
@@ -264,7 +264,7 @@ mod tests {
             let (q, r) = num.div_rem(den);
             prop_assert!(r < den);
             if q.saturating_u128() != u128::MAX {
-                prop_assert_eq!(mul_by(den, q.saturating_u128()).add(r), num);
+                prop_assert_eq!(mul_by(den, q.saturating_u128()).saturating_add(r), num);
             }
         }
 

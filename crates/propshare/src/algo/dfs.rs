@@ -23,7 +23,7 @@
 //! The eligible client with the smallest deadline runs. Equal deadlines are
 //! broken by PD²'s rules: Rule 1 prefers a client whose `F_i Φ/(q p)` is not
 //! an integer (PD²'s b-bit), Rule 2 then prefers the largest group deadline
-//! ⌈G_i⌉ (see Gap 1 below for the formula as we repaired it).
+//! ⌈G_i⌉ (see Gap DFS-1 below for the formula as we repaired it).
 //!
 //! In the ideal setting (synchronised unit quanta, fixed set, feasible
 //! shares w_i = p φ_i/Φ ≤ 1), `S_i = m_i q/φ_i` and `v = t q p/Φ`, Eq. 6
@@ -93,7 +93,7 @@
 //!
 //! # Gaps (where the paper is silent or garbled, and what we decided)
 //!
-//! * Gap: Rule 2's group deadline. The printed test "v ≥ ⌈G_i⌉ p/Φ" lacks
+//! * Gap DFS-1: Rule 2's group deadline. The printed test "v ≥ ⌈G_i⌉ p/Φ" lacks
 //!   q_max (v is in time per unit weight, ⌈G_i⌉ in slots): we use
 //!   `v ≥ ⌈G_i⌉ q p/Φ`, i.e. slot T = ⌊V/(q p)⌋ ≥ ⌈G_i⌉. The printed
 //!   sequence G = (k + w)/(1 - w), k = 0, 1, ..., advanced while T ≥ ⌈G⌉, is
@@ -101,54 +101,56 @@
 //!   ⌈G⌉ = ⌈j u⌉ - 1 for j = ⌊(T + 1)/u⌋ + 1 (the same value the loop
 //!   reaches from v = 0; with changing Φ the paper does not say when to
 //!   "initialise" G, and the closed form needs no state).
-//! * Gap: at w_i = 1 the printed increment Φ/(Φ - p φ_i) divides by zero; we
+//!   (test: `group_deadline_closed_form_matches_the_printed_loop`)
+//! * Gap DFS-2: at w_i = 1 the printed increment Φ/(Φ - p φ_i) divides by zero; we
 //!   take G_i = +∞ (such a client must run every slot; its b-bit is always 0,
 //!   so Rule 2 never compares it). Infeasible w_i > 1 (plain DFS allows it
-//!   when the runnable set is infeasible) is treated the same way.
-//! * Gap: which clients count in v and Φ: all runnable ones, running ones
+//!   when the runnable set is infeasible) is treated the same way. (untested)
+//! * Gap DFS-3: which clients count in v and Φ: all runnable ones, running ones
 //!   included with their tags as of their last charge (section 6 says "the
-//!   start tags of all the runnable tasks").
-//! * Gap: q̄ (the "most the task may run next time", section 3.3) is a slice
+//!   start tags of all the runnable tasks"). (untested)
+//! * Gap DFS-4: q̄ (the "most the task may run next time", section 3.3) is a slice
 //!   budget: q_max at join, reduced by each run, refilled to q_max when used
 //!   up; the remainder is kept across blocking and preemption. `pick` hands
-//!   out q̄ as the slice.
-//! * Gap: the clock. Runs are charged the exact ns the host measured (not
-//!   ticks), and q_max is the host quantum ([`SchedConfig::quantum`]).
-//! * Gap: wake-up and join preemption: none (no kick); the paper schedules
-//!   only at quantum end, block and exit. The host re-polls idle CPUs.
-//! * Gap: runs taken from the ASQ are charged like any other run (S += q/φ),
-//!   the paper's single accounting path (section 6).
-//! * Gap: weight changes (`setshare`, and readjustment changing a capped
+//!   out q̄ as the slice. (untested)
+//! * Gap DFS-5: the clock. Runs are charged the exact ns the host measured (not
+//!   ticks), and q_max is the host quantum ([`SchedConfig::quantum`]). (untested)
+//! * Gap DFS-6: wake-up and join preemption: none (no kick); the paper schedules
+//!   only at quantum end, block and exit. The host re-polls idle CPUs. (untested)
+//! * Gap DFS-7: runs taken from the ASQ are charged like any other run (S += q/φ),
+//!   the paper's single accounting path (section 6). (untested)
+//! * Gap DFS-8: weight changes (`setshare`, and readjustment changing a capped
 //!   client's φ) keep the client's lag in service, φ(v - S): S' = v - (v - S)
 //!   φ/φ' (floored at 0; A' = A + ⌈φ'v⌉ - ⌈φv⌉), which leaves v where it was.
 //!   Keeping S instead ([`Reweight::KeepStart`], the notes' suggestion) lets a
 //!   client that ran ahead at weight 1 keep a lead worth φ'(S - v) of service
 //!   when raised to weight 10^9: it starves for ~10^9 quanta (test
-//!   `reweight_keeps_lag`; the contract harness found it).
-//! * Gap: when Φ changes, v is kept, so V = vΦ is rescaled and rounded up (v
+//!   `reweight_keeps_lag`; the contract harness found it). (test: `reweight_keeps_lag`)
+//! * Gap DFS-9: when Φ changes, v is kept, so V = vΦ is rescaled and rounded up (v
 //!   grows by less than 1 ns/Φ: still monotone). When nothing is runnable, v
 //!   stays frozen at its last value (section 3.3), which the clamp already
-//!   made at least the start tag of the client that left last.
-//! * Gap: eligibility can be lost without running (θ falls when Φ grows);
+//!   made at least the start tag of the client that left last. (test: `t12_t13_virtual_time`)
+//! * Gap DFS-10: eligibility can be lost without running (θ falls when Φ grows);
 //!   the paper only describes promotion. We re-test EQ entries at the pick
-//!   and move stale ones back to IQ, so the pick follows the definition.
-//! * Gap: the affinity rule (window and goodness) applies to EQ picks only;
+//!   and move stale ones back to IQ, so the pick follows the definition. (untested)
+//! * Gap DFS-11: the affinity rule (window and goodness) applies to EQ picks only;
 //!   ASQ picks ignore affinity (the paper specifies goodness for the eligible
 //!   queue only). α is given in slots (deadline units); the paper gives no
 //!   value. W = 1 or α = 0 is plain DFS. `dfs-fa+affinity` uses the paper's
 //!   rule of thumb W = p and our α = 2 (an affine client may pass one whose
 //!   deadline is one slot earlier). Goodness ties go to the higher priority.
-//! * Gap: ties left after the rules ("broken arbitrarily") go by F, then φ,
+//!   (test: `t14_t15_affinity_window`)
+//! * Gap DFS-12: ties left after the rules ("broken arbitrarily") go by F, then φ,
 //!   then id: the EQ order, free of cost. Among equal deadlines the client
 //!   whose F Φ/(q p) is an integer has the largest F, so this order already
 //!   holds most of Rule 1 (`dfs-notiebreak` fails P-fairness on 26 of 5,000
 //!   random sets; with ties by id instead, [`LastTie::ClientId`], no rules
-//!   fail 3 of 300 sets and Rule 1 alone 2 of 300).
-//! * Gap: admission control (Eq. 1) is not applied: the host, not the
+//!   fail 3 of 300 sets and Rule 1 alone 2 of 300). (untested)
+//! * Gap DFS-13: admission control (Eq. 1) is not applied: the host, not the
 //!   scheduler, admits clients, and the trait cannot refuse a join for
 //!   feasibility. The plain variants run an infeasible runnable set as given
-//!   (some w_i > 1, as the paper's formulas do); `+readjust` caps it.
-//! * Gap: with partial quanta the literal Eq. 6 can leave every runnable
+//!   (some w_i > 1, as the paper's formulas do); `+readjust` caps it. (untested)
+//! * Gap DFS-14: with partial quanta the literal Eq. 6 can leave every runnable
 //!   client ineligible while every CPU is idle; v is then frozen and pure DFS
 //!   would idle forever (notes §6 pitfall 1; the paper never reports it, so its
 //!   simulator did not reach that state). `dfs` breaks exactly this state: if
@@ -156,12 +158,13 @@
 //!   With whole quanta the state cannot arise (Σ A_j ≤ V forces an eligible
 //!   client), so ideal-model behaviour and the idling the paper studies are
 //!   unchanged. [`DfsOptions::stall_breaker`] = false keeps the deadlock (test T17).
-//! * Gap: DFS-FA uses no tie rules (section 4.1: "we have not used the
-//!   tie-breaking rules ... in our kernel implementation and simulation study").
-//! * Gap: readjustment is not in the paper (faithful DFS-FA can starve a
+//!   (test: `t17_partial_quanta_stall`)
+//! * Gap DFS-15: DFS-FA uses no tie rules (section 4.1: "we have not used the
+//!   tie-breaking rules ... in our kernel implementation and simulation study"). (untested)
+//! * Gap DFS-16: readjustment is not in the paper (faithful DFS-FA can starve a
 //!   low-weight client for ~1,640 quanta, notes T18). `dfs-fa+readjust` runs
 //!   every formula on the readjusted φ and with p replaced by P' = min(P, n),
-//!   so every w_i ≤ 1.
+//!   so every w_i ≤ 1. (test: `t18_infeasible_runnable_set_starvation`)
 
 use std::collections::BTreeSet;
 use std::ops::Bound::{Excluded, Unbounded};
@@ -460,7 +463,7 @@ impl Dfs {
         eq7(k.a.saturating_add(k.budget as u128), k.phi, self.phi_total, self.p_eff, self.quantum)
     }
 
-    /// Rule 2 (Gap 1): ⌈G⌉ = ⌈j u⌉ - 1, u = 1/(1 - w), j = ⌊(T + 1)/u⌋ + 1.
+    /// Rule 2 (Gap DFS-1): ⌈G⌉ = ⌈j u⌉ - 1, u = 1/(1 - w), j = ⌊(T + 1)/u⌋ + 1.
     fn group_of(&self, k: &Client) -> u128 {
         let p = self.p_eff as u128;
         // w = p φ/Φ = pw / x.
@@ -718,7 +721,7 @@ impl Dfs {
         let (an, ad) = (self.opts.alpha.0 as u128, self.opts.alpha.1 as u128);
         let goodness = |c: &Cand| {
             let away = self.clients[c.key.id].last_cpu != Some(cpu);
-            U256::mul(c.deadline, ad).add(U256::from(if away { an } else { 0 }))
+            U256::mul(c.deadline, ad).saturating_add(U256::from(if away { an } else { 0 }))
         };
         let mut best: Option<(U256, ClientId)> = None;
         for c in &cands {

@@ -108,61 +108,62 @@
 //!
 //! # Gaps (decided here; see docs/ALGORITHMS.md)
 //!
-//! Gap: order is ⌊log2 φ⌋ of the *readjusted* weight (E1), so capped clients
-//! can move up to a higher-order group when readjustment changes.
-//! Gap: entitlements use P' = min(P, N) CPUs, as the readjustment does; with
+//! Gap GDQ-1: order is ⌊log2 φ⌋ of the *readjusted* weight (E1), so capped clients
+//! can move up to a higher-order group when readjustment changes. (untested)
+//! Gap GDQ-2: entitlements use P' = min(P, N) CPUs, as the readjustment does; with
 //! N ≤ P all clients have equal φ, share one group with one queue each, and
-//! the P − N spare CPUs stay unassigned and idle.
-//! Gap: line 10 of INTRAGROUP is applied when the client stops, with the time
-//! it actually ran: nv += (ran/Q)·2^k/φ (identical for whole quanta).
-//! Gap: MFQ line 3 charges the non-dedicated work the deciding CPU actually
+//! the P − N spare CPUs stay unassigned and idle. (test: `fewer_clients_than_cpus`)
+//! Gap GDQ-3: line 10 of INTRAGROUP is applied when the client stops, with the time
+//! it actually ran: nv += (ran/Q)·2^k/φ (identical for whole quanta). (untested)
+//! Gap GDQ-4: MFQ line 3 charges the non-dedicated work the deciding CPU actually
 //! delivered since its last decision, in units of T, with the fictitious
-//! weight φ̂_k (the paper's prose; the printed 1/Φ_k is erratum E2).
-//! Gap: MFQ line 6 tests the candidate's own count, P^i < P̄^i (E3); the
-//! deciding CPU's group is counted without it.
-//! Gap: decision times are epoch + mT + j·T/P for m ≥ 0 (CPU j from 0),
+//! weight φ̂_k (the paper's prose; the printed 1/Φ_k is erratum E2). (untested)
+//! Gap GDQ-5: MFQ line 6 tests the candidate's own count, P^i < P̄^i (E3); the
+//! deciding CPU's group is counted without it. (untested)
+//! Gap GDQ-6: decision times are epoch + mT + j·T/P for m ≥ 0 (CPU j from 0),
 //! epoch = the first event's time; a CPU decides at its first pick at or
 //! after its time; several CPUs may decide in one quantum when T < P quanta.
 //! The paper prints m ≥ 1 from an unstated origin; counted from the initial
 //! assignment, that makes CPU j's first interval T + jT/P long and lets a
 //! group fall just below Theorem 3.5's −T (test `decision_schedule_origin`),
 //! so the schedule starts at m = 0, as in the proof's model where point 0 is
-//! a decision.
-//! Gap: a CPU with no group (at start, or after leaving an empty group)
-//! decides at once, off schedule; its schedule is unchanged.
-//! Gap: dedicated counts follow P̲^k lazily: a dedicated CPU whose group has
+//! a decision. (test: `decision_schedule_origin`)
+//! Gap GDQ-7: a CPU with no group (at start, or after leaving an empty group)
+//! decides at once, off schedule; its schedule is unchanged. (untested)
+//! Gap GDQ-8: dedicated counts follow P̲^k lazily: a dedicated CPU whose group has
 //! more dedicated CPUs than P̲^k becomes floating at its next decision; a
 //! deciding CPU whose group has fewer becomes dedicated there; otherwise a
 //! group below P̲^k (lowest order first) receives the CPU as dedicated before
-//! the VFT competition is held.
-//! Gap: no candidate (only with spare CPUs, N < P): the CPU stays where it is
-//! at a scheduled decision, or becomes unassigned (idle) if it has no work.
-//! Gap: a CPU whose queue is empty pulls next(C(MinQ)) from its group without
+//! the VFT competition is held. (untested)
+//! Gap GDQ-9: no candidate (only with spare CPUs, N < P): the CPU stays where it is
+//! at a scheduled decision, or becomes unassigned (idle) if it has no work. (untested)
+//! Gap GDQ-10: a CPU whose queue is empty pulls next(C(MinQ)) from its group without
 //! the δ test (paper §2.4, departures); if the group has none, it decides at
-//! once (off schedule), its own group excluded; if still nothing, it idles.
-//! Gap: GET-MIN-QUEUE excludes the caller's queue and empty stalled queues,
+//! once (off schedule), its own group excluded; if still nothing, it idles. (untested)
+//! Gap GDQ-11: GET-MIN-QUEUE excludes the caller's queue and empty stalled queues,
 //! breaks ties by the group's queue-list order, and may return none (then
-//! nv_Q++). Stealing the last process of a stalled queue takes C(MinQ).
-//! Gap: empty stalled queues are freed; an arriving CPU takes the first
+//! nv_Q++). Stealing the last process of a stalled queue takes C(MinQ). (untested)
+//! Gap GDQ-12: empty stalled queues are freed; an arriving CPU takes the first
 //! stalled queue of its new group, else a new queue that pulls one process
 //! and takes the source queue's nv_Q (the paper never says; the A.2.3
-//! narrative implies a reset).
-//! Gap: several stalled queues (possible only while allocations adjust after
-//! a change) are kept apart, not spliced.
-//! Gap: join and wake insert into the group's smallest-weight queue (paper),
+//! narrative implies a reset). (untested)
+//! Gap GDQ-13: several stalled queues (possible only while allocations adjust after
+//! a change) are kept apart, not spliced. (untested)
+//! Gap GDQ-14: join and wake insert into the group's smallest-weight queue (paper),
 //! stalled included, just before C(Q), with nv_C := nv_Q (served this
 //! round); no NVT credit or debt is kept across a sleep. A group with no
-//! queue gets one stalled queue with nv_Q = 0.
-//! Gap: a group (re)entering the MFQ competition (ψ from 0 to > 0) starts
+//! queue gets one stalled queue with nv_Q = 0. (untested)
+//! Gap GDQ-15: a group (re)entering the MFQ competition (ψ from 0 to > 0) starts
 //! its VFT at max(its own, the smallest base of the competing groups), as
-//! WFQ does for a new flow.
-//! Gap: F keeps one period per constant (ψ_k, P'·D): on a change the period's
-//! work is folded into B_k (E5).
-//! Gap: a dequeued C(Q) is replaced by next(C(Q)).
-//! Gap: a weight change within the same order keeps nv_C (the next charge
+//! WFQ does for a new flow. (untested)
+//! Gap GDQ-16: F keeps one period per constant (ψ_k, P'·D): on a change the period's
+//! work is folded into B_k (E5). (untested)
+//! Gap GDQ-17: a dequeued C(Q) is replaced by next(C(Q)). (untested)
+//! Gap GDQ-18: a weight change within the same order keeps nv_C (the next charge
 //! uses the new φ); a change of order moves the client as a join would; a
 //! running client moves when it stops.
-//! Gap: preempted stops are charged like expired ones (actual time).
+//! (test: `weight_change_same_order_keeps_nvt_new_order_moves`, `running_client_moves_group_when_it_stops`)
+//! Gap GDQ-19: preempted stops are charged like expired ones (actual time). (untested)
 
 use crate::list::{Link, Links, Ring};
 use crate::model::{ClientId, CpuId, SchedError, StopReason, Time, Weight};
@@ -777,7 +778,7 @@ impl Gdq {
         let mut best: Option<usize> = None;
         for &q in &self.groups[k as usize].queues {
             let rq = &self.queues[q];
-            let eligible = q != except && if rq.cpu.is_some() { rq.ring.len() >= 2 } else { rq.ring.len() >= 1 };
+            let eligible = q != except && if rq.cpu.is_some() { rq.ring.len() >= 2 } else { !rq.ring.is_empty() };
             if eligible && best.is_none_or(|b| rq.nv < self.queues[b].nv) {
                 best = Some(q);
             }

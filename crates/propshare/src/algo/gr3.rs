@@ -68,58 +68,59 @@
 //!
 //! # Decisions (see also docs/ALGORITHMS.md)
 //!
-//! * Gap: the join/leave rescale formula is garbled in the source; we use the
+//! * Gap GR3-1: the join/leave rescale formula is garbled in the source; we use the
 //!   notes' reconstruction `W_k = ⌊(W_{k+1}+1)Φ_k/Φ_{k+1}⌋ - 1` (k < g) and
 //!   `⌈(W_{k-1}+1)Φ_k/Φ_{k-1}⌉ - 1` (k = g). It can starve the moved group
 //!   (notes P1); [`RescaleRule::Predecessor`] (`+fairjoin`) uses the second
-//!   form whenever k > 1, the first only for k = 1.
-//! * Gap: with g = 1 there is no neighbour: the group's work is left as is
-//!   (a new group starts at W = 0).
-//! * Gap: while no group has done any work (every W = 0, as when all clients
+//!   form whenever k > 1, the first only for k = 1. (untested)
+//! * Gap GR3-2: with g = 1 there is no neighbour: the group's work is left as is
+//!   (a new group starts at W = 0). (untested)
+//! * Gap GR3-3: while no group has done any work (every W = 0, as when all clients
 //!   join before the first pick) joins and removals do not rescale: all-zero
 //!   work is the initial state of §2.2 that Theorem 1 assumes, and it is
 //!   well-ordered because the list is sorted by weight. (The rescale formula
 //!   would instead give a middle group W = ⌊Φ_k/Φ_{k+1}⌋ - 1 and starve it:
 //!   weights 512, 1, 5 joined in that order leave the 5 unserved for 512
-//!   quanta.)
-//! * Gap: the OCR reads "D_C(0) = φ_C/φ_min", the prose says D = 0 at
+//!   quanta.) (untested)
+//! * Gap GR3-4: the OCR reads "D_C(0) = φ_C/φ_min", the prose says D = 0 at
 //!   insertion. A client inserted into an existing group gets D = 0; the
 //!   client that creates a group becomes its current client with its first
 //!   turn already started, D = φ/2^σ, so the group's first selection runs it
 //!   (this reproduces Figure 2 exactly, and equals starting the round pointer
-//!   at the last client).
-//! * Gap: a client that blocks while it is its group's current client has its
+//!   at the last client). (untested)
+//! * Gap GR3-5: a client that blocks while it is its group's current client has its
 //!   turn ended by an explicit mark (else the `D < 1` test, with D capped at
 //!   1, would run it again at once); the mark moves the pointer on at the
 //!   next selection of the group. The deficit cap is `D := min(D, 1)` on the
 //!   deficit the code holds (= D(r-1) + φ/φ_min - ⌈w⌉ of the paper).
-//! * Gap: a selection that meets a lazily removed client is aborted without
+//!   (test: `blocking_ends_the_turn`)
+//! * Gap GR3-6: a selection that meets a lazily removed client is aborted without
 //!   charging W_G, and restarts at group 1 (the paper: "resumes scheduling
-//!   from the largest weight group").
-//! * Gap: an explicit leave (and a weight change) removes the client at once
+//!   from the largest weight group"). (untested)
+//! * Gap GR3-7: an explicit leave (and a weight change) removes the client at once
 //!   with the same steps as a lazy removal; a weight change is a removal
 //!   followed by a join with the new weight (the paper does not describe it).
 //!   Removing the current client moves the pointer to its predecessor with
-//!   its turn ended, so the next selection continues with its successor.
-//! * Gap: deficits are fixed point, 2^-32 quantum per unit. For integer
+//!   its turn ended, so the next selection continues with its successor. (untested)
+//! * Gap GR3-8: deficits are fixed point, 2^-32 quantum per unit. For integer
 //!   weights φ/2^σ = φ·2^(32-σ) units exactly; only readjusted (rational)
-//!   weights are floored, by less than 2^-32 quantum per round.
-//! * Gap: readjustment moves only the clients whose readjusted weight changes
+//!   weights are floored, by less than 2^-32 quantum per round. (untested)
+//! * Gap GR3-9: readjustment moves only the clients whose readjusted weight changes
 //!   group; they are re-inserted there as joins (D = 0). Clients that stay in
 //!   their group keep place and deficit even if their weight changed. Every
 //!   group whose weight changed other than by a common factor (the groups
 //!   holding or losing capped clients) is rescaled with the join rule, the
-//!   list re-sorted, and scheduling resumes at group 1.
-//! * Gap: when several groups change at once (only a readjustment does
+//!   list re-sorted, and scheduling resumes at group 1. (untested)
+//! * Gap GR3-10: when several groups change at once (only a readjustment does
 //!   that), each is tied to a neighbour that is already consistent: the one
 //!   the rule prefers if it is untouched or already rescaled, else the other;
 //!   if every group changed, the last (paper rule) or first (predecessor
 //!   rule) keeps its work. (Tying a group to a neighbour that is itself about
-//!   to be rescaled, e.g. a new group with W = 0, gave errors of 100+ quanta.)
-//! * Gap: as in [`crate::readjust`], P' = min(P, N) (the paper assumes
-//!   N ≥ P); with N ≤ P every client weighs the same.
-//! * Gap: group work W is a u64 (2^64 quanta is never reached); products are
-//!   taken in 256 bits, and a rescaled W saturates at u64::MAX - 1.
+//!   to be rescaled, e.g. a new group with W = 0, gave errors of 100+ quanta.) (untested)
+//! * Gap GR3-11: as in [`crate::readjust`], P' = min(P, N) (the paper assumes
+//!   N ≥ P); with N ≤ P every client weighs the same. (test: `fewer_clients_than_cpus`)
+//! * Gap GR3-12: group work W is a u64 (2^64 quanta is never reached); products are
+//!   taken in 256 bits, and a rescaled W saturates at u64::MAX - 1. (test: `huge_weights`)
 
 use std::cmp::{Ordering, Reverse};
 

@@ -31,16 +31,16 @@
 //! trailing-zeros instruction); join, leave, block, wake, weight change O(k)
 //! (k ≤ 32 column lists), as in the paper.
 //!
-//! Gap: when k changes (a heavier client arrives, or the heaviest leaves)
+//! Gap SRR-1: when k changes (a heavier client arrives, or the heaviest leaves)
 //! the paper switches to the WSS of the new order; we restart it at its
-//! first term.
-//! Gap: on P CPUs a client running on another CPU is skipped when its turn
+//! first term. (untested)
+//! Gap SRR-2: on P CPUs a client running on another CPU is skipped when its turn
 //! in a column comes (it loses that turn). If 2k + 2 consecutive terms
 //! yield no waiting client, the first waiting client of the highest column
 //! is run, without moving the position in the sequence (this keeps the
-//! scheduler work-conserving and each pick O(k + P)).
-//! Gap: runs shorter than Q count as a full visit (SRR serves packets; we
-//! serve quanta).
+//! scheduler work-conserving and each pick O(k + P)). (untested)
+//! Gap SRR-3: runs shorter than Q count as a full visit (SRR serves packets; we
+//! serve quanta). (untested)
 //!
 //! # `srr+readjust`
 //!
@@ -75,9 +75,9 @@
 //! which skips running clients, serves the others. Section 4.2 pattern:
 //! 1:2:1 under either host ordering (tested).
 //!
-//! Gap: when φ changes mid-pass the client's row changes at once (its new
+//! Gap SRR-4: when φ changes mid-pass the client's row changes at once (its new
 //! share starts with the current pass, the carry dropped); a row change
-//! moves it to the back of its columns.
+//! moves it to the back of its columns. (untested)
 
 use crate::algo::reweigh::{Reweigh, RoundShare};
 use crate::list::{Link, Links, Ring};

@@ -65,7 +65,7 @@
 //! O(log N) (finding the place in share order, a B-tree beside the list; the
 //! GR3 paper gives O(log N) for VTRR's insert); leave, block, stop O(1).
 //!
-//! Gap: the VTRR paper's text beyond its abstract and introduction was not
+//! Gap VTRR-1: the VTRR paper's text beyond its abstract and introduction was not
 //! available. The stored copy of its HTML (static.usenix.org,
 //! `usenix01/full_papers/nieh/nieh_html/index.html`) answers every search
 //! with the page's opening only, and no other copy, summary or authors'
@@ -73,26 +73,27 @@
 //! section or figure of the VTRR paper is cited for them, and the worked
 //! examples (shares 3, 2, 1 give the cycle A B C A B A; 2, 2, 1 show the
 //! counter rule; `tests/baselines.rs`, step by step) are ours, not the
-//! paper's.
-//! Gap: cross-check only against a public student implementation (a 2020
+//! paper's. (untested)
+//! Gap VTRR-2: cross-check only against a public student implementation (a 2020
 //! hobby RTOS's `vtrr.c`), which has the same three-way choice (next client
 //! if its counter is larger, else a virtual-time test, else the head; its
 //! test reads the current client's VFT, not the next one's) and gives a client joining mid-cycle `⌊S_C · left/S_T⌋` quanta
-//! (`left` the quanta left in the cycle); we keep the rule below.
-//! Gap: the counter of a client that joins or wakes mid-cycle: `min(share,
+//! (`left` the quanta left in the cycle); we keep the rule below. (untested)
+//! Gap VTRR-3: the counter of a client that joins or wakes mid-cycle: `min(share,
 //! counter of the client before it)`, raised to the counter of the client
 //! after it: the largest value that keeps the time-counter invariant. So a
 //! client that blocks and wakes within a cycle can get back counter it had
 //! used (tested: `vtrr_counter_rule_decides_after_wakes`).
-//! Gap: a waking client gets `VFT = max(VFT_last, QVT + Q/S)` (fair
+//! (test: `vtrr_counter_rule_decides_after_wakes`)
+//! Gap VTRR-4: a waking client gets `VFT = max(VFT_last, QVT + Q/S)` (fair
 //! queueing's rule, so sleeping earns no credit); a weight change keeps the
-//! virtual start `VFT − Q/S_old` and sets `VFT = start + Q/S_new`.
-//! Gap: if the client the walk stands on leaves the queue (blocks, leaves,
-//! changes weight), the walk restarts at the head of the queue.
-//! Gap: on P CPUs clients running on other CPUs are skipped by the walk; if
+//! virtual start `VFT − Q/S_old` and sets `VFT = start + Q/S_new`. (untested)
+//! Gap VTRR-5: if the client the walk stands on leaves the queue (blocks, leaves,
+//! changes weight), the walk restarts at the head of the queue. (untested)
+//! Gap VTRR-6: on P CPUs clients running on other CPUs are skipped by the walk; if
 //! no waiting client has a counter left, a new cycle starts (counters of
 //! running clients are reset too). A run shorter than Q counts as one
-//! quantum for the counter (the counters count selections).
+//! quantum for the counter (the counters count selections). (untested)
 //!
 //! # `vtrr+readjust`
 //!
@@ -125,9 +126,9 @@
 //! ([`Reweigh::waiting_capped`]; cursor and counter untouched, VFT charged
 //! as usual). Section 4.2 pattern: 1:2:1 under either host ordering (tested).
 //!
-//! Gap: a φ change rescales VFT as a weight change does (virtual start
+//! Gap VTRR-7: a φ change rescales VFT as a weight change does (virtual start
 //! kept) but leaves the current counter alone: the new φ reaches the
-//! counter at the next cycle.
+//! counter at the next cycle. (untested)
 
 use std::cmp::Reverse;
 use std::collections::BTreeSet;
