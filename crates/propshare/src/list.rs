@@ -4,47 +4,88 @@
 //! DWRR's per-CPU queues) and the weight classes, where blocking must take a
 //! client out of its queue without a scan.
 //!
-//! A [`Ring`] is a circular list with a front: the header (front and length)
-//! belongs to the queue, the [`Link`]s to the clients. Where the links live is
-//! the user's choice through [`Links`]: a [`ClientTable<Link>`] of their own
-//! (shared by many rings, as DWRR's per-CPU queues share one table), or a
-//! field of each client's entry (GDQ, VTRR). Read as a FIFO, the front is the
-//! first client and its predecessor the last; read as a round-robin ring, the
-//! front is the current client and [`Ring::advance`] moves it on.
+//! A [`List`] header (ends and length) belongs to the queue, the [`Link`]s
+//! to the clients. Where the links live is the user's choice through
+//! [`Links`]: a [`ClientTable<Link>`] of their own (shared by many lists, as
+//! DWRR's per-CPU queues share one table), fields of each client's entry
+//! (GDQ, VTRR), or SRR's rows. Round-robin rings (GR3's groups, GDQ's
+//! queues, the weight classes) are lists read cyclically from a current
+//! client the user keeps ([`List::next_cyclic`], [`List::insert_before_cyclic`]).
 
 use crate::model::ClientId;
 use crate::roster::ClientTable;
 
-/// A client's neighbours in its ring (itself twice when alone).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// A client's neighbours in its list (`None` at the ends), in 8 bytes:
+/// `ClientId(u32::MAX)` (a table that large cannot exist) stands for `None`.
+#[derive(Clone, Copy, PartialEq, Eq)]
 pub struct Link {
-    /// The client before it.
-    pub prev: ClientId,
-    /// The client after it.
-    pub next: ClientId,
+    pub(crate) prev: ClientId,
+    pub(crate) next: ClientId,
 }
 
+/// "No neighbour" inside a [`Link`].
+pub(crate) const NIL: ClientId = ClientId(u32::MAX);
+
 impl Link {
-    /// The link of a client alone in its ring.
-    pub const fn alone(c: ClientId) -> Link {
-        Link { prev: c, next: c }
+    /// The link between `prev` and `next`.
+    #[inline]
+    pub fn new(prev: Option<ClientId>, next: Option<ClientId>) -> Link {
+        Link { prev: prev.unwrap_or(NIL), next: next.unwrap_or(NIL) }
+    }
+
+    /// The client before.
+    #[inline]
+    pub fn prev(self) -> Option<ClientId> {
+        (self.prev != NIL).then_some(self.prev)
+    }
+
+    /// The client after.
+    #[inline]
+    pub fn next(self) -> Option<ClientId> {
+        (self.next != NIL).then_some(self.next)
+    }
+
+    /// Change the client before.
+    #[inline]
+    pub fn set_prev(&mut self, prev: Option<ClientId>) {
+        self.prev = prev.unwrap_or(NIL);
+    }
+
+    /// Change the client after.
+    #[inline]
+    pub fn set_next(&mut self, next: Option<ClientId>) {
+        self.next = next.unwrap_or(NIL);
     }
 }
 
-/// Where a ring's links live.
+impl Default for Link {
+    fn default() -> Link {
+        Link { prev: NIL, next: NIL }
+    }
+}
+
+impl std::fmt::Debug for Link {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Link").field("prev", &self.prev()).field("next", &self.next()).finish()
+    }
+}
+
+/// Where a list's links live.
 pub trait Links {
     /// `c`'s link (`c` must be linked).
     fn link(&self, c: ClientId) -> Link;
     /// Set the client before `c` (`c` must be linked).
-    fn set_prev(&mut self, c: ClientId, prev: ClientId);
+    fn set_prev(&mut self, c: ClientId, prev: Option<ClientId>);
     /// Set the client after `c` (`c` must be linked).
-    fn set_next(&mut self, c: ClientId, next: ClientId);
-    /// `c` enters a ring with `link`.
+    fn set_next(&mut self, c: ClientId, next: Option<ClientId>);
+    /// `c` enters a list with `link`.
+    #[inline]
     fn put(&mut self, c: ClientId, link: Link) {
-        self.set_prev(c, link.prev);
-        self.set_next(c, link.next);
+        self.set_prev(c, link.prev());
+        self.set_next(c, link.next());
     }
-    /// `c` leaves its ring: its last link.
+    /// `c` leaves its list: its last link.
+    #[inline]
     fn take(&mut self, c: ClientId) -> Link {
         self.link(c)
     }
@@ -57,16 +98,16 @@ impl Links for ClientTable<Link> {
         self[c]
     }
     #[inline]
-    fn set_prev(&mut self, c: ClientId, prev: ClientId) {
-        self[c].prev = prev;
+    fn set_prev(&mut self, c: ClientId, prev: Option<ClientId>) {
+        self[c].set_prev(prev);
     }
     #[inline]
-    fn set_next(&mut self, c: ClientId, next: ClientId) {
-        self[c].next = next;
+    fn set_next(&mut self, c: ClientId, next: Option<ClientId>) {
+        self[c].set_next(next);
     }
     #[inline]
     fn put(&mut self, c: ClientId, link: Link) {
-        debug_assert!(self.get(c).is_none(), "{c} linked twice");
+        debug_assert!(self.get(c).is_none() && c != NIL, "{c} linked twice");
         self.insert(c, link);
     }
     #[inline]
@@ -75,16 +116,17 @@ impl Links for ClientTable<Link> {
     }
 }
 
-/// A circular list's header: its front and its length.
+/// A list's header: its ends and its length.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct Ring {
-    front: Option<ClientId>,
+pub struct List {
+    head: Option<ClientId>,
+    tail: Option<ClientId>,
     len: usize,
 }
 
-impl Ring {
-    /// An empty ring.
-    pub const EMPTY: Ring = Ring { front: None, len: 0 };
+impl List {
+    /// An empty list.
+    pub const EMPTY: List = List { head: None, tail: None, len: 0 };
 
     /// Number of clients.
     #[inline]
@@ -98,118 +140,120 @@ impl Ring {
         self.len == 0
     }
 
-    /// The front (first, or current) client.
+    /// The first client.
     #[inline]
     pub fn front(&self) -> Option<ClientId> {
-        self.front
+        self.head
     }
 
-    /// The last client (the front's predecessor).
+    /// The last client.
     #[inline]
-    pub fn back(&self, links: &impl Links) -> Option<ClientId> {
-        self.front.map(|f| links.link(f).prev)
+    pub fn back(&self) -> Option<ClientId> {
+        self.tail
     }
 
-    /// The client after `c`, the front again after the last.
+    /// The client after `c` (in this list), or `None` after the last.
     #[inline]
-    pub fn next(&self, links: &impl Links, c: ClientId) -> ClientId {
-        links.link(c).next
+    pub fn next(&self, links: &impl Links, c: ClientId) -> Option<ClientId> {
+        links.link(c).next()
     }
 
-    /// The client before `c`, or `None` before the first.
+    /// The client before `c` (in this list), or `None` before the first.
     #[inline]
-    pub fn before(&self, links: &impl Links, c: ClientId) -> Option<ClientId> {
-        (self.front != Some(c)).then(|| links.link(c).prev)
+    pub fn prev(&self, links: &impl Links, c: ClientId) -> Option<ClientId> {
+        links.link(c).prev()
     }
 
-    /// The client after `c`, or `None` after the last.
+    /// The client after `c` read as a ring: the first after the last.
     #[inline]
-    pub fn after(&self, links: &impl Links, c: ClientId) -> Option<ClientId> {
-        Some(links.link(c).next).filter(|&n| Some(n) != self.front)
+    pub fn next_cyclic(&self, links: &impl Links, c: ClientId) -> ClientId {
+        links.link(c).next().or(self.head).expect("c is in this list")
     }
 
-    /// Link `c` (not linked) last: just before the front.
+    /// The client before `c` read as a ring: the last before the first.
+    #[inline]
+    pub fn prev_cyclic(&self, links: &impl Links, c: ClientId) -> ClientId {
+        links.link(c).prev().or(self.tail).expect("c is in this list")
+    }
+
+    /// Link `c` (not linked) last.
     #[inline]
     pub fn push_back(&mut self, links: &mut impl Links, c: ClientId) {
-        match self.front {
-            None => {
-                links.put(c, Link::alone(c));
-                self.front = Some(c);
-            }
-            Some(f) => Self::link_before(links, f, c),
+        links.put(c, Link::new(self.tail, None));
+        match self.tail {
+            Some(t) => links.set_next(t, Some(c)),
+            None => self.head = Some(c),
         }
+        self.tail = Some(c);
         self.len += 1;
     }
 
     /// Link `c` (not linked) first.
     #[inline]
     pub fn push_front(&mut self, links: &mut impl Links, c: ClientId) {
-        self.push_back(links, c);
-        self.front = Some(c);
+        links.put(c, Link::new(None, self.head));
+        match self.head {
+            Some(h) => links.set_prev(h, Some(c)),
+            None => self.tail = Some(c),
+        }
+        self.head = Some(c);
+        self.len += 1;
     }
 
-    /// Link `c` (not linked) just before `before` (first if `before` is the
-    /// front), or last if `before` is `None`.
+    /// Link `c` (not linked) just before `before`, or last if `before` is `None`.
     pub fn insert_before(&mut self, links: &mut impl Links, before: Option<ClientId>, c: ClientId) {
-        match before {
-            Some(b) if self.front != Some(b) => {
-                Self::link_before(links, b, c);
-                self.len += 1;
-            }
-            Some(_) => self.push_front(links, c),
-            None => self.push_back(links, c),
+        let Some(b) = before else { return self.push_back(links, c) };
+        let Some(p) = links.link(b).prev() else { return self.push_front(links, c) };
+        links.put(c, Link::new(Some(p), Some(b)));
+        links.set_next(p, Some(c));
+        links.set_prev(b, Some(c));
+        self.len += 1;
+    }
+
+    /// Link `c` (not linked) just before `at` read as a ring: the last
+    /// position of a round that starts at `at` (last if `at` is first).
+    #[inline]
+    pub fn insert_before_cyclic(&mut self, links: &mut impl Links, at: ClientId, c: ClientId) {
+        if self.head == Some(at) {
+            self.push_back(links, c);
+        } else {
+            self.insert_before(links, Some(at), c);
         }
     }
 
-    fn link_before(links: &mut impl Links, at: ClientId, c: ClientId) {
-        let prev = links.link(at).prev;
-        links.put(c, Link { prev, next: at });
-        links.set_next(prev, c);
-        links.set_prev(at, c);
-    }
-
-    /// Unlink `c` (which must be in this ring); the front passes to its
-    /// successor. Returns `c`'s last link.
+    /// Unlink `c` (which must be in this list). Returns its last link.
     #[inline]
     pub fn remove(&mut self, links: &mut impl Links, c: ClientId) -> Link {
         let l = links.take(c);
-        self.len -= 1;
-        if self.len == 0 {
-            self.front = None;
-        } else {
-            links.set_next(l.prev, l.next);
-            links.set_prev(l.next, l.prev);
-            if self.front == Some(c) {
-                self.front = Some(l.next);
-            }
+        match l.prev() {
+            Some(p) => links.set_next(p, l.next()),
+            None => self.head = l.next(),
         }
+        match l.next() {
+            Some(n) => links.set_prev(n, l.prev()),
+            None => self.tail = l.prev(),
+        }
+        self.len -= 1;
         l
     }
 
-    /// Unlink and return the front.
+    /// Unlink and return the first client.
     #[inline]
     pub fn pop_front(&mut self, links: &mut impl Links) -> Option<ClientId> {
-        let c = self.front?;
+        let c = self.head?;
         self.remove(links, c);
         Some(c)
     }
 
-    /// Make `c` (in this ring, or `None` for an empty ring) the front.
-    #[inline]
-    pub fn set_front(&mut self, c: Option<ClientId>) {
-        debug_assert_eq!(c.is_none(), self.len == 0);
-        self.front = c;
-    }
-
-    /// `n` clients from `start` (in this ring) on, in ring order.
-    pub fn walk<'a>(&self, links: &'a impl Links, start: ClientId, n: usize) -> impl Iterator<Item = ClientId> + 'a {
-        std::iter::successors(Some(start), move |&c| Some(links.link(c).next)).take(n)
-    }
-
-    /// The clients from the front on.
+    /// The clients in order.
     pub fn iter<'a>(&self, links: &'a impl Links) -> impl Iterator<Item = ClientId> + 'a {
-        let (front, len) = (self.front, self.len);
-        std::iter::successors(front, move |&c| Some(links.link(c).next)).take(len)
+        std::iter::successors(self.head, move |&c| links.link(c).next())
+    }
+
+    /// `n` clients read as a ring from `start` (in this list) on.
+    pub fn walk_cyclic<'a>(&self, links: &'a impl Links, start: ClientId, n: usize) -> impl Iterator<Item = ClientId> + 'a {
+        let head = self.head;
+        std::iter::successors(Some(start), move |&c| links.link(c).next().or(head)).take(n)
     }
 }
 
@@ -217,7 +261,7 @@ impl Ring {
 #[derive(Clone, Debug, Default)]
 pub struct ClientList {
     links: ClientTable<Link>,
-    ring: Ring,
+    list: List,
 }
 
 impl ClientList {
@@ -229,13 +273,13 @@ impl ClientList {
     /// Number of clients queued.
     #[inline]
     pub fn len(&self) -> usize {
-        self.ring.len()
+        self.list.len()
     }
 
     /// Whether empty.
     #[inline]
     pub fn is_empty(&self) -> bool {
-        self.ring.is_empty()
+        self.list.is_empty()
     }
 
     /// Whether `c` is queued.
@@ -247,42 +291,46 @@ impl ClientList {
     /// The first client.
     #[inline]
     pub fn front(&self) -> Option<ClientId> {
-        self.ring.front()
+        self.list.front()
     }
 
     /// The client after `c`.
     #[inline]
     pub fn next(&self, c: ClientId) -> Option<ClientId> {
-        self.links.get(c).and_then(|_| self.ring.after(&self.links, c))
+        self.links.get(c).and_then(|l| l.next())
     }
 
     /// Append `c` (which must not be queued).
+    #[inline]
     pub fn push_back(&mut self, c: ClientId) {
-        self.ring.push_back(&mut self.links, c);
+        self.list.push_back(&mut self.links, c);
     }
 
     /// Put `c` (which must not be queued) first.
+    #[inline]
     pub fn push_front(&mut self, c: ClientId) {
-        self.ring.push_front(&mut self.links, c);
+        self.list.push_front(&mut self.links, c);
     }
 
     /// Remove and return the first client.
+    #[inline]
     pub fn pop_front(&mut self) -> Option<ClientId> {
-        self.ring.pop_front(&mut self.links)
+        self.list.pop_front(&mut self.links)
     }
 
     /// Remove `c` if queued; returns whether it was.
+    #[inline]
     pub fn remove(&mut self, c: ClientId) -> bool {
         let queued = self.contains(c);
         if queued {
-            self.ring.remove(&mut self.links, c);
+            self.list.remove(&mut self.links, c);
         }
         queued
     }
 
     /// The clients in order.
     pub fn iter(&self) -> impl Iterator<Item = ClientId> + '_ {
-        self.ring.iter(&self.links)
+        self.list.iter(&self.links)
     }
 }
 
@@ -315,12 +363,11 @@ mod tests {
         assert!(l.is_empty() && l.front().is_none());
     }
 
-    /// Two rings share one table; a ring read round-robin: insertion before
-    /// the front is the end of the round, removal of the front advances it.
+    /// Two lists share one table; a list read as a ring.
     #[test]
-    fn rings_share_links_and_rotate() {
+    fn lists_share_links_and_read_as_rings() {
         let mut links = ClientTable::<Link>::new();
-        let (mut a, mut b) = (Ring::EMPTY, Ring::EMPTY);
+        let (mut a, mut b) = (List::EMPTY, List::EMPTY);
         for i in 0..4 {
             a.push_back(&mut links, ClientId(i));
             b.push_back(&mut links, ClientId(10 + i));
@@ -328,20 +375,22 @@ mod tests {
         a.insert_before(&mut links, Some(ClientId(2)), ClientId(7));
         a.insert_before(&mut links, Some(ClientId(0)), ClientId(8));
         assert_eq!(ids(a.iter(&links)), vec![8, 0, 1, 7, 2, 3]);
-        assert_eq!(a.back(&links), Some(ClientId(3)));
-        assert_eq!(a.next(&links, ClientId(3)), ClientId(8));
-        assert_eq!(a.after(&links, ClientId(3)), None);
-        assert_eq!((a.before(&links, ClientId(8)), a.before(&links, ClientId(0))), (None, Some(ClientId(8))));
-        a.set_front(Some(ClientId(7)));
-        assert_eq!(a.remove(&mut links, ClientId(7)), Link { prev: ClientId(1), next: ClientId(2) });
-        assert_eq!(ids(a.iter(&links)), vec![2, 3, 8, 0, 1]);
-        assert_eq!(ids(a.walk(&links, ClientId(0), 3)), vec![0, 1, 2]);
+        assert_eq!((a.front(), a.back()), (Some(ClientId(8)), Some(ClientId(3))));
+        assert_eq!(a.next_cyclic(&links, ClientId(3)), ClientId(8));
+        assert_eq!(a.prev_cyclic(&links, ClientId(8)), ClientId(3));
+        assert_eq!((a.next(&links, ClientId(3)), a.prev(&links, ClientId(8))), (None, None));
+        a.insert_before_cyclic(&mut links, ClientId(8), ClientId(9));
+        a.insert_before_cyclic(&mut links, ClientId(1), ClientId(6));
+        assert_eq!(ids(a.iter(&links)), vec![8, 0, 6, 1, 7, 2, 3, 9]);
+        let l = a.remove(&mut links, ClientId(7));
+        assert_eq!(l, Link::new(Some(ClientId(1)), Some(ClientId(2))));
+        assert_eq!(ids(a.walk_cyclic(&links, ClientId(3), 4)), vec![3, 9, 8, 0]);
         assert_eq!(b.pop_front(&mut links), Some(ClientId(10)));
         assert_eq!(ids(b.iter(&links)), vec![11, 12, 13]);
-        for c in [2, 3, 8, 0, 1] {
+        for c in [8, 0, 6, 1, 2, 3, 9] {
             a.remove(&mut links, ClientId(c));
         }
-        assert!(a.is_empty() && a.front().is_none() && a.back(&links).is_none());
+        assert!(a.is_empty() && a.front().is_none() && a.back().is_none());
         assert!(links.get(ClientId(0)).is_none() && links.get(ClientId(11)).is_some());
     }
 }

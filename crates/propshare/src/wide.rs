@@ -176,6 +176,7 @@ pub fn cmp_products(a: u128, b: u128, c: u128, d: u128) -> Ordering {
 
 /// `⌊a · b / d⌋` (or `⌈·⌉` with `round_up`), exact through a 256-bit
 /// product, saturating at `u128::MAX`; `d = 0` is read as 1.
+#[inline]
 pub fn mul_div(a: u128, b: u128, d: u128, round_up: bool) -> u128 {
     let d = d.max(1);
     if let Some(p) = a.checked_mul(b) {

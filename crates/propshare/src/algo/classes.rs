@@ -22,7 +22,7 @@
 
 use std::cmp::Reverse;
 
-use crate::list::{Link, Ring};
+use crate::list::{Link, List};
 use crate::model::ClientId;
 use crate::roster::ClientTable;
 
@@ -32,7 +32,9 @@ pub(crate) const ORDERS: usize = 32;
 /// The clients of one order of original weight.
 #[derive(Clone, Copy, Debug, Default)]
 struct Class {
-    ring: Ring,
+    /// Its clients, read as a ring from `head`.
+    list: List,
+    head: Option<ClientId>,
     weight: u128,
 }
 
@@ -57,7 +59,13 @@ impl WeightClasses {
     /// Add `c` of original weight `w` (1 ≤ w < 2^32). O(1).
     pub(crate) fn insert(&mut self, c: ClientId, w: u64) {
         let cl = &mut self.classes[w.max(1).ilog2() as usize];
-        cl.ring.push_back(&mut self.links, c);
+        match cl.head {
+            None => {
+                cl.list.push_back(&mut self.links, c);
+                cl.head = Some(c);
+            }
+            Some(h) => cl.list.insert_before_cyclic(&mut self.links, h, c),
+        }
         cl.weight += w as u128;
         self.len += 1;
         self.total += w as u128;
@@ -66,10 +74,10 @@ impl WeightClasses {
     /// Remove `c`, inserted with weight `w`. O(1).
     pub(crate) fn remove(&mut self, c: ClientId, w: u64) {
         let cl = &mut self.classes[w.max(1).ilog2() as usize];
-        let was_head = cl.ring.front() == Some(c);
-        let prev = cl.ring.remove(&mut self.links, c).prev;
-        if was_head {
-            cl.ring.set_front(Some(prev).filter(|_| !cl.ring.is_empty()));
+        let link = cl.list.remove(&mut self.links, c);
+        if cl.head == Some(c) {
+            // The head steps back to c's predecessor, read as a ring.
+            cl.head = link.prev().or(cl.list.back());
         }
         cl.weight -= w as u128;
         self.len -= 1;
@@ -95,14 +103,12 @@ impl WeightClasses {
         let (mut count, mut taken) = (0u64, 0u128);
         for o in (0..ORDERS).rev() {
             let cl = self.classes[o];
-            if cl.ring.is_empty() {
-                continue;
-            }
+            let Some(head) = cl.head else { continue };
             let left = q - count;
-            let len = cl.ring.len() as u64;
+            let len = cl.list.len() as u64;
             // Line 4: |G| < P - |I| and 2^σ > (Φ_T - Φ_I - Φ_G)/(P - |I| - |G|).
             if len < left && (1u128 << o) * (left - len) as u128 > total - taken - cl.weight {
-                capped.extend(cl.ring.iter(&self.links));
+                capped.extend(cl.list.walk_cyclic(&self.links, head, cl.list.len()));
                 count += len;
                 taken += cl.weight;
                 continue;
@@ -111,7 +117,7 @@ impl WeightClasses {
             if len < 2 * left {
                 let mut members = std::mem::take(&mut self.boundary);
                 members.clear();
-                members.extend(cl.ring.iter(&self.links).map(|c| (weight(c), c)));
+                members.extend(cl.list.walk_cyclic(&self.links, head, cl.list.len()).map(|c| (weight(c), c)));
                 members.sort_unstable_by_key(|&(w, c)| (Reverse(w), c));
                 for &(w, c) in &members {
                     // INFEASIBLE: φ_C > (Φ - Φ_I)/(Q - |I|).

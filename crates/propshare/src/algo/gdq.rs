@@ -165,7 +165,7 @@
 //! (test: `weight_change_same_order_keeps_nvt_new_order_moves`, `running_client_moves_group_when_it_stops`)
 //! Gap GDQ-19: preempted stops are charged like expired ones (actual time). (untested)
 
-use crate::list::{Link, Links, Ring};
+use crate::list::{Link, Links, List, NIL};
 use crate::model::{ClientId, CpuId, SchedError, StopReason, Time, Weight};
 use std::cmp::Reverse;
 
@@ -219,7 +219,8 @@ struct Proc {
 
 const _: () = assert!(std::mem::size_of::<Option<Proc>>() == 64);
 
-/// A process's queue links are fields of its `Proc` (one cache line).
+/// A process's queue links are fields of its `Proc` (one cache line), in
+/// [`Link`]'s encoding (`NIL` for none).
 impl Links for ClientTable<Proc> {
     #[inline]
     fn link(&self, c: ClientId) -> Link {
@@ -227,12 +228,17 @@ impl Links for ClientTable<Proc> {
         Link { prev: p.prev, next: p.next }
     }
     #[inline]
-    fn set_prev(&mut self, c: ClientId, prev: ClientId) {
-        self[c].prev = prev;
+    fn set_prev(&mut self, c: ClientId, prev: Option<ClientId>) {
+        self[c].prev = prev.unwrap_or(NIL);
     }
     #[inline]
-    fn set_next(&mut self, c: ClientId, next: ClientId) {
-        self[c].next = next;
+    fn set_next(&mut self, c: ClientId, next: Option<ClientId>) {
+        self[c].next = next.unwrap_or(NIL);
+    }
+    #[inline]
+    fn put(&mut self, c: ClientId, link: Link) {
+        let p = &mut self[c];
+        (p.prev, p.next) = (link.prev, link.next);
     }
 }
 
@@ -240,8 +246,10 @@ impl Links for ClientTable<Proc> {
 #[derive(Clone, Debug)]
 struct RunQueue {
     group: u32,
-    /// Its clients; the front is C(Q).
-    ring: Ring,
+    /// Its clients, read as a ring from C(Q).
+    ring: List,
+    /// C(Q), the client the queue's round stands on.
+    current: Option<ClientId>,
     /// Σ φ of its clients, in 2^-32 units (arrivals go to the lightest queue).
     weight: u128,
     /// nv_Q, the round counter.
@@ -395,7 +403,7 @@ impl Gdq {
 
     fn queue_view(&self, q: usize) -> QueueView {
         let rq = &self.queues[q];
-        let clients = rq.ring.iter(&self.procs).collect();
+        let clients = rq.current.map_or(Vec::new(), |cur| rq.ring.walk_cyclic(&self.procs, cur, rq.ring.len()).collect());
         QueueView { cpu: rq.cpu, nv: rq.nv, clients }
     }
 
@@ -454,7 +462,7 @@ impl Gdq {
                     if p.queue != Some(q as u32) || p.order != k as u32 {
                         return Err(format!("{c} in queue {q} points elsewhere"));
                     }
-                    if self.procs[p.next].prev != c {
+                    if rq.ring.next(&self.procs, c).is_some_and(|n| self.procs[n].prev != c) {
                         return Err(format!("{c}: broken links"));
                     }
                     n += 1;
@@ -519,7 +527,7 @@ impl Gdq {
     // ----- queue lists --------------------------------------------------
 
     fn new_queue(&mut self, k: u32, cpu: Option<CpuId>, nv: u64) -> usize {
-        let rq = RunQueue { group: k, ring: Ring::EMPTY, weight: 0, nv, cpu, live: true };
+        let rq = RunQueue { group: k, ring: List::EMPTY, current: None, weight: 0, nv, cpu, live: true };
         let q = match self.free_queues.pop() {
             Some(q) => {
                 self.queues[q] = rq;
@@ -547,10 +555,17 @@ impl Gdq {
     fn link(&mut self, c: ClientId, q: usize, make_current: bool) {
         let phi = self.procs[c].phi;
         let rq = &mut self.queues[q];
-        if make_current {
-            rq.ring.push_front(&mut self.procs, c);
-        } else {
-            rq.ring.push_back(&mut self.procs, c);
+        match rq.current {
+            None => {
+                rq.ring.push_back(&mut self.procs, c);
+                rq.current = Some(c);
+            }
+            Some(cur) => {
+                rq.ring.insert_before_cyclic(&mut self.procs, cur, c);
+                if make_current {
+                    rq.current = Some(c);
+                }
+            }
         }
         rq.weight += Self::phi_fp(phi);
         self.procs[c].queue = Some(q as u32);
@@ -563,7 +578,11 @@ impl Gdq {
         let phi = p.phi;
         let rq = &mut self.queues[q];
         rq.weight = rq.weight.saturating_sub(Self::phi_fp(phi));
-        rq.ring.remove(&mut self.procs, c);
+        let link = rq.ring.remove(&mut self.procs, c);
+        if rq.current == Some(c) {
+            // C(Q) passes to next(C), read as a ring.
+            rq.current = link.next().or(rq.ring.front());
+        }
         self.procs[c].queue = None;
         if self.queues[q].ring.is_empty() && self.queues[q].cpu.is_none() {
             self.free_queue(q);
@@ -789,9 +808,9 @@ impl Gdq {
     /// MOVE-PROCESS(next(C(from)), to): the cross-queue step of stealing.
     /// The stolen process becomes C(to). Returns it.
     pub(crate) fn steal(&mut self, from: usize, to: usize) -> ClientId {
-        let ring = self.queues[from].ring;
-        let cur = ring.front().expect("non-empty");
-        let victim = if ring.len() == 1 { cur } else { ring.next(&self.procs, cur) };
+        let rq = &self.queues[from];
+        let cur = rq.current.expect("non-empty");
+        let victim = if rq.ring.len() == 1 { cur } else { rq.ring.next_cyclic(&self.procs, cur) };
         self.unlink(victim);
         self.link(victim, to, true);
         victim
@@ -816,10 +835,10 @@ impl Gdq {
         }
         let k = self.queues[q].group;
         let nv_q = self.queues[q].nv as u128 * NV_ONE;
-        let mut c = self.queues[q].ring.front().expect("non-empty");
+        let mut c = self.queues[q].current.expect("non-empty");
         if self.procs[c].nv >= nv_q {
-            c = self.procs[c].next;
-            self.queues[q].ring.set_front(Some(c));
+            c = self.queues[q].ring.next_cyclic(&self.procs, c);
+            self.queues[q].current = Some(c);
             if self.procs[c].nv >= nv_q {
                 match self.min_queue(k, q) {
                     Some(min) if self.queues[q].nv > self.queues[min].nv.saturating_add(self.params.delta) => {

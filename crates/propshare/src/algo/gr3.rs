@@ -125,7 +125,7 @@
 use std::cmp::{Ordering, Reverse};
 
 use super::classes::{WeightClasses, ORDERS};
-use crate::list::{Link, Ring};
+use crate::list::{Link, List};
 use crate::model::{ClientId, Weight};
 use crate::roster::ClientTable;
 use crate::wide::{cmp_products, mul_div};
@@ -147,9 +147,10 @@ pub enum RescaleRule {
 /// A scheduling group (clients of one order of *readjusted* weight).
 #[derive(Clone, Copy, Debug, Default)]
 struct Group {
-    /// The members; its front is the round pointer k, the most recently
-    /// scheduled client.
-    ring: Ring,
+    /// The members, read as a ring from `current`.
+    ring: List,
+    /// The round pointer k: the most recently scheduled client.
+    current: Option<ClientId>,
     /// The current client's turn is over: advance at the next selection.
     turn_over: bool,
     /// A: Σ original weights of the uncapped members.
@@ -308,8 +309,8 @@ impl Gr3Queue {
     /// the current client (the order the round pointer will visit them).
     pub fn round_order(&self, o: u32) -> Vec<ClientId> {
         let g = &self.groups[o as usize];
-        match g.ring.front() {
-            Some(cur) => g.ring.walk(&self.links, g.ring.next(&self.links, cur), g.ring.len()).collect(),
+        match g.current {
+            Some(cur) => g.ring.walk_cyclic(&self.links, g.ring.next_cyclic(&self.links, cur), g.ring.len()).collect(),
             None => Vec::new(),
         }
     }
@@ -389,15 +390,15 @@ impl Gr3Queue {
     /// INTRAGROUP-SCHEDULE (§2.2) on the group of order `o`.
     fn intragroup(&mut self, o: u32) -> Step {
         let g = &self.groups[o as usize];
-        let mut c = g.ring.front().expect("listed groups are non-empty");
+        let mut c = g.current.expect("listed groups are non-empty");
         if g.turn_over || self.members[c].deficit < ONE {
-            c = g.ring.next(&self.links, c);
+            c = g.ring.next_cyclic(&self.links, c);
             if self.members[c].flagged {
                 self.remove(c);
                 return Step::Removed;
             }
             let g = &mut self.groups[o as usize];
-            g.ring.set_front(Some(c));
+            g.current = Some(c);
             g.turn_over = false;
             let add = self.allotment(&self.members[c]);
             self.members[c].deficit += add;
@@ -446,7 +447,7 @@ impl Gr3Queue {
         m.flagged = true;
         m.deficit = m.deficit.min(ONE);
         let g = &mut self.groups[m.group as usize];
-        if g.ring.front() == Some(c) {
+        if g.current == Some(c) {
             g.turn_over = true;
         }
     }
@@ -466,27 +467,31 @@ impl Gr3Queue {
     fn ring_insert(&mut self, c: ClientId, o: u32) {
         self.members[c].group = o;
         let g = &mut self.groups[o as usize];
-        let deficit = if g.ring.is_empty() {
-            // A new group: c is its current client with its first turn started.
-            // (A lazily blocked client moved here by readjustment has its turn over.)
-            *g = Group { turn_over: self.members[c].flagged, ..Group::default() };
-            self.allotment(&self.members[c])
-        } else {
-            0
+        let deficit = match g.current {
+            None => {
+                // A new group: c is its current client with its first turn started.
+                // (A lazily blocked client moved here by readjustment has its turn over.)
+                *g = Group { current: Some(c), turn_over: self.members[c].flagged, ..Group::default() };
+                g.ring.push_back(&mut self.links, c);
+                self.allotment(&self.members[c])
+            }
+            Some(cur) => {
+                // Last in the round: just before the current client.
+                g.ring.insert_before_cyclic(&mut self.links, cur, c);
+                0
+            }
         };
-        // Last in the round: just before the current client.
-        self.groups[o as usize].ring.push_back(&mut self.links, c);
         self.members[c].deficit = deficit;
     }
 
     fn ring_remove(&mut self, c: ClientId) {
         let o = self.members[c].group as usize;
         let g = &mut self.groups[o];
-        let was_current = g.ring.front() == Some(c);
-        let prev = g.ring.remove(&mut self.links, c).prev;
-        if was_current {
-            // The pointer steps back so that the next turn goes to c's successor.
-            g.ring.set_front(Some(prev).filter(|_| !g.ring.is_empty()));
+        let link = g.ring.remove(&mut self.links, c);
+        if g.current == Some(c) {
+            // The pointer steps back (read as a ring) so that the next turn
+            // goes to c's successor.
+            g.current = link.prev().or(g.ring.back());
             g.turn_over = true;
         }
     }
@@ -671,8 +676,9 @@ impl Gr3Queue {
                 continue;
             }
             n += g.ring.len();
+            let cur = g.current.ok_or(format!("group {o} has no current client"))?;
             let (mut a, mut k) = (0u128, 0usize);
-            for c in g.ring.iter(&self.links) {
+            for c in g.ring.walk_cyclic(&self.links, cur, g.ring.len()) {
                 let m = self.members.get(c).ok_or(format!("{c} ringed but not a member"))?;
                 if m.group as usize != o {
                     return Err(format!("{c} in ring {o} but records group {}", m.group));
@@ -689,7 +695,7 @@ impl Gr3Queue {
                 }
                 let cap = if m.flagged {
                     ONE
-                } else if Some(c) == g.ring.front() {
+                } else if Some(c) == g.current {
                     2 * ONE - 1
                 } else {
                     ONE - 1
@@ -698,8 +704,8 @@ impl Gr3Queue {
                     return Err(format!("{c} deficit {} out of range", m.deficit));
                 }
             }
-            if g.ring.back(&self.links).map(|b| g.ring.next(&self.links, b)) != g.ring.front() {
-                return Err(format!("group {o} ring is not closed"));
+            if g.ring.iter(&self.links).count() != g.ring.len() {
+                return Err(format!("group {o} ring length is not {}", g.ring.len()));
             }
             if g.weight != self.weigh(g) {
                 return Err(format!("group {o} cached weight {} is not {}", g.weight, self.weigh(g)));
@@ -872,7 +878,7 @@ mod tests {
         // not its current client: block, then wake.
         let order = b.round_order(2);
         let victim = order[0];
-        assert_ne!(b.groups[2].ring.front(), Some(victim));
+        assert_ne!(b.groups[2].current, Some(victim));
         let list = b.group_list();
         b.block(victim);
         assert_eq!(b.group_list(), list, "lazy: no re-sort on block");

@@ -80,7 +80,7 @@
 //! moves it to the back of its columns. (untested)
 
 use crate::algo::reweigh::{Reweigh, RoundShare};
-use crate::list::{Link, Links, Ring};
+use crate::list::{Link, Links, List};
 use crate::model::{ClientId, CpuId, SchedError, StopReason, Time, Weight};
 use crate::readjust::Phi;
 use crate::roster::{ClientTable, Roster, Status};
@@ -122,11 +122,14 @@ impl Links for ColumnLinks<'_> {
         let row = &self.rows[c];
         row.links[row.slot(self.b)]
     }
-    fn set_prev(&mut self, c: ClientId, prev: ClientId) {
-        self.slot(c).prev = prev;
+    fn set_prev(&mut self, c: ClientId, prev: Option<ClientId>) {
+        self.slot(c).set_prev(prev);
     }
-    fn set_next(&mut self, c: ClientId, next: ClientId) {
-        self.slot(c).next = next;
+    fn set_next(&mut self, c: ClientId, next: Option<ClientId>) {
+        self.slot(c).set_next(next);
+    }
+    fn put(&mut self, c: ClientId, link: Link) {
+        *self.slot(c) = link;
     }
 }
 
@@ -136,7 +139,7 @@ pub struct SmoothedRoundRobin {
     roster: Roster,
     quantum: Time,
     rows: ClientTable<Row>,
-    columns: [Ring; COLUMNS],
+    columns: [List; COLUMNS],
     /// Queued clients per order `⌊log2 w⌋`, to know k.
     per_order: [usize; COLUMNS],
     /// k: bits of the largest queued weight (0 if none).
@@ -159,7 +162,7 @@ impl SmoothedRoundRobin {
             roster: Roster::new(cfg.cpus),
             quantum: cfg.quantum,
             rows: ClientTable::new(),
-            columns: [Ring::EMPTY; COLUMNS],
+            columns: [List::EMPTY; COLUMNS],
             per_order: [0; COLUMNS],
             order: 0,
             term: 1,
@@ -227,8 +230,7 @@ impl SmoothedRoundRobin {
     /// The client after `c` in column `b`, or `None` after the last.
     fn after(&self, c: ClientId, b: usize) -> Option<ClientId> {
         let row = &self.rows[c];
-        let next = row.links[row.slot(b)].next;
-        (Some(next) != self.columns[b].front()).then_some(next)
+        row.links[row.slot(b)].next()
     }
 
     /// Restart the WSS at its first term if k changed.
@@ -244,7 +246,7 @@ impl SmoothedRoundRobin {
 
     /// Put `c` with weight `bits` (`1 ..= 2^32 − 1`) in the column of each of its set bits.
     fn insert(&mut self, c: ClientId, bits: u64) {
-        self.rows.insert(c, Row { bits, links: vec![Link::alone(c); bits.count_ones() as usize] });
+        self.rows.insert(c, Row { bits, links: vec![Link::default(); bits.count_ones() as usize] });
         for b in (0..COLUMNS).filter(|&b| bits >> b & 1 == 1) {
             self.columns[b].push_back(&mut ColumnLinks { rows: &mut self.rows, b }, c);
             // A column being served whose walk had ended picks the new client up.

@@ -135,7 +135,7 @@ use std::collections::BTreeSet;
 use std::ops::Bound;
 
 use crate::algo::reweigh::{same_phi, Reweigh, RoundShare};
-use crate::list::{Link, Links, Ring};
+use crate::list::{Link, Links, List};
 use crate::model::{ClientId, CpuId, SchedError, StopReason, Time, Weight};
 use crate::readjust::{Phi, Readjustment};
 use crate::roster::{ClientTable, Roster, Status};
@@ -164,15 +164,15 @@ impl Links for ClientTable<Client> {
     #[inline]
     fn link(&self, c: ClientId) -> Link {
         let e = &self[c];
-        Link { prev: e.prev.expect("queued"), next: e.next.expect("queued") }
+        Link::new(e.prev, e.next)
     }
     #[inline]
-    fn set_prev(&mut self, c: ClientId, prev: ClientId) {
-        self[c].prev = Some(prev);
+    fn set_prev(&mut self, c: ClientId, prev: Option<ClientId>) {
+        self[c].prev = prev;
     }
     #[inline]
-    fn set_next(&mut self, c: ClientId, next: ClientId) {
-        self[c].next = Some(next);
+    fn set_next(&mut self, c: ClientId, next: Option<ClientId>) {
+        self[c].next = next;
     }
     #[inline]
     fn take(&mut self, c: ClientId) -> Link {
@@ -192,7 +192,7 @@ pub struct Vtrr {
     /// The run queue's order: share descending, then arrival.
     order: BTreeSet<(Reverse<Weight>, u64, ClientId)>,
     /// The run queue in that order.
-    queue: Ring,
+    queue: List,
     next_seq: u64,
     /// The client the walk stands on (the one chosen last).
     cursor: Option<ClientId>,
@@ -210,7 +210,7 @@ impl Vtrr {
             qvt: VirtualClock::default(),
             clients: ClientTable::new(),
             order: BTreeSet::new(),
-            queue: Ring::EMPTY,
+            queue: List::EMPTY,
             next_seq: 0,
             cursor: None,
             reweigh: Reweigh::new(false),
@@ -262,8 +262,8 @@ impl Vtrr {
         let after = self.order.range((Bound::Excluded(key), Bound::Unbounded)).next().map(|k| k.2);
         self.order.insert(key);
         let before = match after {
-            Some(a) => self.queue.before(&self.clients, a),
-            None => self.queue.back(&self.clients),
+            Some(a) => self.queue.prev(&self.clients, a),
+            None => self.queue.back(),
         };
         let cap_above = before.map_or(u64::MAX, |b| self.clients[b].counter);
         let floor_below = after.map_or(0, |a| self.clients[a].counter);
@@ -299,7 +299,7 @@ impl Vtrr {
             if self.waiting(c) {
                 return Some(c);
             }
-            from = self.queue.after(&self.clients, c);
+            from = self.queue.next(&self.clients, c);
         }
         None
     }
@@ -311,7 +311,7 @@ impl Vtrr {
             if self.clients[c].counter > 0 {
                 return Some(c);
             }
-            from = self.queue.after(&self.clients, c);
+            from = self.queue.next(&self.clients, c);
         }
         None
     }
@@ -334,7 +334,7 @@ impl Vtrr {
         while let Some(c) = at {
             let e = &mut self.clients[c];
             e.counter = e.share.next_round(1);
-            at = self.queue.after(&self.clients, c);
+            at = self.queue.next(&self.clients, c);
         }
         self.cursor = None;
     }
@@ -346,7 +346,7 @@ impl Vtrr {
     fn choose(&mut self) -> Option<ClientId> {
         if let Some(cur) = self.cursor {
             let cur_counter = self.clients[cur].counter;
-            if let Some(n) = self.first_waiting(self.queue.after(&self.clients, cur)) {
+            if let Some(n) = self.first_waiting(self.queue.next(&self.clients, cur)) {
                 let counter = self.clients[n].counter;
                 // Time-counter invariant first, then the VFT inequality.
                 if counter > 0 && (counter > cur_counter || self.vft_allows(n)) {

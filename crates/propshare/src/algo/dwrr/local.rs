@@ -29,7 +29,7 @@
 use std::collections::BTreeSet;
 use std::fmt::Debug;
 
-use crate::list::{Link, Ring};
+use crate::list::{Link, List};
 use crate::model::{ClientId, Time, Weight};
 use crate::readjust::Phi;
 use crate::roster::ClientTable;
@@ -99,7 +99,7 @@ pub trait LocalQueue: Debug + Default {
 /// Round robin: an intrusive FIFO (links in the shared per-client table),
 /// weights ignored by the local order.
 #[derive(Clone, Debug, Default)]
-pub struct RoundRobinQueue(Ring);
+pub struct RoundRobinQueue(List);
 
 impl LocalQueue for RoundRobinQueue {
     type Key = ();
