@@ -251,7 +251,12 @@ impl List {
     }
 
     /// `n` clients read as a ring from `start` (in this list) on.
-    pub fn walk_cyclic<'a>(&self, links: &'a impl Links, start: ClientId, n: usize) -> impl Iterator<Item = ClientId> + 'a {
+    pub fn walk_cyclic<'a>(
+        &self,
+        links: &'a impl Links,
+        start: ClientId,
+        n: usize,
+    ) -> impl Iterator<Item = ClientId> + 'a {
         let head = self.head;
         std::iter::successors(Some(start), move |&c| links.link(c).next().or(head)).take(n)
     }

@@ -403,7 +403,8 @@ impl Gdq {
 
     fn queue_view(&self, q: usize) -> QueueView {
         let rq = &self.queues[q];
-        let clients = rq.current.map_or(Vec::new(), |cur| rq.ring.walk_cyclic(&self.procs, cur, rq.ring.len()).collect());
+        let clients =
+            rq.current.map_or(Vec::new(), |cur| rq.ring.walk_cyclic(&self.procs, cur, rq.ring.len()).collect());
         QueueView { cpu: rq.cpu, nv: rq.nv, clients }
     }
 
