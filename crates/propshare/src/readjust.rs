@@ -29,7 +29,7 @@
 //! Gap READJUST-1: neither paper says what happens when fewer clients than CPUs are
 //! runnable. We use P' = min(P, N): with N ≤ P every client gets one CPU,
 //! which is what the fluid model gives and what the recursion yields when
-//! it stops at one CPU left. (untested)
+//! it stops at one CPU left. (test: `fewer_clients_than_cpus_each_get_one_cpu`)
 //!
 //! Gap READJUST-2: the SFS paper's recursion reads "w_i / Σ_{j≥i} w_j > 1/p"; with equal
 //! heavy weights (e.g. 10, 10, 1 on 3 CPUs) the strict test caps the first

@@ -116,7 +116,8 @@
 //! * Gap DFS-5: the clock. Runs are charged the exact ns the host measured (not
 //!   ticks), and q_max is the host quantum ([`SchedConfig::quantum`]). (untested)
 //! * Gap DFS-6: wake-up and join preemption: none (no kick); the paper schedules
-//!   only at quantum end, block and exit. The host re-polls idle CPUs. (untested)
+//!   only at quantum end, block and exit. The host re-polls idle CPUs.
+//!   (test: `dfs_joins_and_wakes_never_kick`)
 //! * Gap DFS-7: runs taken from the ASQ are charged like any other run (S += q/φ),
 //!   the paper's single accounting path (section 6). (untested)
 //! * Gap DFS-8: weight changes (`setshare`, and readjustment changing a capped

@@ -121,7 +121,7 @@
 //! * Gap DWRR-14: (notes A7) there is no periodic local load balancer; only round
 //!   balancing, arrival and wake-up move clients. (untested)
 //! * Gap DWRR-15: join and wake return no kick (no wake-up preemption); the local
-//!   policy sees the newcomer at its next dispatch. (untested)
+//!   policy sees the newcomer at its next dispatch. (test: `dwrr_joins_and_wakes_never_kick`)
 //! * Gap DWRR-16: (notes A10) not strictly work-conserving: a CPU may idle while the only
 //!   waiting clients sit in the round-expired queue of a CPU in round
 //!   `highest` (until that CPU advances, at most `w_max·B`), so

@@ -163,7 +163,8 @@
 //! uses the new φ); a change of order moves the client as a join would; a
 //! running client moves when it stops.
 //! (test: `weight_change_same_order_keeps_nvt_new_order_moves`, `running_client_moves_group_when_it_stops`)
-//! Gap GDQ-19: preempted stops are charged like expired ones (actual time). (untested)
+//! Gap GDQ-19: preempted stops are charged like expired ones (actual time).
+//! (test: `gdq_preempted_stop_is_charged_like_expiry`)
 
 use crate::list::{Link, Links, List, NIL};
 use crate::model::{ClientId, CpuId, SchedError, StopReason, Time, Weight};

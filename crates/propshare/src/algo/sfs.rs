@@ -153,7 +153,7 @@
 //!   invokes the scheduler only when a quantum expires or a client blocks.
 //!   For sweeps, [`SfsOptions::preempt`] (unregistered) kicks the CPU whose
 //!   running client has the greatest surplus when a newcomer's is smaller,
-//!   and [`SfsOptions::tie`] can break ties by id alone. (untested)
+//!   and [`SfsOptions::tie`] can break ties by id alone. (test: `sfs_joins_and_wakes_never_kick`)
 //! * Gap SFS-7: the slice is the configured quantum (the paper: Linux's 200 ms);
 //!   `F` is charged with the time actually run, as the host reports it in ns
 //!   (so a client that blocks early is charged exactly, never zero ticks).
