@@ -41,6 +41,7 @@ pub mod roster;
 pub mod scheduler;
 pub mod shell;
 pub mod vtime;
+pub mod wide;
 
 pub use model::{ClientId, CpuId, SchedError, StopReason, Time, Weight, WeightError, MS};
 pub use roster::{ClientTable, Roster, Status, MAX_CLIENT_ID};

@@ -1,33 +1,134 @@
-//! An intrusive doubly-linked FIFO of clients with O(1) push, pop and
-//! removal from the middle: the run queue of round-robin algorithms (RR,
-//! WRR, VTRR, GR3 groups, DWRR's per-CPU queues), where blocking must take a
-//! client out of the queue without a scan.
+//! The one intrusive doubly-linked list of clients, with O(1) insertion,
+//! removal from the middle and rotation: the run queues of the round-robin
+//! algorithms (RR, WRR, VTRR, SRR's columns, GR3's groups, GDQ's queues,
+//! DWRR's per-CPU queues) and the weight classes, where blocking must take a
+//! client out of its queue without a scan.
+//!
+//! A [`List`] header (ends and length) belongs to the queue, the [`Link`]s
+//! to the clients. Where the links live is the user's choice through
+//! [`Links`]: a [`ClientTable<Link>`] of their own (shared by many lists, as
+//! DWRR's per-CPU queues share one table), fields of each client's entry
+//! (GDQ, VTRR), or SRR's rows. Round-robin rings (GR3's groups, GDQ's
+//! queues, the weight classes) are lists read cyclically from a current
+//! client the user keeps ([`List::next_cyclic`], [`List::insert_before_cyclic`]).
 
 use crate::model::ClientId;
 use crate::roster::ClientTable;
 
-#[derive(Clone, Copy, Debug)]
-struct Link {
-    prev: Option<ClientId>,
-    next: Option<ClientId>,
+/// A client's neighbours in its list (`None` at the ends), in 8 bytes:
+/// `ClientId(u32::MAX)` (a table that large cannot exist) stands for `None`.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub struct Link {
+    pub(crate) prev: ClientId,
+    pub(crate) next: ClientId,
 }
 
-/// A FIFO of distinct clients.
-#[derive(Clone, Debug, Default)]
-pub struct ClientList {
-    links: ClientTable<Link>,
+/// "No neighbour" inside a [`Link`].
+pub(crate) const NIL: ClientId = ClientId(u32::MAX);
+
+impl Link {
+    /// The link between `prev` and `next`.
+    #[inline]
+    pub fn new(prev: Option<ClientId>, next: Option<ClientId>) -> Link {
+        Link { prev: prev.unwrap_or(NIL), next: next.unwrap_or(NIL) }
+    }
+
+    /// The client before.
+    #[inline]
+    pub fn prev(self) -> Option<ClientId> {
+        (self.prev != NIL).then_some(self.prev)
+    }
+
+    /// The client after.
+    #[inline]
+    pub fn next(self) -> Option<ClientId> {
+        (self.next != NIL).then_some(self.next)
+    }
+
+    /// Change the client before.
+    #[inline]
+    pub fn set_prev(&mut self, prev: Option<ClientId>) {
+        self.prev = prev.unwrap_or(NIL);
+    }
+
+    /// Change the client after.
+    #[inline]
+    pub fn set_next(&mut self, next: Option<ClientId>) {
+        self.next = next.unwrap_or(NIL);
+    }
+}
+
+impl Default for Link {
+    fn default() -> Link {
+        Link { prev: NIL, next: NIL }
+    }
+}
+
+impl std::fmt::Debug for Link {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Link").field("prev", &self.prev()).field("next", &self.next()).finish()
+    }
+}
+
+/// Where a list's links live.
+pub trait Links {
+    /// `c`'s link (`c` must be linked).
+    fn link(&self, c: ClientId) -> Link;
+    /// Set the client before `c` (`c` must be linked).
+    fn set_prev(&mut self, c: ClientId, prev: Option<ClientId>);
+    /// Set the client after `c` (`c` must be linked).
+    fn set_next(&mut self, c: ClientId, next: Option<ClientId>);
+    /// `c` enters a list with `link`.
+    #[inline]
+    fn put(&mut self, c: ClientId, link: Link) {
+        self.set_prev(c, link.prev());
+        self.set_next(c, link.next());
+    }
+    /// `c` leaves its list: its last link.
+    #[inline]
+    fn take(&mut self, c: ClientId) -> Link {
+        self.link(c)
+    }
+}
+
+/// Links in a table of their own: a client is linked iff it has an entry.
+impl Links for ClientTable<Link> {
+    #[inline]
+    fn link(&self, c: ClientId) -> Link {
+        self[c]
+    }
+    #[inline]
+    fn set_prev(&mut self, c: ClientId, prev: Option<ClientId>) {
+        self[c].set_prev(prev);
+    }
+    #[inline]
+    fn set_next(&mut self, c: ClientId, next: Option<ClientId>) {
+        self[c].set_next(next);
+    }
+    #[inline]
+    fn put(&mut self, c: ClientId, link: Link) {
+        debug_assert!(self.get(c).is_none() && c != NIL, "{c} linked twice");
+        self.insert(c, link);
+    }
+    #[inline]
+    fn take(&mut self, c: ClientId) -> Link {
+        self.remove(c).expect("linked")
+    }
+}
+
+/// A list's header: its ends and its length.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct List {
     head: Option<ClientId>,
     tail: Option<ClientId>,
     len: usize,
 }
 
-impl ClientList {
+impl List {
     /// An empty list.
-    pub fn new() -> ClientList {
-        ClientList::default()
-    }
+    pub const EMPTY: List = List { head: None, tail: None, len: 0 };
 
-    /// Number of clients queued.
+    /// Number of clients.
     #[inline]
     pub fn len(&self) -> usize {
         self.len
@@ -39,6 +140,153 @@ impl ClientList {
         self.len == 0
     }
 
+    /// The first client.
+    #[inline]
+    pub fn front(&self) -> Option<ClientId> {
+        self.head
+    }
+
+    /// The last client.
+    #[inline]
+    pub fn back(&self) -> Option<ClientId> {
+        self.tail
+    }
+
+    /// The client after `c` (in this list), or `None` after the last.
+    #[inline]
+    pub fn next(&self, links: &impl Links, c: ClientId) -> Option<ClientId> {
+        links.link(c).next()
+    }
+
+    /// The client before `c` (in this list), or `None` before the first.
+    #[inline]
+    pub fn prev(&self, links: &impl Links, c: ClientId) -> Option<ClientId> {
+        links.link(c).prev()
+    }
+
+    /// The client after `c` read as a ring: the first after the last.
+    #[inline]
+    pub fn next_cyclic(&self, links: &impl Links, c: ClientId) -> ClientId {
+        links.link(c).next().or(self.head).expect("c is in this list")
+    }
+
+    /// The client before `c` read as a ring: the last before the first.
+    #[inline]
+    pub fn prev_cyclic(&self, links: &impl Links, c: ClientId) -> ClientId {
+        links.link(c).prev().or(self.tail).expect("c is in this list")
+    }
+
+    /// Link `c` (not linked) last.
+    #[inline]
+    pub fn push_back(&mut self, links: &mut impl Links, c: ClientId) {
+        links.put(c, Link::new(self.tail, None));
+        match self.tail {
+            Some(t) => links.set_next(t, Some(c)),
+            None => self.head = Some(c),
+        }
+        self.tail = Some(c);
+        self.len += 1;
+    }
+
+    /// Link `c` (not linked) first.
+    #[inline]
+    pub fn push_front(&mut self, links: &mut impl Links, c: ClientId) {
+        links.put(c, Link::new(None, self.head));
+        match self.head {
+            Some(h) => links.set_prev(h, Some(c)),
+            None => self.tail = Some(c),
+        }
+        self.head = Some(c);
+        self.len += 1;
+    }
+
+    /// Link `c` (not linked) just before `before`, or last if `before` is `None`.
+    pub fn insert_before(&mut self, links: &mut impl Links, before: Option<ClientId>, c: ClientId) {
+        let Some(b) = before else { return self.push_back(links, c) };
+        let Some(p) = links.link(b).prev() else { return self.push_front(links, c) };
+        links.put(c, Link::new(Some(p), Some(b)));
+        links.set_next(p, Some(c));
+        links.set_prev(b, Some(c));
+        self.len += 1;
+    }
+
+    /// Link `c` (not linked) just before `at` read as a ring: the last
+    /// position of a round that starts at `at` (last if `at` is first).
+    #[inline]
+    pub fn insert_before_cyclic(&mut self, links: &mut impl Links, at: ClientId, c: ClientId) {
+        if self.head == Some(at) {
+            self.push_back(links, c);
+        } else {
+            self.insert_before(links, Some(at), c);
+        }
+    }
+
+    /// Unlink `c` (which must be in this list). Returns its last link.
+    #[inline]
+    pub fn remove(&mut self, links: &mut impl Links, c: ClientId) -> Link {
+        let l = links.take(c);
+        match l.prev() {
+            Some(p) => links.set_next(p, l.next()),
+            None => self.head = l.next(),
+        }
+        match l.next() {
+            Some(n) => links.set_prev(n, l.prev()),
+            None => self.tail = l.prev(),
+        }
+        self.len -= 1;
+        l
+    }
+
+    /// Unlink and return the first client.
+    #[inline]
+    pub fn pop_front(&mut self, links: &mut impl Links) -> Option<ClientId> {
+        let c = self.head?;
+        self.remove(links, c);
+        Some(c)
+    }
+
+    /// The clients in order.
+    pub fn iter<'a>(&self, links: &'a impl Links) -> impl Iterator<Item = ClientId> + 'a {
+        std::iter::successors(self.head, move |&c| links.link(c).next())
+    }
+
+    /// `n` clients read as a ring from `start` (in this list) on.
+    pub fn walk_cyclic<'a>(
+        &self,
+        links: &'a impl Links,
+        start: ClientId,
+        n: usize,
+    ) -> impl Iterator<Item = ClientId> + 'a {
+        let head = self.head;
+        std::iter::successors(Some(start), move |&c| links.link(c).next().or(head)).take(n)
+    }
+}
+
+/// A FIFO of distinct clients with its own link table.
+#[derive(Clone, Debug, Default)]
+pub struct ClientList {
+    links: ClientTable<Link>,
+    list: List,
+}
+
+impl ClientList {
+    /// An empty list.
+    pub fn new() -> ClientList {
+        ClientList::default()
+    }
+
+    /// Number of clients queued.
+    #[inline]
+    pub fn len(&self) -> usize {
+        self.list.len()
+    }
+
+    /// Whether empty.
+    #[inline]
+    pub fn is_empty(&self) -> bool {
+        self.list.is_empty()
+    }
+
     /// Whether `c` is queued.
     #[inline]
     pub fn contains(&self, c: ClientId) -> bool {
@@ -48,72 +296,56 @@ impl ClientList {
     /// The first client.
     #[inline]
     pub fn front(&self) -> Option<ClientId> {
-        self.head
+        self.list.front()
     }
 
     /// The client after `c`.
     #[inline]
     pub fn next(&self, c: ClientId) -> Option<ClientId> {
-        self.links.get(c).and_then(|l| l.next)
+        self.links.get(c).and_then(|l| l.next())
     }
 
     /// Append `c` (which must not be queued).
+    #[inline]
     pub fn push_back(&mut self, c: ClientId) {
-        debug_assert!(!self.contains(c), "{c} queued twice");
-        self.links.insert(c, Link { prev: self.tail, next: None });
-        match self.tail {
-            Some(t) => self.links[t].next = Some(c),
-            None => self.head = Some(c),
-        }
-        self.tail = Some(c);
-        self.len += 1;
+        self.list.push_back(&mut self.links, c);
     }
 
     /// Put `c` (which must not be queued) first.
+    #[inline]
     pub fn push_front(&mut self, c: ClientId) {
-        debug_assert!(!self.contains(c), "{c} queued twice");
-        self.links.insert(c, Link { prev: None, next: self.head });
-        match self.head {
-            Some(h) => self.links[h].prev = Some(c),
-            None => self.tail = Some(c),
-        }
-        self.head = Some(c);
-        self.len += 1;
+        self.list.push_front(&mut self.links, c);
     }
 
     /// Remove and return the first client.
+    #[inline]
     pub fn pop_front(&mut self) -> Option<ClientId> {
-        let c = self.head?;
-        self.remove(c);
-        Some(c)
+        self.list.pop_front(&mut self.links)
     }
 
     /// Remove `c` if queued; returns whether it was.
+    #[inline]
     pub fn remove(&mut self, c: ClientId) -> bool {
-        let Some(link) = self.links.remove(c) else {
-            return false;
-        };
-        match link.prev {
-            Some(p) => self.links[p].next = link.next,
-            None => self.head = link.next,
+        let queued = self.contains(c);
+        if queued {
+            self.list.remove(&mut self.links, c);
         }
-        match link.next {
-            Some(n) => self.links[n].prev = link.prev,
-            None => self.tail = link.prev,
-        }
-        self.len -= 1;
-        true
+        queued
     }
 
     /// The clients in order.
     pub fn iter(&self) -> impl Iterator<Item = ClientId> + '_ {
-        std::iter::successors(self.head, |&c| self.next(c))
+        self.list.iter(&self.links)
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn ids(it: impl Iterator<Item = ClientId>) -> Vec<u32> {
+        it.map(|c| c.0).collect()
+    }
 
     #[test]
     fn fifo_with_middle_removal() {
@@ -124,13 +356,46 @@ mod tests {
         assert!(l.remove(ClientId(4)));
         assert!(!l.remove(ClientId(4)));
         l.push_front(ClientId(9));
-        assert_eq!(l.iter().map(|c| c.0).collect::<Vec<_>>(), vec![9, 3, 1, 5]);
+        assert_eq!(ids(l.iter()), vec![9, 3, 1, 5]);
+        assert_eq!(l.next(ClientId(1)), Some(ClientId(5)));
+        assert_eq!(l.next(ClientId(5)), None);
         assert_eq!(l.pop_front(), Some(ClientId(9)));
         assert!(l.remove(ClientId(5)));
-        assert_eq!(l.iter().map(|c| c.0).collect::<Vec<_>>(), vec![3, 1]);
+        assert_eq!(ids(l.iter()), vec![3, 1]);
         assert_eq!(l.len(), 2);
         l.remove(ClientId(3));
         l.remove(ClientId(1));
         assert!(l.is_empty() && l.front().is_none());
+    }
+
+    /// Two lists share one table; a list read as a ring.
+    #[test]
+    fn lists_share_links_and_read_as_rings() {
+        let mut links = ClientTable::<Link>::new();
+        let (mut a, mut b) = (List::EMPTY, List::EMPTY);
+        for i in 0..4 {
+            a.push_back(&mut links, ClientId(i));
+            b.push_back(&mut links, ClientId(10 + i));
+        }
+        a.insert_before(&mut links, Some(ClientId(2)), ClientId(7));
+        a.insert_before(&mut links, Some(ClientId(0)), ClientId(8));
+        assert_eq!(ids(a.iter(&links)), vec![8, 0, 1, 7, 2, 3]);
+        assert_eq!((a.front(), a.back()), (Some(ClientId(8)), Some(ClientId(3))));
+        assert_eq!(a.next_cyclic(&links, ClientId(3)), ClientId(8));
+        assert_eq!(a.prev_cyclic(&links, ClientId(8)), ClientId(3));
+        assert_eq!((a.next(&links, ClientId(3)), a.prev(&links, ClientId(8))), (None, None));
+        a.insert_before_cyclic(&mut links, ClientId(8), ClientId(9));
+        a.insert_before_cyclic(&mut links, ClientId(1), ClientId(6));
+        assert_eq!(ids(a.iter(&links)), vec![8, 0, 6, 1, 7, 2, 3, 9]);
+        let l = a.remove(&mut links, ClientId(7));
+        assert_eq!(l, Link::new(Some(ClientId(1)), Some(ClientId(2))));
+        assert_eq!(ids(a.walk_cyclic(&links, ClientId(3), 4)), vec![3, 9, 8, 0]);
+        assert_eq!(b.pop_front(&mut links), Some(ClientId(10)));
+        assert_eq!(ids(b.iter(&links)), vec![11, 12, 13]);
+        for c in [8, 0, 6, 1, 2, 3, 9] {
+            a.remove(&mut links, ClientId(c));
+        }
+        assert!(a.is_empty() && a.front().is_none() && a.back().is_none());
+        assert!(links.get(ClientId(0)).is_none() && links.get(ClientId(11)).is_some());
     }
 }

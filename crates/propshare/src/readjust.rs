@@ -26,14 +26,14 @@
 //! next client x, `w_x / R_x > 1 / (P' - m)`, is evaluated as the integer
 //! comparison `w_x · (P' - m) > R_x` (no division, no floats).
 //!
-//! Gap: neither paper says what happens when fewer clients than CPUs are
+//! Gap READJUST-1: neither paper says what happens when fewer clients than CPUs are
 //! runnable. We use P' = min(P, N): with N ≤ P every client gets one CPU,
 //! which is what the fluid model gives and what the recursion yields when
-//! it stops at one CPU left.
+//! it stops at one CPU left. (test: `fewer_clients_than_cpus_each_get_one_cpu`)
 //!
-//! Gap: the SFS paper's recursion reads "w_i / Σ_{j≥i} w_j > 1/p"; with equal
+//! Gap READJUST-2: the SFS paper's recursion reads "w_i / Σ_{j≥i} w_j > 1/p"; with equal
 //! heavy weights (e.g. 10, 10, 1 on 3 CPUs) the strict test caps the first
-//! client and then the second, exactly as the iterative form below does.
+//! client and then the second, exactly as the iterative form below does. (untested)
 //!
 //! φ* is rational; [`Phi`] keeps it exact as a numerator and denominator.
 

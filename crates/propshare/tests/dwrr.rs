@@ -600,7 +600,7 @@ proptest! {
 }
 
 // ---------------------------------------------------------------------------
-// Gap A2: slice overrun at tick granularity, dropped (paper) or carried.
+// Gap DWRR-1: slice overrun at tick granularity, dropped (paper) or carried.
 
 /// The notes' case: P = 8, 16 clients, 5 at nice 1 (Linux weight 820) and
 /// 11 at nice 0 (1024), U = 1024 so nice 0 gets B = 30 ms; the local

@@ -43,27 +43,27 @@
 //! pick, stop, join, leave, block, wake: O(log n) on one runqueue (a B-tree
 //! keyed by `(v, id)`), plus [`super::linux`]'s per-event costs.
 //!
-//! Gap: ticks are not modelled. The slice is handed out whole at pick time;
+//! Gap CFS-1: ticks are not modelled. The slice is handed out whole at pick time;
 //! `check_preempt_tick`'s second test is folded into it as
 //! `min(slice, max(min_granularity, t*))`, t* the run time after which the
 //! task would be ahead of the leftmost waiting task (as of the pick) by more
-//! than its slice.
+//! than its slice. (untested)
 //!
-//! Gap: `sched_slice` divides exactly (u128) instead of through
+//! Gap CFS-2: `sched_slice` divides exactly (u128) instead of through
 //! `__calc_delta`, whose inverse weight saturates for runqueue loads of
-//! 2^32 and more.
+//! 2^32 and more. (untested)
 //!
-//! Gap: a new client has no parent to inherit `v` from; it is placed as a
-//! fork whose parent sits at `min_vruntime`.
+//! Gap CFS-3: a new client has no parent to inherit `v` from; it is placed as a
+//! fork whose parent sits at `min_vruntime`. (untested)
 //!
-//! Gap: `min_vruntime` starts at 2^62 (the kernel starts at −2^20 and wraps);
+//! Gap CFS-4: `min_vruntime` starts at 2^62 (the kernel starts at −2^20 and wraps);
 //! virtual times saturate instead of wrapping, so nothing panics on absurd
-//! inputs.
+//! inputs. (untested)
 //!
-//! Gap: the host's quantum q sets `min_granularity = q`, `latency = 8q`,
+//! Gap CFS-5: the host's quantum q sets `min_granularity = q`, `latency = 8q`,
 //! `wakeup_granularity = 4q/3` (the kernel's ratios; see
 //! [`Tunables::for_quantum`]); [`Tunables::kernel_defaults`] gives the
-//! kernel's own values.
+//! kernel's own values. (untested)
 
 use std::collections::BTreeSet;
 

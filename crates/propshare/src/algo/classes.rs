@@ -22,63 +22,19 @@
 
 use std::cmp::Reverse;
 
+use crate::list::{Link, List};
 use crate::model::ClientId;
 use crate::roster::ClientTable;
 
 /// Weight orders: weights are below 2^32, so σ ∈ 0..32.
 pub(crate) const ORDERS: usize = 32;
 
-/// Links of a circular doubly-linked ring.
-#[derive(Clone, Copy, Debug)]
-struct Link {
-    prev: ClientId,
-    next: ClientId,
-}
-
-/// Many disjoint circular rings of clients sharing one link table.
-#[derive(Clone, Debug, Default)]
-pub(crate) struct Rings {
-    links: ClientTable<Link>,
-}
-
-impl Rings {
-    pub(crate) fn single(&mut self, c: ClientId) {
-        self.links.insert(c, Link { prev: c, next: c });
-    }
-
-    pub(crate) fn insert_before(&mut self, anchor: ClientId, c: ClientId) {
-        let prev = self.links[anchor].prev;
-        self.links.insert(c, Link { prev, next: anchor });
-        self.links[prev].next = c;
-        self.links[anchor].prev = c;
-    }
-
-    /// Unlink `c`; returns its predecessor, or `None` if the ring is now empty.
-    pub(crate) fn remove(&mut self, c: ClientId) -> Option<ClientId> {
-        let l = self.links.remove(c).expect("ringed");
-        if l.next == c {
-            return None;
-        }
-        self.links[l.prev].next = l.next;
-        self.links[l.next].prev = l.prev;
-        Some(l.prev)
-    }
-
-    pub(crate) fn next(&self, c: ClientId) -> ClientId {
-        self.links[c].next
-    }
-
-    /// The ring from `start`, `len` clients.
-    pub(crate) fn walk(&self, start: ClientId, len: usize) -> impl Iterator<Item = ClientId> + '_ {
-        std::iter::successors(Some(start), |&c| Some(self.next(c))).take(len)
-    }
-}
-
 /// The clients of one order of original weight.
 #[derive(Clone, Copy, Debug, Default)]
 struct Class {
+    /// Its clients, read as a ring from `head`.
+    list: List,
     head: Option<ClientId>,
-    len: usize,
     weight: u128,
 }
 
@@ -86,7 +42,7 @@ struct Class {
 #[derive(Clone, Debug, Default)]
 pub(crate) struct WeightClasses {
     classes: [Class; ORDERS],
-    ring: Rings,
+    links: ClientTable<Link>,
     len: usize,
     /// Σ original weights.
     total: u128,
@@ -105,12 +61,11 @@ impl WeightClasses {
         let cl = &mut self.classes[w.max(1).ilog2() as usize];
         match cl.head {
             None => {
-                self.ring.single(c);
+                cl.list.push_back(&mut self.links, c);
                 cl.head = Some(c);
             }
-            Some(h) => self.ring.insert_before(h, c),
+            Some(h) => cl.list.insert_before_cyclic(&mut self.links, h, c),
         }
-        cl.len += 1;
         cl.weight += w as u128;
         self.len += 1;
         self.total += w as u128;
@@ -118,12 +73,12 @@ impl WeightClasses {
 
     /// Remove `c`, inserted with weight `w`. O(1).
     pub(crate) fn remove(&mut self, c: ClientId, w: u64) {
-        let prev = self.ring.remove(c);
         let cl = &mut self.classes[w.max(1).ilog2() as usize];
+        let link = cl.list.remove(&mut self.links, c);
         if cl.head == Some(c) {
-            cl.head = prev;
+            // The head steps back to c's predecessor, read as a ring.
+            cl.head = link.prev().or(cl.list.back());
         }
-        cl.len -= 1;
         cl.weight -= w as u128;
         self.len -= 1;
         self.total -= w as u128;
@@ -150,10 +105,10 @@ impl WeightClasses {
             let cl = self.classes[o];
             let Some(head) = cl.head else { continue };
             let left = q - count;
-            let len = cl.len as u64;
+            let len = cl.list.len() as u64;
             // Line 4: |G| < P - |I| and 2^σ > (Φ_T - Φ_I - Φ_G)/(P - |I| - |G|).
             if len < left && (1u128 << o) * (left - len) as u128 > total - taken - cl.weight {
-                capped.extend(self.ring.walk(head, cl.len));
+                capped.extend(cl.list.walk_cyclic(&self.links, head, cl.list.len()));
                 count += len;
                 taken += cl.weight;
                 continue;
@@ -162,7 +117,7 @@ impl WeightClasses {
             if len < 2 * left {
                 let mut members = std::mem::take(&mut self.boundary);
                 members.clear();
-                members.extend(self.ring.walk(head, cl.len).map(|c| (weight(c), c)));
+                members.extend(cl.list.walk_cyclic(&self.links, head, cl.list.len()).map(|c| (weight(c), c)));
                 members.sort_unstable_by_key(|&(w, c)| (Reverse(w), c));
                 for &(w, c) in &members {
                     // INFEASIBLE: φ_C > (Φ - Φ_I)/(Q - |I|).

@@ -73,66 +73,67 @@
 //!
 //! # Gaps (paper silent or ambiguous; notes 002-dwrr.md A1-A12)
 //!
-//! * Gap (A2): the paper resets `used` at expiry. A host that overruns the
+//! * Gap DWRR-1: (notes A2) the paper resets `used` at expiry. A host that overruns the
 //!   slice (tick granularity) then gives every weight whose slice is not a
 //!   whole number of ticks a biased share, and lag grows without bound. The
 //!   faithful drop is the default (`dwrr`, `dwrr-cfs`); `+carry` carries the
 //!   overrun into the next round (`used -= slice`), capped below one slice so
-//!   that a client never skips a round.
-//! * Gap (units): integer weights with slice `w·B/U`, U =
+//!   that a client never skips a round. (test: `overrun_dropped_drifts_carried_stays_bounded`)
+//! * Gap DWRR-2: (units) integer weights with slice `w·B/U`, U =
 //!   [`DwrrOptions::weight_unit`] (default 1, so weight 1 gets B as in the
 //!   paper's example "weight two, 30 ms, 60 ms"; a host using Linux load
 //!   weights sets U = 1024, the CFS port's scale, notes A9). Exact: `used` is
-//!   kept in ns·U, no rounding of the slice.
-//! * Gap (B): our hosts give one time setting, the quantum Q, used as the
+//!   kept in ns·U, no rounding of the slice. (untested)
+//! * Gap DWRR-3: (B) our hosts give one time setting, the quantum Q, used as the
 //!   local scheduler's dispatch quantum. The registry takes B = 3·Q (30 ms at
-//!   Q = 10 ms, the CFS port's value); [`DwrrOptions::round_unit`] sets B.
-//! * Gap: "exceeds its round slice" is read as `used ≥ slice`; each dispatch
-//!   runs `min(Q, slice - used)`, so an exact host expires clients exactly.
-//! * Gap (A1): a CPU that owns no client and steals takes `round = highest`
-//!   (the paper stamps idle CPUs only on arrival).
-//! * Gap (A6): Step 1 moves at least one eligible client whenever one exists
+//!   Q = 10 ms, the CFS port's value); [`DwrrOptions::round_unit`] sets B. (untested)
+//! * Gap DWRR-4: "exceeds its round slice" is read as `used ≥ slice`; each dispatch
+//!   runs `min(Q, slice - used)`, so an exact host expires clients exactly. (untested)
+//! * Gap DWRR-5: (notes A1) a CPU that owns no client and steals takes `round = highest`
+//!   (the paper stamps idle CPUs only on arrival). (untested)
+//! * Gap DWRR-6: (notes A6) Step 1 moves at least one eligible client whenever one exists
 //!   (the authors' ⌈X/2⌉ and Y can both be 0); the fallback takes the first
-//!   eligible client scanning from p+1.
-//! * Gap (A4): a client stolen from a round-active keeps its `used`; one from
-//!   a round-expired keeps what its expiry left (0, or the carry).
-//! * Gap (A3): a blocking client remembers the round its `used` counts
+//!   eligible client scanning from p+1. (untested)
+//! * Gap DWRR-7: (notes A4) a client stolen from a round-active keeps its `used`; one from
+//!   a round-expired keeps what its expiry left (0, or the carry). (untested)
+//! * Gap DWRR-8: (notes A3) a blocking client remembers the round its `used` counts
 //!   toward (its CPU's round, or the next one if it had finished its slice).
 //!   On wake onto a CPU in round T: same round, it keeps `used`; earlier, it
 //!   starts fresh; later (it already finished round T) it joins the target's
-//!   round-expired, so sleeping never buys a second slice in one round.
-//! * Gap (A11): a weight decrease that leaves a queued client's `used` at or
+//!   round-expired, so sleeping never buys a second slice in one round. (untested)
+//! * Gap DWRR-9: (notes A11) a weight decrease that leaves a queued client's `used` at or
 //!   over its new slice expires it at once (a running one at its stop); in
 //!   round-expired the carry is clamped below the new slice. The CFS-like
 //!   key is rescaled by `old/new` on every weight change (as Linux's
 //!   `reweight_entity`), or a client that ran light and became heavy would
-//!   wait behind heavy clients whose virtual runtime hardly moves.
-//! * Gap (A5, A12): `highest` is a 64-bit atomic maximum ([`Highest`]),
-//!   never lowered; idle means the CPU owns no client, and its round is 0.
-//! * Gap: a CPU whose last client blocks, leaves or is stolen becomes idle
-//!   (round 0) at once rather than at its next pick, which would do the same.
-//! * Gap (loads): arrival placement compares the load of every client a CPU
+//!   wait behind heavy clients whose virtual runtime hardly moves. (untested)
+//! * Gap DWRR-10: (notes A5, A12) `highest` is a 64-bit atomic maximum ([`Highest`]),
+//!   never lowered; idle means the CPU owns no client, and its round is 0. (untested)
+//! * Gap DWRR-11: a CPU whose last client blocks, leaves or is stolen becomes idle
+//!   (round 0) at once rather than at its next pick, which would do the same. (untested)
+//! * Gap DWRR-12: (loads) arrival placement compares the load of every client a CPU
 //!   owns (round-active, round-expired, running); the most loaded source
 //!   p_b counts round-active only (running client included, as Linux does),
-//!   as the paper says. Y moves clients while `(load(p) + l)·P ≤ total load`.
-//! * Gap: "the first CPU in round highest-1" and ties for the most loaded are
+//!   as the paper says. Y moves clients while `(load(p) + l)·P ≤ total load`. (untested)
+//! * Gap DWRR-13: "the first CPU in round highest-1" and ties for the most loaded are
 //!   taken scanning from p+1 round the ring; clients are moved in the
-//!   source's local dispatch order; placement ties go to the lowest CPU id.
-//! * Gap (A7): there is no periodic local load balancer; only round
-//!   balancing, arrival and wake-up move clients.
-//! * Gap: join and wake return no kick (no wake-up preemption); the local
-//!   policy sees the newcomer at its next dispatch.
-//! * Gap (A10): not strictly work-conserving: a CPU may idle while the only
+//!   source's local dispatch order; placement ties go to the lowest CPU id. (untested)
+//! * Gap DWRR-14: (notes A7) there is no periodic local load balancer; only round
+//!   balancing, arrival and wake-up move clients. (untested)
+//! * Gap DWRR-15: join and wake return no kick (no wake-up preemption); the local
+//!   policy sees the newcomer at its next dispatch. (test: `dwrr_joins_and_wakes_never_kick`)
+//! * Gap DWRR-16: (notes A10) not strictly work-conserving: a CPU may idle while the only
 //!   waiting clients sit in the round-expired queue of a CPU in round
 //!   `highest` (until that CPU advances, at most `w_max·B`), so
-//!   [`Scheduler::work_conserving`] is false.
-//! * Gap (A8): no affinity masks, no real-time class, no hotplug.
-//! * Gap (Theorem 1 under churn): the proof assumes a fixed runnable set;
+//!   [`Scheduler::work_conserving`] is false. (untested)
+//! * Gap DWRR-17: (notes A8) no affinity masks, no real-time class, no hotplug. (untested)
+//! * Gap DWRR-18: (Theorem 1 under churn) the proof assumes a fixed runnable set;
 //!   with arrivals the bound does not hold, since every arrival gets a whole
 //!   slice in the current round and a stream of them can hold a round open
 //!   while a client that finished it waits (tests/dwrr.rs,
 //!   `arrivals_can_hold_a_round_open_without_bound`). We keep the paper's
 //!   rule; from any state, once the set is fixed, the bound holds.
+//!   (test: `churn_keeps_rounds_together_and_lag_bounded_rr`, `arrivals_can_hold_a_round_open_without_bound`)
 
 pub mod local;
 
@@ -215,7 +216,7 @@ struct Client<K> {
     /// The CPU that owns it (meaningless while blocked).
     cpu: usize,
     place: Place,
-    /// While blocked: the round its `used` counts toward (Gap A3).
+    /// While blocked: the round its `used` counts toward (Gap DWRR-8).
     round: u64,
     /// The local policy's state.
     key: K,
@@ -423,7 +424,7 @@ impl<L: LocalQueue> DwrrPolicy<L> {
     }
 
     /// `used` at the start of the next round for a client that finished
-    /// this one with `used ≥ slice` (Gap A2).
+    /// this one with `used ≥ slice` (Gap DWRR-1).
     #[inline]
     fn next_round_used(&self, used: u128, slice: u128) -> u128 {
         if self.opts.carry_overrun {
@@ -457,7 +458,7 @@ impl<L: LocalQueue> DwrrPolicy<L> {
     }
 
     /// Queue client `c` (owned by no CPU) on CPU `k`: in round-active, or
-    /// in round-expired if it already finished round(k) (Gap A3).
+    /// in round-expired if it already finished round(k) (Gap DWRR-8).
     fn attach(&mut self, k: usize, c: ClientId, into_expired: bool) {
         let p = &mut self.cpus[k];
         let x = &mut self.clients[c];
@@ -487,7 +488,7 @@ impl<L: LocalQueue> DwrrPolicy<L> {
         }
     }
 
-    /// The round a waiting client's `used` counts toward (Gap A3).
+    /// The round a waiting client's `used` counts toward (Gap DWRR-8).
     fn round_of(&self, c: &Client<L::Key>) -> u64 {
         let p = &self.cpus[c.cpu];
         match c.place {
@@ -513,7 +514,7 @@ impl<L: LocalQueue> DwrrPolicy<L> {
     // ----- cross-CPU steps: each between two per-CPU parts -----
 
     /// Move waiting client `c` from CPU `from` (either queue) to CPU `to`'s
-    /// round-active. It keeps `used` (Gap A4). A source left with no client
+    /// round-active. It keeps `used` (Gap DWRR-7). A source left with no client
     /// is idle at once (it may be between a stop and its next pick).
     pub fn migrate(&mut self, from: usize, to: usize, c: ClientId) {
         let (src, dst) = super::two_mut(&mut self.cpus, from, to);
@@ -566,7 +567,7 @@ impl<L: LocalQueue> DwrrPolicy<L> {
         take.len()
     }
 
-    /// Gap A6: one eligible client from `from` (in round h or h-1) to `to`:
+    /// Gap DWRR-6: one eligible client from `from` (in round h or h-1) to `to`:
     /// from round-expired of a round-(h-1) CPU first, else from round-active.
     pub fn steal_one(&mut self, from: usize, to: usize) -> usize {
         let h = self.highest.get();
@@ -635,7 +636,7 @@ impl<L: LocalQueue> DwrrPolicy<L> {
             }
             if moved > 0 {
                 if owned_nothing {
-                    self.cpus[p].round = h; // Gap A1
+                    self.cpus[p].round = h; // Gap DWRR-5
                 }
                 return;
             }

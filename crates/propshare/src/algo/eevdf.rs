@@ -45,20 +45,20 @@
 //! priorities, augmented with subtree `min v`), plus [`super::linux`]'s
 //! per-event costs.
 //!
-//! Gap: ticks are not modelled: a picked task is given the whole rest of its
+//! Gap EEVDF-1: ticks are not modelled: a picked task is given the whole rest of its
 //! request as its slice (the kernel reschedules at the first tick after the
-//! deadline).
+//! deadline). (untested)
 //!
-//! Gap: `DELAY_DEQUEUE` (6.12: sleepers with negative lag stay queued until
+//! Gap EEVDF-2: `DELAY_DEQUEUE` (6.12: sleepers with negative lag stay queued until
 //! eligible), `PLACE_REL_DEADLINE`, `PREEMPT_SHORT` and custom slices
-//! (`sched_setattr`) are not modelled; every task's request is `base_slice`.
+//! (`sched_setattr`) are not modelled; every task's request is `base_slice`. (untested)
 //!
-//! Gap: the host's quantum is the base slice r ([`Tunables::for_quantum`]);
-//! [`Tunables::kernel_defaults`] gives the kernel's 0.75 ms × (1 + ilog2 P).
+//! Gap EEVDF-3: the host's quantum is the base slice r ([`Tunables::for_quantum`]);
+//! [`Tunables::kernel_defaults`] gives the kernel's 0.75 ms × (1 + ilog2 P). (untested)
 //!
-//! Gap: sums are i128 (the kernel switched to a 128-bit product in
+//! Gap EEVDF-4: sums are i128 (the kernel switched to a 128-bit product in
 //! `vruntime_eligible` after overflow reports); `min_vruntime` starts at
-//! 2^62 and virtual times saturate instead of wrapping.
+//! 2^62 and virtual times saturate instead of wrapping. (untested)
 
 use super::cfs::VRUNTIME_START;
 use super::linux::{calc_delta_fair, real_for_virtual, Dequeue, Enqueue, Entity, FairRq, LinuxSched, Tunables};

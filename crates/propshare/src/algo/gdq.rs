@@ -108,62 +108,65 @@
 //!
 //! # Gaps (decided here; see docs/ALGORITHMS.md)
 //!
-//! Gap: order is ⌊log2 φ⌋ of the *readjusted* weight (E1), so capped clients
-//! can move up to a higher-order group when readjustment changes.
-//! Gap: entitlements use P' = min(P, N) CPUs, as the readjustment does; with
+//! Gap GDQ-1: order is ⌊log2 φ⌋ of the *readjusted* weight (E1), so capped clients
+//! can move up to a higher-order group when readjustment changes. (untested)
+//! Gap GDQ-2: entitlements use P' = min(P, N) CPUs, as the readjustment does; with
 //! N ≤ P all clients have equal φ, share one group with one queue each, and
-//! the P − N spare CPUs stay unassigned and idle.
-//! Gap: line 10 of INTRAGROUP is applied when the client stops, with the time
-//! it actually ran: nv += (ran/Q)·2^k/φ (identical for whole quanta).
-//! Gap: MFQ line 3 charges the non-dedicated work the deciding CPU actually
+//! the P − N spare CPUs stay unassigned and idle. (test: `fewer_clients_than_cpus`)
+//! Gap GDQ-3: line 10 of INTRAGROUP is applied when the client stops, with the time
+//! it actually ran: nv += (ran/Q)·2^k/φ (identical for whole quanta). (untested)
+//! Gap GDQ-4: MFQ line 3 charges the non-dedicated work the deciding CPU actually
 //! delivered since its last decision, in units of T, with the fictitious
-//! weight φ̂_k (the paper's prose; the printed 1/Φ_k is erratum E2).
-//! Gap: MFQ line 6 tests the candidate's own count, P^i < P̄^i (E3); the
-//! deciding CPU's group is counted without it.
-//! Gap: decision times are epoch + mT + j·T/P for m ≥ 0 (CPU j from 0),
+//! weight φ̂_k (the paper's prose; the printed 1/Φ_k is erratum E2). (untested)
+//! Gap GDQ-5: MFQ line 6 tests the candidate's own count, P^i < P̄^i (E3); the
+//! deciding CPU's group is counted without it. (untested)
+//! Gap GDQ-6: decision times are epoch + mT + j·T/P for m ≥ 0 (CPU j from 0),
 //! epoch = the first event's time; a CPU decides at its first pick at or
 //! after its time; several CPUs may decide in one quantum when T < P quanta.
 //! The paper prints m ≥ 1 from an unstated origin; counted from the initial
 //! assignment, that makes CPU j's first interval T + jT/P long and lets a
 //! group fall just below Theorem 3.5's −T (test `decision_schedule_origin`),
 //! so the schedule starts at m = 0, as in the proof's model where point 0 is
-//! a decision.
-//! Gap: a CPU with no group (at start, or after leaving an empty group)
-//! decides at once, off schedule; its schedule is unchanged.
-//! Gap: dedicated counts follow P̲^k lazily: a dedicated CPU whose group has
+//! a decision. (test: `decision_schedule_origin`)
+//! Gap GDQ-7: a CPU with no group (at start, or after leaving an empty group)
+//! decides at once, off schedule; its schedule is unchanged. (untested)
+//! Gap GDQ-8: dedicated counts follow P̲^k lazily: a dedicated CPU whose group has
 //! more dedicated CPUs than P̲^k becomes floating at its next decision; a
 //! deciding CPU whose group has fewer becomes dedicated there; otherwise a
 //! group below P̲^k (lowest order first) receives the CPU as dedicated before
-//! the VFT competition is held.
-//! Gap: no candidate (only with spare CPUs, N < P): the CPU stays where it is
-//! at a scheduled decision, or becomes unassigned (idle) if it has no work.
-//! Gap: a CPU whose queue is empty pulls next(C(MinQ)) from its group without
+//! the VFT competition is held. (untested)
+//! Gap GDQ-9: no candidate (only with spare CPUs, N < P): the CPU stays where it is
+//! at a scheduled decision, or becomes unassigned (idle) if it has no work. (untested)
+//! Gap GDQ-10: a CPU whose queue is empty pulls next(C(MinQ)) from its group without
 //! the δ test (paper §2.4, departures); if the group has none, it decides at
-//! once (off schedule), its own group excluded; if still nothing, it idles.
-//! Gap: GET-MIN-QUEUE excludes the caller's queue and empty stalled queues,
+//! once (off schedule), its own group excluded; if still nothing, it idles. (untested)
+//! Gap GDQ-11: GET-MIN-QUEUE excludes the caller's queue and empty stalled queues,
 //! breaks ties by the group's queue-list order, and may return none (then
-//! nv_Q++). Stealing the last process of a stalled queue takes C(MinQ).
-//! Gap: empty stalled queues are freed; an arriving CPU takes the first
+//! nv_Q++). Stealing the last process of a stalled queue takes C(MinQ). (untested)
+//! Gap GDQ-12: empty stalled queues are freed; an arriving CPU takes the first
 //! stalled queue of its new group, else a new queue that pulls one process
 //! and takes the source queue's nv_Q (the paper never says; the A.2.3
-//! narrative implies a reset).
-//! Gap: several stalled queues (possible only while allocations adjust after
-//! a change) are kept apart, not spliced.
-//! Gap: join and wake insert into the group's smallest-weight queue (paper),
+//! narrative implies a reset). (untested)
+//! Gap GDQ-13: several stalled queues (possible only while allocations adjust after
+//! a change) are kept apart, not spliced. (untested)
+//! Gap GDQ-14: join and wake insert into the group's smallest-weight queue (paper),
 //! stalled included, just before C(Q), with nv_C := nv_Q (served this
 //! round); no NVT credit or debt is kept across a sleep. A group with no
-//! queue gets one stalled queue with nv_Q = 0.
-//! Gap: a group (re)entering the MFQ competition (ψ from 0 to > 0) starts
+//! queue gets one stalled queue with nv_Q = 0. (untested)
+//! Gap GDQ-15: a group (re)entering the MFQ competition (ψ from 0 to > 0) starts
 //! its VFT at max(its own, the smallest base of the competing groups), as
-//! WFQ does for a new flow.
-//! Gap: F keeps one period per constant (ψ_k, P'·D): on a change the period's
-//! work is folded into B_k (E5).
-//! Gap: a dequeued C(Q) is replaced by next(C(Q)).
-//! Gap: a weight change within the same order keeps nv_C (the next charge
+//! WFQ does for a new flow. (untested)
+//! Gap GDQ-16: F keeps one period per constant (ψ_k, P'·D): on a change the period's
+//! work is folded into B_k (E5). (untested)
+//! Gap GDQ-17: a dequeued C(Q) is replaced by next(C(Q)). (untested)
+//! Gap GDQ-18: a weight change within the same order keeps nv_C (the next charge
 //! uses the new φ); a change of order moves the client as a join would; a
 //! running client moves when it stops.
-//! Gap: preempted stops are charged like expired ones (actual time).
+//! (test: `weight_change_same_order_keeps_nvt_new_order_moves`, `running_client_moves_group_when_it_stops`)
+//! Gap GDQ-19: preempted stops are charged like expired ones (actual time).
+//! (test: `gdq_preempted_stop_is_charged_like_expiry`)
 
+use crate::list::{Link, Links, List, NIL};
 use crate::model::{ClientId, CpuId, StopReason, Time, Weight};
 use std::cmp::Reverse;
 
@@ -172,6 +175,7 @@ use crate::readjust::{Phi, Readjustment};
 use crate::roster::{ClientTable, Roster, Status};
 use crate::scheduler::{Kick, SchedConfig};
 use crate::shell::{Policy, Shell};
+use crate::wide::mul_div;
 
 /// One round of normalised virtual time (nv values are u128 with 64 fraction bits).
 pub const NV_ONE: u128 = 1 << 64;
@@ -217,12 +221,37 @@ struct Proc {
 
 const _: () = assert!(std::mem::size_of::<Option<Proc>>() == 64);
 
+/// A process's queue links are fields of its `Proc` (one cache line), in
+/// [`Link`]'s encoding (`NIL` for none).
+impl Links for ClientTable<Proc> {
+    #[inline]
+    fn link(&self, c: ClientId) -> Link {
+        let p = &self[c];
+        Link { prev: p.prev, next: p.next }
+    }
+    #[inline]
+    fn set_prev(&mut self, c: ClientId, prev: Option<ClientId>) {
+        self[c].prev = prev.unwrap_or(NIL);
+    }
+    #[inline]
+    fn set_next(&mut self, c: ClientId, next: Option<ClientId>) {
+        self[c].next = next.unwrap_or(NIL);
+    }
+    #[inline]
+    fn put(&mut self, c: ClientId, link: Link) {
+        let p = &mut self[c];
+        (p.prev, p.next) = (link.prev, link.next);
+    }
+}
+
 /// A round-robin queue of one group: active (served by `cpu`) or stalled.
 #[derive(Clone, Debug)]
 struct RunQueue {
     group: u32,
+    /// Its clients, read as a ring from C(Q).
+    ring: List,
+    /// C(Q), the client the queue's round stands on.
     current: Option<ClientId>,
-    len: usize,
     /// Σ φ of its clients, in 2^-32 units (arrivals go to the lightest queue).
     weight: u128,
     /// nv_Q, the round counter.
@@ -380,14 +409,8 @@ impl GdqPolicy {
 
     fn queue_view(&self, q: usize) -> QueueView {
         let rq = &self.queues[q];
-        let mut clients = Vec::with_capacity(rq.len);
-        if let Some(first) = rq.current {
-            let mut c = first;
-            for _ in 0..rq.len {
-                clients.push(c);
-                c = self.procs[c].next;
-            }
-        }
+        let clients =
+            rq.current.map_or(Vec::new(), |cur| rq.ring.walk_cyclic(&self.procs, cur, rq.ring.len()).collect());
         QueueView { cpu: rq.cpu, nv: rq.nv, clients }
     }
 
@@ -437,7 +460,7 @@ impl GdqPolicy {
                 if !rq.live || rq.group != k as u32 {
                     return Err(format!("group {k}: dead or foreign queue {q}"));
                 }
-                if rq.cpu.is_none() && rq.len == 0 {
+                if rq.cpu.is_none() && rq.ring.is_empty() {
                     return Err(format!("group {k}: empty stalled queue {q}"));
                 }
                 let v = self.queue_view(q);
@@ -446,7 +469,7 @@ impl GdqPolicy {
                     if p.queue != Some(q as u32) || p.order != k as u32 {
                         return Err(format!("{c} in queue {q} points elsewhere"));
                     }
-                    if self.procs[p.next].prev != c {
+                    if rq.ring.next(&self.procs, c).is_some_and(|n| self.procs[n].prev != c) {
                         return Err(format!("{c}: broken links"));
                     }
                     n += 1;
@@ -511,7 +534,7 @@ impl GdqPolicy {
     // ----- queue lists --------------------------------------------------
 
     fn new_queue(&mut self, k: u32, cpu: Option<CpuId>, nv: u64) -> usize {
-        let rq = RunQueue { group: k, current: None, len: 0, weight: 0, nv, cpu, live: true };
+        let rq = RunQueue { group: k, ring: List::EMPTY, current: None, weight: 0, nv, cpu, live: true };
         let q = match self.free_queues.pop() {
             Some(q) => {
                 self.queues[q] = rq;
@@ -541,25 +564,16 @@ impl GdqPolicy {
         let rq = &mut self.queues[q];
         match rq.current {
             None => {
+                rq.ring.push_back(&mut self.procs, c);
                 rq.current = Some(c);
-                let p = &mut self.procs[c];
-                p.prev = c;
-                p.next = c;
             }
             Some(cur) => {
-                let before = self.procs[cur].prev;
-                self.procs[before].next = c;
-                self.procs[cur].prev = c;
-                let p = &mut self.procs[c];
-                p.prev = before;
-                p.next = cur;
+                rq.ring.insert_before_cyclic(&mut self.procs, cur, c);
                 if make_current {
                     rq.current = Some(c);
                 }
             }
         }
-        let rq = &mut self.queues[q];
-        rq.len += 1;
         rq.weight += Self::phi_fp(phi);
         self.procs[c].queue = Some(q as u32);
     }
@@ -568,21 +582,16 @@ impl GdqPolicy {
     fn unlink(&mut self, c: ClientId) -> usize {
         let p = &self.procs[c];
         let q = p.queue.expect("queued") as usize;
-        let (prev, next, phi) = (p.prev, p.next, p.phi);
+        let phi = p.phi;
         let rq = &mut self.queues[q];
-        rq.len -= 1;
         rq.weight = rq.weight.saturating_sub(Self::phi_fp(phi));
-        if rq.len == 0 {
-            rq.current = None;
-        } else {
-            if rq.current == Some(c) {
-                rq.current = Some(next);
-            }
-            self.procs[prev].next = next;
-            self.procs[next].prev = prev;
+        let link = rq.ring.remove(&mut self.procs, c);
+        if rq.current == Some(c) {
+            // C(Q) passes to next(C), read as a ring.
+            rq.current = link.next().or(rq.ring.front());
         }
         self.procs[c].queue = None;
-        if self.queues[q].len == 0 && self.queues[q].cpu.is_none() {
+        if self.queues[q].ring.is_empty() && self.queues[q].cpu.is_none() {
             self.free_queue(q);
         }
         q
@@ -795,7 +804,7 @@ impl GdqPolicy {
         let mut best: Option<usize> = None;
         for &q in &self.groups[k as usize].queues {
             let rq = &self.queues[q];
-            let eligible = q != except && if rq.cpu.is_some() { rq.len >= 2 } else { rq.len >= 1 };
+            let eligible = q != except && if rq.cpu.is_some() { rq.ring.len() >= 2 } else { !rq.ring.is_empty() };
             if eligible && best.is_none_or(|b| rq.nv < self.queues[b].nv) {
                 best = Some(q);
             }
@@ -806,8 +815,9 @@ impl GdqPolicy {
     /// MOVE-PROCESS(next(C(from)), to): the cross-queue step of stealing.
     /// The stolen process becomes C(to). Returns it.
     pub(crate) fn steal(&mut self, from: usize, to: usize) -> ClientId {
-        let cur = self.queues[from].current.expect("non-empty");
-        let victim = if self.queues[from].len == 1 { cur } else { self.procs[cur].next };
+        let rq = &self.queues[from];
+        let cur = rq.current.expect("non-empty");
+        let victim = if rq.ring.len() == 1 { cur } else { rq.ring.next_cyclic(&self.procs, cur) };
         self.unlink(victim);
         self.link(victim, to, true);
         victim
@@ -827,14 +837,14 @@ impl GdqPolicy {
     /// INTRAGROUP(℘) (§2.2.2, lines 1-9): the client ℘ runs next, if any.
     fn intragroup(&mut self, cpu: usize) -> Option<ClientId> {
         let q = self.cpus[cpu].queue?;
-        if self.queues[q].len == 0 && !self.pull(q) {
+        if self.queues[q].ring.is_empty() && !self.pull(q) {
             return None;
         }
         let k = self.queues[q].group;
         let nv_q = self.queues[q].nv as u128 * NV_ONE;
         let mut c = self.queues[q].current.expect("non-empty");
         if self.procs[c].nv >= nv_q {
-            c = self.procs[c].next;
+            c = self.queues[q].ring.next_cyclic(&self.procs, c);
             self.queues[q].current = Some(c);
             if self.procs[c].nv >= nv_q {
                 match self.min_queue(k, q) {
@@ -862,7 +872,7 @@ impl GdqPolicy {
         }
         self.cpus[cpu].float_work = 0;
         self.queues[q].cpu = None;
-        if self.queues[q].len == 0 {
+        if self.queues[q].ring.is_empty() {
             self.free_queue(q);
         }
         self.update_presence(k as usize);
@@ -1124,45 +1134,6 @@ fn div_rem(n: u128, d: u128) -> (u128, u128) {
     }
 }
 
-/// ⌊a·b/d⌋ (or ⌈·⌉), exact through a 256-bit product, saturating at u128::MAX.
-pub(crate) fn mul_div(a: u128, b: u128, d: u128, round_up: bool) -> u128 {
-    let d = d.max(1);
-    if let Some(p) = a.checked_mul(b) {
-        let q = p / d;
-        return if round_up && p % d != 0 { q + 1 } else { q };
-    }
-    let (hi, lo) = mul_wide(a, b);
-    if hi >= d {
-        return u128::MAX;
-    }
-    let mut rem = hi;
-    let mut q = 0u128;
-    for i in (0..128).rev() {
-        let carry = rem >> 127;
-        rem = (rem << 1) | ((lo >> i) & 1);
-        q <<= 1;
-        if carry == 1 || rem >= d {
-            rem = rem.wrapping_sub(d);
-            q |= 1;
-        }
-    }
-    if round_up && rem != 0 {
-        q.saturating_add(1)
-    } else {
-        q
-    }
-}
-
-fn mul_wide(a: u128, b: u128) -> (u128, u128) {
-    let mask = u64::MAX as u128;
-    let (a0, a1, b0, b1) = (a & mask, a >> 64, b & mask, b >> 64);
-    let (p00, p01, p10, p11) = (a0 * b0, a0 * b1, a1 * b0, a1 * b1);
-    let mid = (p00 >> 64) + (p01 & mask) + (p10 & mask);
-    let lo = (p00 & mask) | (mid << 64);
-    let hi = p11 + (p01 >> 64) + (p10 >> 64) + (mid >> 64);
-    (hi, lo)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1181,19 +1152,6 @@ mod tests {
 
     fn frac(num: u128, den: u128, one: u128) -> u128 {
         num * one / den
-    }
-
-    #[test]
-    fn mul_div_is_exact_beyond_u128() {
-        assert_eq!(mul_div(7, 3, 2, false), 10);
-        assert_eq!(mul_div(7, 3, 2, true), 11);
-        let big = 1u128 << 100;
-        assert_eq!(mul_div(big, big, big, false), big);
-        assert_eq!(mul_div(big, (1 << 90) + 3, 1 << 90, false), big + 3 * (1 << 10));
-        assert_eq!(mul_div(big + 1, big, big, true), big + 1);
-        assert_eq!(mul_div(u128::MAX, u128::MAX, 1, false), u128::MAX); // saturates
-        assert_eq!(mul_div(u128::MAX, u128::MAX, u128::MAX, false), u128::MAX);
-        assert_eq!(mul_div(u128::MAX, 3, 6, false), u128::MAX / 2);
     }
 
     /// A.2.1 grouping and A.2.2's allocation: P̲ = (0,2,0), P̄ = (1,3,1),
@@ -1367,7 +1325,7 @@ mod tests {
         // slowest queue with ≥ 2 processes, inheriting its nv_Q.
         s.policy_mut().enter_group(3, 2, false);
         let q4 = s.cpus[3].queue.unwrap();
-        assert_eq!(s.queues[q4].len, 1);
+        assert_eq!(s.queues[q4].ring.len(), 1);
         // As in the narrative, the process comes from Q1 (the paper's C5; C4 here after E8).
         assert_eq!(contents(&s, q1), [5, 9]);
         assert_eq!(contents(&s, q4), [4]);

@@ -68,64 +68,67 @@
 //!
 //! # Decisions (see also docs/ALGORITHMS.md)
 //!
-//! * Gap: the join/leave rescale formula is garbled in the source; we use the
+//! * Gap GR3-1: the join/leave rescale formula is garbled in the source; we use the
 //!   notes' reconstruction `W_k = ⌊(W_{k+1}+1)Φ_k/Φ_{k+1}⌋ - 1` (k < g) and
 //!   `⌈(W_{k-1}+1)Φ_k/Φ_{k-1}⌉ - 1` (k = g). It can starve the moved group
 //!   (notes P1); [`RescaleRule::Predecessor`] (`+fairjoin`) uses the second
-//!   form whenever k > 1, the first only for k = 1.
-//! * Gap: with g = 1 there is no neighbour: the group's work is left as is
-//!   (a new group starts at W = 0).
-//! * Gap: while no group has done any work (every W = 0, as when all clients
+//!   form whenever k > 1, the first only for k = 1. (untested)
+//! * Gap GR3-2: with g = 1 there is no neighbour: the group's work is left as is
+//!   (a new group starts at W = 0). (untested)
+//! * Gap GR3-3: while no group has done any work (every W = 0, as when all clients
 //!   join before the first pick) joins and removals do not rescale: all-zero
 //!   work is the initial state of §2.2 that Theorem 1 assumes, and it is
 //!   well-ordered because the list is sorted by weight. (The rescale formula
 //!   would instead give a middle group W = ⌊Φ_k/Φ_{k+1}⌋ - 1 and starve it:
 //!   weights 512, 1, 5 joined in that order leave the 5 unserved for 512
-//!   quanta.)
-//! * Gap: the OCR reads "D_C(0) = φ_C/φ_min", the prose says D = 0 at
+//!   quanta.) (untested)
+//! * Gap GR3-4: the OCR reads "D_C(0) = φ_C/φ_min", the prose says D = 0 at
 //!   insertion. A client inserted into an existing group gets D = 0; the
 //!   client that creates a group becomes its current client with its first
 //!   turn already started, D = φ/2^σ, so the group's first selection runs it
 //!   (this reproduces Figure 2 exactly, and equals starting the round pointer
-//!   at the last client).
-//! * Gap: a client that blocks while it is its group's current client has its
+//!   at the last client). (untested)
+//! * Gap GR3-5: a client that blocks while it is its group's current client has its
 //!   turn ended by an explicit mark (else the `D < 1` test, with D capped at
 //!   1, would run it again at once); the mark moves the pointer on at the
 //!   next selection of the group. The deficit cap is `D := min(D, 1)` on the
 //!   deficit the code holds (= D(r-1) + φ/φ_min - ⌈w⌉ of the paper).
-//! * Gap: a selection that meets a lazily removed client is aborted without
+//!   (test: `blocking_ends_the_turn`)
+//! * Gap GR3-6: a selection that meets a lazily removed client is aborted without
 //!   charging W_G, and restarts at group 1 (the paper: "resumes scheduling
-//!   from the largest weight group").
-//! * Gap: an explicit leave (and a weight change) removes the client at once
+//!   from the largest weight group"). (untested)
+//! * Gap GR3-7: an explicit leave (and a weight change) removes the client at once
 //!   with the same steps as a lazy removal; a weight change is a removal
 //!   followed by a join with the new weight (the paper does not describe it).
 //!   Removing the current client moves the pointer to its predecessor with
-//!   its turn ended, so the next selection continues with its successor.
-//! * Gap: deficits are fixed point, 2^-32 quantum per unit. For integer
+//!   its turn ended, so the next selection continues with its successor. (untested)
+//! * Gap GR3-8: deficits are fixed point, 2^-32 quantum per unit. For integer
 //!   weights φ/2^σ = φ·2^(32-σ) units exactly; only readjusted (rational)
-//!   weights are floored, by less than 2^-32 quantum per round.
-//! * Gap: readjustment moves only the clients whose readjusted weight changes
+//!   weights are floored, by less than 2^-32 quantum per round. (untested)
+//! * Gap GR3-9: readjustment moves only the clients whose readjusted weight changes
 //!   group; they are re-inserted there as joins (D = 0). Clients that stay in
 //!   their group keep place and deficit even if their weight changed. Every
 //!   group whose weight changed other than by a common factor (the groups
 //!   holding or losing capped clients) is rescaled with the join rule, the
-//!   list re-sorted, and scheduling resumes at group 1.
-//! * Gap: when several groups change at once (only a readjustment does
+//!   list re-sorted, and scheduling resumes at group 1. (untested)
+//! * Gap GR3-10: when several groups change at once (only a readjustment does
 //!   that), each is tied to a neighbour that is already consistent: the one
 //!   the rule prefers if it is untouched or already rescaled, else the other;
 //!   if every group changed, the last (paper rule) or first (predecessor
 //!   rule) keeps its work. (Tying a group to a neighbour that is itself about
-//!   to be rescaled, e.g. a new group with W = 0, gave errors of 100+ quanta.)
-//! * Gap: as in [`crate::readjust`], P' = min(P, N) (the paper assumes
-//!   N ≥ P); with N ≤ P every client weighs the same.
-//! * Gap: group work W is a u64 (2^64 quanta is never reached); products are
-//!   taken in 256 bits, and a rescaled W saturates at u64::MAX - 1.
+//!   to be rescaled, e.g. a new group with W = 0, gave errors of 100+ quanta.) (untested)
+//! * Gap GR3-11: as in [`crate::readjust`], P' = min(P, N) (the paper assumes
+//!   N ≥ P); with N ≤ P every client weighs the same. (test: `fewer_clients_than_cpus`)
+//! * Gap GR3-12: group work W is a u64 (2^64 quanta is never reached); products are
+//!   taken in 256 bits, and a rescaled W saturates at u64::MAX - 1. (test: `huge_weights`)
 
 use std::cmp::{Ordering, Reverse};
 
-use super::classes::{Rings, WeightClasses, ORDERS};
+use super::classes::{WeightClasses, ORDERS};
+use crate::list::{Link, List};
 use crate::model::{ClientId, Weight};
 use crate::roster::ClientTable;
+use crate::wide::{cmp_products, mul_div};
 
 /// One quantum, in deficit units (2^-32 quantum).
 const ONE: u64 = 1 << 32;
@@ -144,11 +147,12 @@ pub enum RescaleRule {
 /// A scheduling group (clients of one order of *readjusted* weight).
 #[derive(Clone, Copy, Debug, Default)]
 struct Group {
+    /// The members, read as a ring from `current`.
+    ring: List,
     /// The round pointer k: the most recently scheduled client.
     current: Option<ClientId>,
     /// The current client's turn is over: advance at the next selection.
     turn_over: bool,
-    len: usize,
     /// A: Σ original weights of the uncapped members.
     uncapped: u128,
     /// k: number of capped members (each weighs R/den).
@@ -188,7 +192,7 @@ pub struct Gr3Queue {
     cpus: usize,
     rule: RescaleRule,
     members: ClientTable<Member>,
-    ring: Rings,
+    links: ClientTable<Link>,
     /// The queued clients by order of original weight (readjustment, §3.3).
     classes: WeightClasses,
     groups: [Group; ORDERS],
@@ -237,7 +241,7 @@ impl Gr3Queue {
             cpus: cpus.max(1),
             rule,
             members: ClientTable::new(),
-            ring: Rings::default(),
+            links: ClientTable::new(),
             groups: [Group::default(); ORDERS],
             classes: WeightClasses::default(),
             list: Vec::new(),
@@ -306,7 +310,7 @@ impl Gr3Queue {
     pub fn round_order(&self, o: u32) -> Vec<ClientId> {
         let g = &self.groups[o as usize];
         match g.current {
-            Some(cur) => self.ring.walk(self.ring.next(cur), g.len).collect(),
+            Some(cur) => g.ring.walk_cyclic(&self.links, g.ring.next_cyclic(&self.links, cur), g.ring.len()).collect(),
             None => Vec::new(),
         }
     }
@@ -388,7 +392,7 @@ impl Gr3Queue {
         let g = &self.groups[o as usize];
         let mut c = g.current.expect("listed groups are non-empty");
         if g.turn_over || self.members[c].deficit < ONE {
-            c = self.ring.next(c);
+            c = g.ring.next_cyclic(&self.links, c);
             if self.members[c].flagged {
                 self.remove(c);
                 return Step::Removed;
@@ -462,35 +466,33 @@ impl Gr3Queue {
 
     fn ring_insert(&mut self, c: ClientId, o: u32) {
         self.members[c].group = o;
-        let deficit = match self.groups[o as usize].current {
+        let g = &mut self.groups[o as usize];
+        let deficit = match g.current {
             None => {
                 // A new group: c is its current client with its first turn started.
-                self.ring.single(c);
                 // (A lazily blocked client moved here by readjustment has its turn over.)
-                let turn_over = self.members[c].flagged;
-                self.groups[o as usize] = Group { current: Some(c), turn_over, ..Group::default() };
+                *g = Group { current: Some(c), turn_over: self.members[c].flagged, ..Group::default() };
+                g.ring.push_back(&mut self.links, c);
                 self.allotment(&self.members[c])
             }
             Some(cur) => {
-                self.ring.insert_before(cur, c);
+                // Last in the round: just before the current client.
+                g.ring.insert_before_cyclic(&mut self.links, cur, c);
                 0
             }
         };
         self.members[c].deficit = deficit;
-        self.groups[o as usize].len += 1;
     }
 
     fn ring_remove(&mut self, c: ClientId) {
         let o = self.members[c].group as usize;
-        let prev = self.ring.remove(c);
         let g = &mut self.groups[o];
-        g.len -= 1;
+        let link = g.ring.remove(&mut self.links, c);
         if g.current == Some(c) {
-            g.current = prev;
+            // The pointer steps back (read as a ring) so that the next turn
+            // goes to c's successor.
+            g.current = link.prev().or(g.ring.back());
             g.turn_over = true;
-        }
-        if g.len == 0 {
-            g.current = None;
         }
     }
 
@@ -578,7 +580,7 @@ impl Gr3Queue {
     /// Move group `o` to its place in the list (or out of it if empty). O(g).
     fn reposition(&mut self, o: u32) {
         self.list.retain(|&x| x != o);
-        if self.groups[o as usize].len == 0 {
+        if self.groups[o as usize].ring.is_empty() {
             return;
         }
         let key = self.key(o);
@@ -667,16 +669,16 @@ impl Gr3Queue {
     pub fn check_invariants(&self) -> Result<(), String> {
         let mut n = 0;
         for (o, g) in self.groups.iter().enumerate() {
-            if g.len == 0 {
+            if g.ring.is_empty() {
                 if self.list.contains(&(o as u32)) {
                     return Err(format!("empty group {o} listed"));
                 }
                 continue;
             }
-            n += g.len;
+            n += g.ring.len();
             let cur = g.current.ok_or(format!("group {o} has no current client"))?;
             let (mut a, mut k) = (0u128, 0usize);
-            for c in self.ring.walk(cur, g.len) {
+            for c in g.ring.walk_cyclic(&self.links, cur, g.ring.len()) {
                 let m = self.members.get(c).ok_or(format!("{c} ringed but not a member"))?;
                 if m.group as usize != o {
                     return Err(format!("{c} in ring {o} but records group {}", m.group));
@@ -702,8 +704,8 @@ impl Gr3Queue {
                     return Err(format!("{c} deficit {} out of range", m.deficit));
                 }
             }
-            if self.ring.walk(cur, g.len + 1).last() != Some(cur) {
-                return Err(format!("group {o} ring length is not {}", g.len));
+            if g.ring.iter(&self.links).count() != g.ring.len() {
+                return Err(format!("group {o} ring length is not {}", g.ring.len()));
             }
             if g.weight != self.weigh(g) {
                 return Err(format!("group {o} cached weight {} is not {}", g.weight, self.weigh(g)));
@@ -744,73 +746,12 @@ impl Gr3Queue {
     }
 }
 
-// ----- 256-bit helpers (products of a work count and a weight) -------------
-
-/// a·b as (high, low) 128-bit halves.
-fn mul_wide(a: u128, b: u128) -> (u128, u128) {
-    const M: u128 = u64::MAX as u128;
-    let (a1, a0, b1, b0) = (a >> 64, a & M, b >> 64, b & M);
-    let (p00, p01, p10, p11) = (a0 * b0, a0 * b1, a1 * b0, a1 * b1);
-    let mid = (p00 >> 64) + (p01 & M) + (p10 & M);
-    let lo = (p00 & M) | (mid << 64);
-    let hi = p11 + (p01 >> 64) + (p10 >> 64) + (mid >> 64);
-    (hi, lo)
-}
-
-/// a·b compared with c·d, exactly.
-fn cmp_products(a: u128, b: u128, c: u128, d: u128) -> Ordering {
-    if (a | b | c | d) >> 64 == 0 {
-        return (a * b).cmp(&(c * d)); // 64 × 64 bits: no overflow
-    }
-    mul_wide(a, b).cmp(&mul_wide(c, d))
-}
-
-/// ⌊a·b/c⌋ (or ⌈a·b/c⌉), saturating at u128::MAX; c > 0.
-fn mul_div(a: u128, b: u128, c: u128, round_up: bool) -> u128 {
-    let c = c.max(1);
-    if let Some(p) = a.checked_mul(b) {
-        return p / c + u128::from(round_up && p % c != 0);
-    }
-    // Long division of the 256-bit product.
-    let (hi, lo) = mul_wide(a, b);
-    let (mut q, mut r) = (0u128, 0u128);
-    for i in (0..256).rev() {
-        let bit = if i >= 128 { (hi >> (i - 128)) & 1 } else { (lo >> i) & 1 };
-        let carry = r >> 127;
-        r = (r << 1) | bit;
-        let take = carry == 1 || r >= c;
-        if take {
-            r = r.wrapping_sub(c);
-        }
-        if i >= 128 && take {
-            return u128::MAX;
-        }
-        q = (q << 1) | u128::from(take);
-    }
-    q.saturating_add(u128::from(round_up && r != 0))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     fn w(x: u64) -> Weight {
         Weight::new(x).unwrap()
-    }
-
-    #[test]
-    fn wide_arithmetic() {
-        let big = u128::MAX;
-        assert_eq!(mul_wide(big, big), (big - 1, 1));
-        assert_eq!(mul_wide(1 << 64, 1 << 64), (1, 0));
-        assert_eq!(cmp_products(big, 3, big, 2), Ordering::Greater);
-        assert_eq!(mul_div(7, 5, 3, false), 11);
-        assert_eq!(mul_div(7, 5, 3, true), 12);
-        assert_eq!(mul_div(6, 5, 3, true), 10);
-        // (2^100 · 2^100) / 2^120 = 2^80, via the long division.
-        assert_eq!(mul_div(1 << 100, 1 << 100, 1 << 120, false), 1 << 80);
-        assert_eq!(mul_div((1 << 100) + 1, 1 << 100, 1 << 120, true), (1 << 80) + 1);
-        assert_eq!(mul_div(big, big, 1, false), u128::MAX);
     }
 
     /// The paper's Figure 1: weights 5, 2, 1 give G1 G1 G2 G1 G1 G1 G2 G3.

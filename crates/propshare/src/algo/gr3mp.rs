@@ -46,28 +46,28 @@
 //!
 //! # Decisions
 //!
-//! * Gap: `gr3` on P > 1 CPUs is this same scheduler (GR3MP): the registry
-//!   cannot refuse a CPU count, and GR3MP on one CPU is exactly GR3.
-//! * Gap: a client waiting in CPU q's frontlog queue is not running, so (as
+//! * Gap GR3MP-1: `gr3` on P > 1 CPUs is this same scheduler (GR3MP): the registry
+//!   cannot refuse a CPU count, and GR3MP on one CPU is exactly GR3. (untested)
+//! * Gap GR3MP-2: a client waiting in CPU q's frontlog queue is not running, so (as
 //!   MP-SCHEDULE's test `∃p: C = C(p)` reads) another CPU's central pick may
 //!   run it; its frontlog moves with it ([`take_over`]; a frontlog is queued
 //!   on the CPU that runs the client). Treating it as busy on q instead (the
 //!   notes' suggestion P11) let two heavy clients share q's queue while the
 //!   other CPU's GR3 loop spun through 10^5 picks per light client and kept
-//!   growing their frontlogs.
-//! * Gap: when every runnable client is running, an idle CPU idles without
+//!   growing their frontlogs. (untested)
+//! * Gap GR3MP-3: when every runnable client is running, an idle CPU idles without
 //!   running GR3 (MP-SCHEDULE's loop could not end; its line 3 idles only
-//!   for N < P).
-//! * Gap: the arrival frontlog is rounded down, uses readjusted weights
+//!   for N < P). (untested)
+//! * Gap GR3MP-4: the arrival frontlog is rounded down, uses readjusted weights
 //!   (after the arrival's own readjustment), is not charged to the group's
 //!   work (as written), and ties for the least frontlogged CPU go to the
-//!   lowest CPU number.
-//! * Gap: a client that blocks loses its frontlog at once (the paper discards
+//!   lowest CPU number. (untested)
+//! * Gap GR3MP-5: a client that blocks loses its frontlog at once (the paper discards
 //!   it at removal; a blocked client cannot use it, and a woken one is
-//!   charged nothing for it); a weight change keeps the frontlog.
-//! * Gap: GR3 counts whole quanta: a selection charges its group one quantum
+//!   charged nothing for it); a weight change keeps the frontlog. (untested)
+//! * Gap GR3MP-6: GR3 counts whole quanta: a selection charges its group one quantum
 //!   however long the client then runs (§2.2.3); each pick hands out a slice
-//!   of one quantum.
+//!   of one quantum. (untested)
 
 use std::collections::VecDeque;
 

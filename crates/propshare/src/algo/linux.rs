@@ -113,12 +113,12 @@
 //! readjust lazily (at balance time, or only when some task's weight
 //! exceeds `W/P`, which one atomic read detects).
 //!
-//! Gap: φ is rounded to the nearest integer load weight (the kernel's
+//! Gap LINUX-1: φ is rounded to the nearest integer load weight (the kernel's
 //! weight unit: `__calc_delta` uses integer weights). Only capped clients
 //! are affected, with an error of at most 1/2, a relative error of at most
 //! `1/(2·w_max)` with `w_max` the heaviest uncapped weight (at most 1/2048
 //! for nice-0 tasks); φ* = R/(P' − m) is exact whenever P' − m divides R,
-//! always on 2 CPUs.
+//! always on 2 CPUs. (untested)
 //!
 //! # Modelled and not modelled
 //!
@@ -139,25 +139,25 @@
 //! bandwidth control, and ticks (slices are handed out whole; see the
 //! policies' `Gap:` lines).
 //!
-//! Gap: the kernel computes the domain average with integer division and
+//! Gap LINUX-2: the kernel computes the domain average with integer division and
 //! (before 5.14) could underflow `busiest − avg`; we compare exactly
 //! (everything multiplied by P) and saturate at zero, so a busiest CPU below
-//! the average yields no move.
+//! the average yields no move. (untested)
 //!
-//! Gap: the propshare weight is used directly as the kernel load weight
+//! Gap LINUX-3: the propshare weight is used directly as the kernel load weight
 //! (1024 = nice 0). Virtual runtime goes through the kernel's 32-bit inverse
 //! weight, whose relative error is about `w / 2^32`: negligible for nice
 //! weights (2·10^-5 at nice −20), coarse for weights near 2^32, as it would
-//! be in the kernel.
+//! be in the kernel. (untested)
 //!
-//! Gap: balancing runs when an event arrives at or after a CPU's
+//! Gap LINUX-4: balancing runs when an event arrives at or after a CPU's
 //! `next_balance` (the kernel runs it from the tick), for every CPU that is
-//! due, in CPU order.
+//! due, in CPU order. (untested)
 //!
-//! Gap: the scheduler reads no clock, so the running client's virtual
+//! Gap LINUX-5: the scheduler reads no clock, so the running client's virtual
 //! runtime is charged only when the host reports `stopped` (the kernel's
 //! `update_curr` also charges it at every enqueue); events in the middle of a
-//! slice see it as of its pick.
+//! slice see it as of its pick. (untested)
 //!
 //! # Cost
 //!

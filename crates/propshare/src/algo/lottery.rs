@@ -63,15 +63,15 @@
 //! readjusted share is exactly one CPU; [`Reweigh::waiting_capped`]); the
 //! lottery is held among the others. Section 4.2 pattern: 1:2:1 (tested).
 //!
-//! Gap: the paper gives no rule for compensation tickets of capped clients;
-//! we apply section 3.4's `1/f` to `φ*`, rounded down in the scaled units.
-//! Gap: `A + D·U` saturates at 2^128 (beyond any real Q, weights and N).
+//! Gap LOTTERY-1: the paper gives no rule for compensation tickets of capped clients;
+//! we apply section 3.4's `1/f` to `φ*`, rounded down in the scaled units. (untested)
+//! Gap LOTTERY-2: `A + D·U` saturates at 2^128 (beyond any real Q, weights and N). (untested)
 //!
-//! Gap: on P CPUs a running client holds no tickets (it cannot win a CPU
-//! it already has); the paper has one processor.
-//! Gap: compensation is computed from the real time used and capped only by
+//! Gap LOTTERY-3: on P CPUs a running client holds no tickets (it cannot win a CPU
+//! it already has); the paper has one processor. (untested)
+//! Gap LOTTERY-4: compensation is computed from the real time used and capped only by
 //! d ≥ 1 ns; a run that exceeds Q gets no negative compensation (the paper
-//! does not cover overruns).
+//! does not cover overruns). (test: `lottery_compensation_restores_short_runners_share`)
 
 use crate::algo::reweigh::Reweigh;
 use crate::model::{ClientId, CpuId, StopReason, Time, Weight};

@@ -40,13 +40,13 @@
 //! O(1) here (tags do not depend on φ until the next charge), readjustment
 //! adds O(P log N) per event.
 //!
-//! Gap: the choice of v on P CPUs. SFQ's "start tag of the client in
+//! Gap SFQ-1: the choice of v on P CPUs. SFQ's "start tag of the client in
 //! service" is ambiguous with P clients in service; we take the SFS paper's
 //! minimum start tag over runnable clients including running ones, which on
 //! one CPU is exactly SFQ's rule (the client in service has the smallest
-//! start tag of all runnable clients while it runs).
-//! Gap: when the system is idle, v is the largest finish tag charged so far
-//! (SFQ's end-of-busy-period rule), kept until a client is runnable again.
+//! start tag of all runnable clients while it runs). (untested)
+//! Gap SFQ-2: when the system is idle, v is the largest finish tag charged so far
+//! (SFQ's end-of-busy-period rule), kept until a client is runnable again. (untested)
 
 use std::collections::BTreeSet;
 

@@ -120,18 +120,19 @@
 //!
 //! # Gaps (decisions where the paper is silent)
 //!
-//! * Gap: while nothing is runnable, v = max(v, F of the client that stopped
+//! * Gap SFS-1: while nothing is runnable, v = max(v, F of the client that stopped
 //!   last). The paper says "set to the finish tag of the thread that ran last";
 //!   that F can be below v if that client blocked before others left, and v
 //!   must never decrease (arrivals enter at v). SFQ's own rule (the largest
 //!   finish tag served, end of a busy period) differs, so on one CPU SFS and
 //!   `sfq` make the same decisions except after the CPU has had nothing
 //!   runnable (a test shows one such case).
-//! * Gap: the paper re-sorts the surplus queue only when v changes. A
+//!   (test: `idle_virtual_time_is_last_finish`, `one_cpu_idle_virtual_time_differs_from_sfq`)
+//! * Gap SFS-2: the paper re-sorts the surplus queue only when v changes. A
 //!   readjustment or weight change also changes φ and hence α, so we
 //!   re-insert every client whose φ changed; without this the exact pick is
-//!   wrong.
-//! * Gap: the default surplus queue is weight classes under a kinetic
+//!   wrong. (test: `readjustment_reorders_the_surplus_queue`)
+//! * Gap SFS-3: the default surplus queue is weight classes under a kinetic
 //!   tournament instead of the paper's single surplus list (same decisions,
 //!   nothing re-sorted); the heuristic reads it at the v of its last
 //!   re-sort, which gives exactly the paper's stale list order, so its
@@ -141,37 +142,47 @@
 //!   order), with an adaptive stable sort (linear on nearly sorted input,
 //!   O(t log t) worst) instead of insertion sort (quadratic worst case),
 //!   into a B-tree rather than a linked list.
-//! * Gap: `Qα` holds waiting clients only (a client leaves it when picked and
+//!   (test: `kinetic_classes_decide_as_the_resorted_queue`)
+//! * Gap SFS-4: `Qα` holds waiting clients only (a client leaves it when picked and
 //!   re-enters at its quantum end); `QS` and `Qw` hold every runnable client,
 //!   running ones included, as v and readjustment need them. The paper's
-//!   queues hold all runnable clients; exact picks are the same either way.
-//! * Gap: ties in α ("broken arbitrarily") go to the smaller start tag, then
-//!   the smaller client id; on one CPU this is SFQ's (start tag, id) order.
-//! * Gap: no preemption on arrival or wake-up (`Kick` is `None`): the paper
+//!   queues hold all runnable clients; exact picks are the same either way. (untested)
+//! * Gap SFS-5: ties in α ("broken arbitrarily") go to the smaller start tag, then
+//!   the smaller client id; on one CPU this is SFQ's (start tag, id) order. (untested)
+//! * Gap SFS-6: no preemption on arrival or wake-up (`Kick` is `None`): the paper
 //!   invokes the scheduler only when a quantum expires or a client blocks.
 //!   For sweeps, [`SfsOptions::preempt`] (unregistered) kicks the CPU whose
 //!   running client has the greatest surplus when a newcomer's is smaller,
-//!   and [`SfsOptions::tie`] can break ties by id alone.
-//! * Gap: the slice is the configured quantum (the paper: Linux's 200 ms);
+//!   and [`SfsOptions::tie`] can break ties by id alone. (test: `sfs_joins_and_wakes_never_kick`)
+//! * Gap SFS-7: the slice is the configured quantum (the paper: Linux's 200 ms);
 //!   `F` is charged with the time actually run, as the host reports it in ns
 //!   (so a client that blocks early is charged exactly, never zero ticks).
-//! * Gap: a waking client restarts with φ = w, then readjustment runs.
-//! * Gap: the heuristic's "first few of the weight queue" means its light end
+//!   (test: `finish_tag_from_actual_run_and_wake_rule`)
+//! * Gap SFS-8: a waking client restarts with φ = w, then readjustment runs. (untested)
+//! * Gap SFS-9: the heuristic's "first few of the weight queue" means its light end
 //!   (the queue is heaviest first; small φ gives small α); "first k" counts
 //!   waiting clients (running ones are skipped in `QS` and `Qw`); the full
 //!   re-sort period, "every so often" in the paper, is 50 picks; candidates
 //!   are ranked by their exact current α.
-//! * Gap: the affinity bias B is not given in the paper; `sfs+affinity` uses
-//!   B = 4. With the heuristic, the B lowest candidates are used.
-//! * Gap: the literal affinity rule can starve (above); `sfs+affinity` prefers
+//!   (test: `heuristic_on_weight_classes_decides_as_on_the_resorted_queue`)
+//! * Gap SFS-10: the affinity bias B is not given in the paper; `sfs+affinity` uses
+//!   B = 4. With the heuristic, the B lowest candidates are used. (test: `affinity_bias`)
+//! * Gap SFS-11: the literal affinity rule can starve (above); `sfs+affinity` prefers
 //!   an affine client only if its surplus is at most the least surplus plus
 //!   one quantum (an exact comparison), which keeps every client live.
-//! * Gap: tags use the crate's 2^-32 ns fixed point in u128 instead of the
+//!   (test: `literal_affinity_rule_starves`)
+//! * Gap SFS-12: tags use the crate's 2^-32 ns fixed point in u128 instead of the
 //!   paper's 10^4 scale in machine words; the horizon (over 10^5 years at
 //!   φ ≥ 1/P, P ≤ 2^20) makes the paper's wraparound rebasing unnecessary.
 //!   Arithmetic that could still overflow on absurd host input saturates.
-//! * Gap: fewer runnable clients than CPUs: readjustment uses P' = min(P, t)
-//!   (see [`crate::readjust`]), so no φ is ever 0.
+//!   (test: `surplus_compares_exactly_where_u128_would_overflow`)
+//! * Gap SFS-13: fewer runnable clients than CPUs: readjustment uses P' = min(P, t)
+//!   (see [`crate::readjust`]), so no φ is ever 0. (untested)
+//! * Gap SFS-14: section 4.3's "each short task ran for 300ms" is read as 300 ms
+//!   of CPU time (`work`), the next task joining the instant the previous one
+//!   has it; the wall-clock reading (`lifetime`) is the `-wall` scenario. The
+//!   paper's Fig. 5 gives no horizon; ours is 120 s (scenarios under
+//!   `scenarios/papers/sfs/frequent-arrivals-4.3*.toml`). (untested)
 //!
 //! Readjustment can be switched off ([`SfsOptions::readjust`], not
 //! registered) to show why it is part of SFS: without it SFS starves a
@@ -186,6 +197,7 @@ use crate::roster::{ClientTable, Roster, Status};
 use crate::scheduler::{Kick, SchedConfig};
 use crate::shell::{Policy, Shell};
 use crate::vtime::{VTime, VT_SCALE};
+use crate::wide::U256;
 
 mod kinetic;
 use kinetic::KineticClasses;
@@ -299,19 +311,15 @@ impl Surplus {
     /// Whether `self ≤ other + ns` nanoseconds of service, exactly.
     pub fn within(&self, other: &Surplus, ns: Time) -> bool {
         // num_a·den_b·lag_a ≤ num_b·den_a·lag_b + ns·2^32·den_a·den_b, in 256 bits.
-        let lhs = wide_mul(self.phi.num as u128 * other.phi.den as u128, self.lag);
-        let rhs = wide_mul(other.phi.num as u128 * self.phi.den as u128, other.lag);
-        let slack = wide_mul(ns as u128 * VT_SCALE, self.phi.den as u128 * other.phi.den as u128);
-        let (lo, carry) = rhs.1.overflowing_add(slack.1);
-        match rhs.0.checked_add(slack.0).and_then(|h| h.checked_add(carry as u128)) {
-            Some(hi) => lhs <= (hi, lo),
-            None => true,
-        }
+        let lhs = U256::mul(self.phi.num as u128 * other.phi.den as u128, self.lag);
+        let rhs = U256::mul(other.phi.num as u128 * self.phi.den as u128, other.lag);
+        let slack = U256::mul(ns as u128 * VT_SCALE, self.phi.den as u128 * other.phi.den as u128);
+        lhs <= rhs.saturating_add(slack)
     }
 
     /// `floor(α)` in ns, for reports (saturates).
     pub fn ns_floor(&self) -> u128 {
-        let (hi, lo) = wide_mul(self.phi.num as u128, self.lag);
+        let (hi, lo) = U256::mul(self.phi.num as u128, self.lag).parts();
         if hi != 0 {
             return u128::MAX;
         }
@@ -343,24 +351,8 @@ impl Ord for Surplus {
         if (a | b | self.lag | other.lag) >> 64 == 0 {
             return (a * self.lag).cmp(&(b * other.lag));
         }
-        wide_mul(a, self.lag).cmp(&wide_mul(b, other.lag))
+        U256::mul(a, self.lag).cmp(&U256::mul(b, other.lag))
     }
-}
-
-/// The 256-bit product of two u128, as (high, low) halves.
-fn wide_mul(a: u128, b: u128) -> (u128, u128) {
-    const LO: u128 = u64::MAX as u128;
-    let (a1, a0) = (a >> 64, a & LO);
-    let (b1, b0) = (b >> 64, b & LO);
-    let p00 = a0 * b0;
-    let p01 = a0 * b1;
-    let p10 = a1 * b0;
-    let p11 = a1 * b1;
-    // Each term below is < 2^64, so `mid` < 3·2^64.
-    let mid = (p00 >> 64) + (p01 & LO) + (p10 & LO);
-    let lo = (p00 & LO) | (mid << 64);
-    let hi = p11 + (p01 >> 64) + (p10 >> 64) + (mid >> 64);
-    (hi, lo)
 }
 
 /// The tag advance `q / φ` in fixed point (the formula of
@@ -969,24 +961,6 @@ impl Policy for SfsPolicy {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn wide_mul_matches_u128_and_carries() {
-        assert_eq!(wide_mul(3, 5), (0, 15));
-        assert_eq!(wide_mul(u128::MAX, 2), (1, u128::MAX - 1));
-        assert_eq!(wide_mul(u128::MAX, u128::MAX), (u128::MAX - 1, 1));
-        assert_eq!(wide_mul(1 << 64, 1 << 64), (1, 0));
-        let (a, b) = (0x1234_5678_9abc_def0_1122_3344_5566_7788u128, 0xffee_ddcc_bbaa_9988_7766_5544_3322_1100u128);
-        // Check (a·b) mod 2^128 and the high part via a split of b.
-        let (hi, lo) = wide_mul(a, b);
-        assert_eq!(lo, a.wrapping_mul(b));
-        let (h1, l1) = wide_mul(a, b >> 1);
-        // a·b = 2·a·(b>>1) + a·(b&1)
-        let dbl_hi = (h1 << 1) | (l1 >> 127);
-        let dbl_lo = l1 << 1;
-        let (lo2, carry) = dbl_lo.overflowing_add(if b & 1 == 1 { a } else { 0 });
-        assert_eq!((hi, lo), (dbl_hi + carry as u128, lo2));
-    }
 
     #[test]
     fn surplus_compares_exactly_where_u128_would_overflow() {

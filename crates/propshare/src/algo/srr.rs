@@ -31,16 +31,16 @@
 //! trailing-zeros instruction); join, leave, block, wake, weight change O(k)
 //! (k ≤ 32 column lists), as in the paper.
 //!
-//! Gap: when k changes (a heavier client arrives, or the heaviest leaves)
+//! Gap SRR-1: when k changes (a heavier client arrives, or the heaviest leaves)
 //! the paper switches to the WSS of the new order; we restart it at its
-//! first term.
-//! Gap: on P CPUs a client running on another CPU is skipped when its turn
+//! first term. (untested)
+//! Gap SRR-2: on P CPUs a client running on another CPU is skipped when its turn
 //! in a column comes (it loses that turn). If 2k + 2 consecutive terms
 //! yield no waiting client, the first waiting client of the highest column
 //! is run, without moving the position in the sequence (this keeps the
-//! scheduler work-conserving and each pick O(k + P)).
-//! Gap: runs shorter than Q count as a full visit (SRR serves packets; we
-//! serve quanta).
+//! scheduler work-conserving and each pick O(k + P)). (untested)
+//! Gap SRR-3: runs shorter than Q count as a full visit (SRR serves packets; we
+//! serve quanta). (untested)
 //!
 //! # `srr+readjust`
 //!
@@ -75,11 +75,12 @@
 //! which skips running clients, serves the others. Section 4.2 pattern:
 //! 1:2:1 under either host ordering (tested).
 //!
-//! Gap: when φ changes mid-pass the client's row changes at once (its new
+//! Gap SRR-4: when φ changes mid-pass the client's row changes at once (its new
 //! share starts with the current pass, the carry dropped); a row change
-//! moves it to the back of its columns.
+//! moves it to the back of its columns. (untested)
 
 use crate::algo::reweigh::{Reweigh, RoundShare};
+use crate::list::{Link, Links, List};
 use crate::model::{ClientId, CpuId, StopReason, Time, Weight};
 use crate::readjust::{Phi, Readjustment};
 use crate::roster::{ClientTable, Roster, Status};
@@ -87,12 +88,6 @@ use crate::scheduler::{Kick, SchedConfig};
 use crate::shell::{Policy, Shell};
 
 const COLUMNS: usize = 32;
-
-#[derive(Clone, Copy, Debug, Default)]
-struct Link {
-    prev: Option<ClientId>,
-    next: Option<ClientId>,
-}
 
 #[derive(Clone, Debug)]
 struct Row {
@@ -109,10 +104,34 @@ impl Row {
     }
 }
 
-#[derive(Clone, Copy, Debug, Default)]
-struct Column {
-    head: Option<ClientId>,
-    tail: Option<ClientId>,
+/// The links of column `b`: each client's link for bit `b`, in its row.
+struct ColumnLinks<'a> {
+    rows: &'a mut ClientTable<Row>,
+    b: usize,
+}
+
+impl ColumnLinks<'_> {
+    fn slot(&mut self, c: ClientId) -> &mut Link {
+        let row = &mut self.rows[c];
+        let s = row.slot(self.b);
+        &mut row.links[s]
+    }
+}
+
+impl Links for ColumnLinks<'_> {
+    fn link(&self, c: ClientId) -> Link {
+        let row = &self.rows[c];
+        row.links[row.slot(self.b)]
+    }
+    fn set_prev(&mut self, c: ClientId, prev: Option<ClientId>) {
+        self.slot(c).set_prev(prev);
+    }
+    fn set_next(&mut self, c: ClientId, next: Option<ClientId>) {
+        self.slot(c).set_next(next);
+    }
+    fn put(&mut self, c: ClientId, link: Link) {
+        *self.slot(c) = link;
+    }
 }
 
 /// Smoothed round robin on one global weight matrix.
@@ -123,7 +142,7 @@ pub type SmoothedRoundRobin = Shell<Srr>;
 pub struct Srr {
     quantum: Time,
     rows: ClientTable<Row>,
-    columns: [Column; COLUMNS],
+    columns: [List; COLUMNS],
     /// Queued clients per order `⌊log2 w⌋`, to know k.
     per_order: [usize; COLUMNS],
     /// k: bits of the largest queued weight (0 if none).
@@ -159,7 +178,7 @@ impl SmoothedRoundRobin {
         let policy = Srr {
             quantum: cfg.quantum,
             rows: ClientTable::new(),
-            columns: [Column::default(); COLUMNS],
+            columns: [List::EMPTY; COLUMNS],
             per_order: [0; COLUMNS],
             order: 0,
             term: 1,
@@ -219,15 +238,10 @@ impl Srr {
         (k - 1 - n.trailing_zeros()) as usize
     }
 
-    fn link(&self, c: ClientId, b: usize) -> Link {
+    /// The client after `c` in column `b`, or `None` after the last.
+    fn after(&self, c: ClientId, b: usize) -> Option<ClientId> {
         let row = &self.rows[c];
-        row.links[row.slot(b)]
-    }
-
-    fn link_mut(&mut self, c: ClientId, b: usize) -> &mut Link {
-        let row = &mut self.rows[c];
-        let s = row.slot(b);
-        &mut row.links[s]
+        row.links[row.slot(b)].next()
     }
 
     /// Restart the WSS at its first term if k changed.
@@ -237,7 +251,7 @@ impl Srr {
             self.order = k;
             self.term = 1;
             self.column = k.saturating_sub(1) as usize;
-            self.next = self.columns[self.column].head;
+            self.next = self.columns[self.column].front();
         }
     }
 
@@ -245,15 +259,9 @@ impl Srr {
     fn insert(&mut self, c: ClientId, bits: u64) {
         self.rows.insert(c, Row { bits, links: vec![Link::default(); bits.count_ones() as usize] });
         for b in (0..COLUMNS).filter(|&b| bits >> b & 1 == 1) {
-            let tail = self.columns[b].tail;
-            *self.link_mut(c, b) = Link { prev: tail, next: None };
-            match tail {
-                Some(t) => self.link_mut(t, b).next = Some(c),
-                None => self.columns[b].head = Some(c),
-            }
-            self.columns[b].tail = Some(c);
+            self.columns[b].push_back(&mut ColumnLinks { rows: &mut self.rows, b }, c);
             // A column being served whose walk had ended picks the new client up.
-            if b == self.column && self.next.is_none() && self.columns[b].head == Some(c) {
+            if b == self.column && self.next.is_none() && self.columns[b].front() == Some(c) {
                 self.next = Some(c);
             }
         }
@@ -263,23 +271,15 @@ impl Srr {
 
     /// Take `c` out of every column.
     fn remove(&mut self, c: ClientId) {
-        let Some(row) = self.rows.remove(c) else { return };
-        for (i, b) in (0..COLUMNS).filter(|&b| row.bits >> b & 1 == 1).enumerate() {
-            let l = row.links[i];
+        let Some(&Row { bits, .. }) = self.rows.get(c) else { return };
+        for b in (0..COLUMNS).filter(|&b| bits >> b & 1 == 1) {
             if b == self.column && self.next == Some(c) {
-                self.next = l.next;
+                self.next = self.after(c, b);
             }
-            match l.prev {
-                Some(p) => self.link_mut(p, b).next = l.next,
-                None => self.columns[b].head = l.next,
-            }
-            match l.next {
-                Some(n) => self.link_mut(n, b).prev = l.prev,
-                None => self.columns[b].tail = l.prev,
-            }
+            self.columns[b].remove(&mut ColumnLinks { rows: &mut self.rows, b }, c);
         }
-        let order = 63 - row.bits.leading_zeros() as usize;
-        self.per_order[order] -= 1;
+        self.rows.remove(c);
+        self.per_order[63 - bits.leading_zeros() as usize] -= 1;
         self.update_order();
     }
 
@@ -291,7 +291,7 @@ impl Srr {
             self.new_pass(r);
         }
         self.column = Self::column_of_term(self.order, self.term);
-        self.next = self.columns[self.column].head;
+        self.next = self.columns[self.column].front();
     }
 
     fn choose(&mut self, r: &Roster) -> Option<ClientId> {
@@ -303,7 +303,7 @@ impl Srr {
         while terms <= 2 * self.order + 2 {
             match self.next {
                 Some(c) => {
-                    self.next = self.link(c, self.column).next;
+                    self.next = self.after(c, self.column);
                     if waiting(c) {
                         return Some(c);
                     }
@@ -316,12 +316,12 @@ impl Srr {
         }
         // Every client met was running on another CPU (P > 1 only).
         (0..COLUMNS).rev().find_map(|b| {
-            let mut at = self.columns[b].head;
+            let mut at = self.columns[b].front();
             while let Some(c) = at {
                 if waiting(c) {
                     return Some(c);
                 }
-                at = self.link(c, b).next;
+                at = self.after(c, b);
             }
             None
         })
@@ -394,13 +394,13 @@ impl Policy for Srr {
             (0..COLUMNS).filter(|&b| row.bits >> b & 1 == 1).for_each(|b| per_column[b] += 1);
         }
         for (b, &expected) in per_column.iter().enumerate() {
-            let (mut at, mut n) = (self.columns[b].head, 0);
+            let (mut at, mut n) = (self.columns[b].front(), 0);
             while let Some(c) = at {
                 if self.rows.get(c).is_none_or(|row| row.bits >> b & 1 == 0) {
                     return Err(format!("SRR-1: {c} in column {b} without that bit"));
                 }
                 n += 1;
-                at = self.link(c, b).next;
+                at = self.after(c, b);
             }
             if n != expected {
                 return Err(format!("SRR-1: column {b} holds {n} clients, {expected} rows have its bit"));

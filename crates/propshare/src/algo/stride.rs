@@ -42,11 +42,11 @@
 //! Cost: pick, stop, join, leave, block, wake O(log N) (a B-tree by pass);
 //! readjustment adds O(P log N) per event.
 //!
-//! Gap: the paper's global pass advances per quantum on one processor; on P
-//! CPUs we advance it at the fluid rate `P'/Σφ` (the GMS virtual time).
-//! Gap: `remain · stride'/stride` is computed exactly in 128 bits and
+//! Gap STRIDE-1: the paper's global pass advances per quantum on one processor; on P
+//! CPUs we advance it at the fluid rate `P'/Σφ` (the GMS virtual time). (untested)
+//! Gap STRIDE-2: `remain · stride'/stride` is computed exactly in 128 bits and
 //! saturates if it would overflow (strides near 2^98, far beyond any real
-//! quantum and weight).
+//! quantum and weight). (untested)
 
 use std::collections::BTreeSet;
 

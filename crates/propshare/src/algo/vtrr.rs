@@ -65,7 +65,7 @@
 //! O(log N) (finding the place in share order, a B-tree beside the list; the
 //! GR3 paper gives O(log N) for VTRR's insert); leave, block, stop O(1).
 //!
-//! Gap: the VTRR paper's text beyond its abstract and introduction was not
+//! Gap VTRR-1: the VTRR paper's text beyond its abstract and introduction was not
 //! available. The stored copy of its HTML (static.usenix.org,
 //! `usenix01/full_papers/nieh/nieh_html/index.html`) answers every search
 //! with the page's opening only, and no other copy, summary or authors'
@@ -73,26 +73,27 @@
 //! section or figure of the VTRR paper is cited for them, and the worked
 //! examples (shares 3, 2, 1 give the cycle A B C A B A; 2, 2, 1 show the
 //! counter rule; `tests/baselines.rs`, step by step) are ours, not the
-//! paper's.
-//! Gap: cross-check only against a public student implementation (a 2020
+//! paper's. (untested)
+//! Gap VTRR-2: cross-check only against a public student implementation (a 2020
 //! hobby RTOS's `vtrr.c`), which has the same three-way choice (next client
 //! if its counter is larger, else a virtual-time test, else the head; its
 //! test reads the current client's VFT, not the next one's) and gives a client joining mid-cycle `⌊S_C · left/S_T⌋` quanta
-//! (`left` the quanta left in the cycle); we keep the rule below.
-//! Gap: the counter of a client that joins or wakes mid-cycle: `min(share,
+//! (`left` the quanta left in the cycle); we keep the rule below. (untested)
+//! Gap VTRR-3: the counter of a client that joins or wakes mid-cycle: `min(share,
 //! counter of the client before it)`, raised to the counter of the client
 //! after it: the largest value that keeps the time-counter invariant. So a
 //! client that blocks and wakes within a cycle can get back counter it had
 //! used (tested: `vtrr_counter_rule_decides_after_wakes`).
-//! Gap: a waking client gets `VFT = max(VFT_last, QVT + Q/S)` (fair
+//! (test: `vtrr_counter_rule_decides_after_wakes`)
+//! Gap VTRR-4: a waking client gets `VFT = max(VFT_last, QVT + Q/S)` (fair
 //! queueing's rule, so sleeping earns no credit); a weight change keeps the
-//! virtual start `VFT − Q/S_old` and sets `VFT = start + Q/S_new`.
-//! Gap: if the client the walk stands on leaves the queue (blocks, leaves,
-//! changes weight), the walk restarts at the head of the queue.
-//! Gap: on P CPUs clients running on other CPUs are skipped by the walk; if
+//! virtual start `VFT − Q/S_old` and sets `VFT = start + Q/S_new`. (untested)
+//! Gap VTRR-5: if the client the walk stands on leaves the queue (blocks, leaves,
+//! changes weight), the walk restarts at the head of the queue. (untested)
+//! Gap VTRR-6: on P CPUs clients running on other CPUs are skipped by the walk; if
 //! no waiting client has a counter left, a new cycle starts (counters of
 //! running clients are reset too). A run shorter than Q counts as one
-//! quantum for the counter (the counters count selections).
+//! quantum for the counter (the counters count selections). (untested)
 //!
 //! # `vtrr+readjust`
 //!
@@ -125,15 +126,16 @@
 //! ([`Reweigh::waiting_capped`]; cursor and counter untouched, VFT charged
 //! as usual). Section 4.2 pattern: 1:2:1 under either host ordering (tested).
 //!
-//! Gap: a φ change rescales VFT as a weight change does (virtual start
+//! Gap VTRR-7: a φ change rescales VFT as a weight change does (virtual start
 //! kept) but leaves the current counter alone: the new φ reaches the
-//! counter at the next cycle.
+//! counter at the next cycle. (untested)
 
 use std::cmp::Reverse;
 use std::collections::BTreeSet;
 use std::ops::Bound;
 
 use crate::algo::reweigh::{same_phi, Reweigh, RoundShare};
+use crate::list::{Link, Links, List};
 use crate::model::{ClientId, CpuId, StopReason, Time, Weight};
 use crate::readjust::{Phi, Readjustment};
 use crate::roster::{ClientTable, Roster, Status};
@@ -143,6 +145,7 @@ use crate::vtime::{tag_delta, VTime, VirtualClock};
 
 #[derive(Clone, Copy, Debug)]
 struct Client {
+    /// Its run-queue links (`None` while not queued).
     prev: Option<ClientId>,
     next: Option<ClientId>,
     /// Place among equal shares (arrival order).
@@ -157,6 +160,29 @@ struct Client {
     queued: bool,
 }
 
+/// A client's run-queue links are fields of its entry.
+impl Links for ClientTable<Client> {
+    #[inline]
+    fn link(&self, c: ClientId) -> Link {
+        let e = &self[c];
+        Link::new(e.prev, e.next)
+    }
+    #[inline]
+    fn set_prev(&mut self, c: ClientId, prev: Option<ClientId>) {
+        self[c].prev = prev;
+    }
+    #[inline]
+    fn set_next(&mut self, c: ClientId, next: Option<ClientId>) {
+        self[c].next = next;
+    }
+    #[inline]
+    fn take(&mut self, c: ClientId) -> Link {
+        let link = self.link(c);
+        (self[c].prev, self[c].next) = (None, None);
+        link
+    }
+}
+
 /// Virtual-time round robin on one global run queue.
 pub type Vtrr = Shell<VtrrPolicy>;
 
@@ -168,8 +194,8 @@ pub struct VtrrPolicy {
     clients: ClientTable<Client>,
     /// The run queue's order: share descending, then arrival.
     order: BTreeSet<(Reverse<Weight>, u64, ClientId)>,
-    head: Option<ClientId>,
-    tail: Option<ClientId>,
+    /// The run queue in that order.
+    queue: List,
     next_seq: u64,
     /// The client the walk stands on (the one chosen last).
     cursor: Option<ClientId>,
@@ -200,8 +226,7 @@ impl Vtrr {
             qvt: VirtualClock::default(),
             clients: ClientTable::new(),
             order: BTreeSet::new(),
-            head: None,
-            tail: None,
+            queue: List::EMPTY,
             next_seq: 0,
             cursor: None,
             readjustment: Readjustment::EMPTY,
@@ -234,26 +259,17 @@ impl VtrrPolicy {
         let after = self.order.range((Bound::Excluded(key), Bound::Unbounded)).next().map(|k| k.2);
         self.order.insert(key);
         let before = match after {
-            Some(a) => self.clients[a].prev,
-            None => self.tail,
+            Some(a) => self.queue.prev(&self.clients, a),
+            None => self.queue.back(),
         };
         let cap_above = before.map_or(u64::MAX, |b| self.clients[b].counter);
         let floor_below = after.map_or(0, |a| self.clients[a].counter);
         let counter = self.clients[c].share.floor(1).min(max_counter).min(cap_above).max(floor_below);
         let e = &mut self.clients[c];
-        e.prev = before;
-        e.next = after;
         e.seq = seq;
         e.counter = counter;
         e.queued = true;
-        match before {
-            Some(b) => self.clients[b].next = Some(c),
-            None => self.head = Some(c),
-        }
-        match after {
-            Some(a) => self.clients[a].prev = Some(c),
-            None => self.tail = Some(c),
-        }
+        self.queue.insert_before(&mut self.clients, after, c);
     }
 
     /// Take `c` (weight `w`) out of the run queue.
@@ -263,18 +279,8 @@ impl VtrrPolicy {
             return;
         }
         self.order.remove(&(Reverse(w), e.seq, c));
-        match e.prev {
-            Some(p) => self.clients[p].next = e.next,
-            None => self.head = e.next,
-        }
-        match e.next {
-            Some(n) => self.clients[n].prev = e.prev,
-            None => self.tail = e.prev,
-        }
-        let e = &mut self.clients[c];
-        e.prev = None;
-        e.next = None;
-        e.queued = false;
+        self.queue.remove(&mut self.clients, c);
+        self.clients[c].queued = false;
         if self.cursor == Some(c) {
             self.cursor = None;
         }
@@ -286,19 +292,19 @@ impl VtrrPolicy {
             if r.status(c) == Ok(Status::Runnable) {
                 return Some(c);
             }
-            from = self.clients[c].next;
+            from = self.queue.next(&self.clients, c);
         }
         None
     }
 
     /// The first waiting client from the head with a counter left.
     fn first_with_counter(&self, r: &Roster) -> Option<ClientId> {
-        let mut from = self.head;
+        let mut from = self.queue.front();
         while let Some(c) = self.first_waiting(r, from) {
             if self.clients[c].counter > 0 {
                 return Some(c);
             }
-            from = self.clients[c].next;
+            from = self.queue.next(&self.clients, c);
         }
         None
     }
@@ -317,11 +323,11 @@ impl VtrrPolicy {
     /// A new scheduling cycle ([recalled]): every counter back to the share
     /// (whole quanta; a rational φ is paid by `RoundShare`); the walk restarts.
     fn new_cycle(&mut self) {
-        let mut at = self.head;
+        let mut at = self.queue.front();
         while let Some(c) = at {
             let e = &mut self.clients[c];
             e.counter = e.share.next_round(1);
-            at = e.next;
+            at = self.queue.next(&self.clients, c);
         }
         self.cursor = None;
     }
@@ -333,7 +339,7 @@ impl VtrrPolicy {
     fn choose(&mut self, r: &Roster) -> Option<ClientId> {
         if let Some(cur) = self.cursor {
             let cur_counter = self.clients[cur].counter;
-            if let Some(n) = self.first_waiting(r, self.clients[cur].next) {
+            if let Some(n) = self.first_waiting(r, self.queue.next(&self.clients, cur)) {
                 let counter = self.clients[n].counter;
                 // Time-counter invariant first, then the VFT inequality.
                 if counter > 0 && (counter > cur_counter || self.vft_allows(n)) {
@@ -442,12 +448,7 @@ impl Policy for VtrrPolicy {
     /// along the queue, is a rule of the walk, not a state invariant here:
     /// the VFT test and P > 1 leave later clients with larger counters.)
     fn check_invariants(&self, r: &Roster) -> Result<(), String> {
-        let mut listed = Vec::new();
-        let mut at = self.head;
-        while let Some(c) = at {
-            listed.push(c);
-            at = self.clients[c].next;
-        }
+        let listed: Vec<ClientId> = self.queue.iter(&self.clients).collect();
         let ordered: Vec<ClientId> = self.order.iter().map(|k| k.2).collect();
         if listed != ordered || listed.len() != r.runnable() {
             return Err(format!(

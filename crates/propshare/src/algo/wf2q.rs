@@ -36,19 +36,19 @@
 //! to the finish-ordered set at most once per quantum), join, leave, block,
 //! wake, stop O(log N); with readjustment each change adds O(P log N).
 //!
-//! Gap: the papers have one server; we take `r_i = φ_i` and the fluid rate
+//! Gap WF2Q-1: the papers have one server; we take `r_i = φ_i` and the fluid rate
 //! `P'/Σφ` (`(P'-m)/R` with readjustment) as the "elapsed work" term, so V
-//! is the GPS/GMS virtual time whenever it is not pulled up.
-//! Gap: V is pulled up to `min S` at selections only, over the *queued*
+//! is the GPS/GMS virtual time whenever it is not pulled up. (untested)
+//! Gap WF2Q-2: V is pulled up to `min S` at selections only, over the *queued*
 //! clients. On one CPU a selection happens only when nothing runs, so B is
 //! exactly the queued set there and this is the paper's rule; at other
 //! events (a stop, an arrival while a client runs) the client in service is
 //! not queued, and pulling V up to the others' start tags would wrongly skip
 //! it (a test caught exactly that: weights 17:1 ran the heavy client 0.94 Q
 //! ahead). On P CPUs it guarantees that some queued client is eligible at
-//! every pick, so the scheduler is work-conserving.
-//! Gap: a quantum that ends early is charged its real length (the paper's
-//! packets have known lengths); the next quantum is tagged as a full Q.
+//! every pick, so the scheduler is work-conserving. (untested)
+//! Gap WF2Q-3: a quantum that ends early is charged its real length (the paper's
+//! packets have known lengths); the next quantum is tagged as a full Q. (untested)
 
 use std::collections::BTreeSet;
 

@@ -23,9 +23,9 @@
 //! readjusted weight φ of [`crate::readjust`], and V advances at
 //! `(P' - m) / R`.
 //!
-//! Gap: on P > 1 CPUs there is no single "WFQ"; we use the GMS virtual time
+//! Gap WFQ-1: on P > 1 CPUs there is no single "WFQ"; we use the GMS virtual time
 //! with the plain (not readjusted) weights, which is what the GR3 and SFS
-//! papers compare against as WFQ on an SMP.
+//! papers compare against as WFQ on an SMP. (untested)
 //!
 //! Cost: pick, stop, join, leave, block, wake O(log N) (a B-tree); with
 //! readjustment each runnable-set change adds O(P log N) for re-keying the at

@@ -24,17 +24,17 @@
 //!
 //! Cost: O(1) for every operation (intrusive list).
 //!
-//! Gap: the GR3 paper's WRR varies the quantum length (one slice of `w·Q`);
+//! Gap WRR-1: the GR3 paper's WRR varies the quantum length (one slice of `w·Q`);
 //! we give the same service as `w` consecutive slices of Q, so that the host's
 //! quantum timer and the contract's "slice ≤ Q" reading hold and a weight
 //! change or block takes effect within one quantum. On one CPU the service
-//! curve is identical.
-//! Gap: an overrun (a run longer than the allowance) is forgiven, not
-//! carried into the next turn (DRR would carry it).
-//! Gap: a client that blocks in the middle of its turn forfeits the rest;
-//! a weight change clamps the rest of the current turn to the new `w·Q`.
-//! Gap: on P CPUs a client continuing its turn is put at the front, so the
-//! next idle CPU runs it; other CPUs serve the clients behind it meanwhile.
+//! curve is identical. (untested)
+//! Gap WRR-2: an overrun (a run longer than the allowance) is forgiven, not
+//! carried into the next turn (DRR would carry it). (untested)
+//! Gap WRR-3: a client that blocks in the middle of its turn forfeits the rest;
+//! a weight change clamps the rest of the current turn to the new `w·Q`. (untested)
+//! Gap WRR-4: on P CPUs a client continuing its turn is put at the front, so the
+//! next idle CPU runs it; other CPUs serve the clients behind it meanwhile. (untested)
 //!
 //! # `wrr+readjust`
 //!
@@ -64,7 +64,7 @@
 //! the queue ([`Reweigh::waiting_capped`]); its turns are charged as usual.
 //! Section 4.2 pattern: 1:2:1 under either host ordering (tested).
 //!
-//! Gap: the carried remainder (under 1 ns) is dropped when φ changes.
+//! Gap WRR-5: the carried remainder (under 1 ns) is dropped when φ changes. (untested)
 //!
 //! Invariants: WRR-1, the queue holds exactly the runnable clients that are
 //! not running; WRR-2, every client present has a turn, and no other.

@@ -29,6 +29,7 @@
 use std::collections::BTreeSet;
 use std::fmt::Debug;
 
+use crate::list::{Link, List};
 use crate::model::{ClientId, Time, Weight};
 use crate::readjust::Phi;
 use crate::roster::ClientTable;
@@ -95,51 +96,10 @@ pub trait LocalQueue: Debug + Default {
     fn in_order<'a>(&'a self, links: &'a Self::Links) -> impl Iterator<Item = ClientId> + 'a;
 }
 
-/// A client's neighbours in its round-robin queue.
-#[derive(Clone, Copy, Debug)]
-pub struct Link {
-    prev: Option<ClientId>,
-    next: Option<ClientId>,
-}
-
 /// Round robin: an intrusive FIFO (links in the shared per-client table),
 /// weights ignored by the local order.
 #[derive(Clone, Debug, Default)]
-pub struct RoundRobinQueue {
-    head: Option<ClientId>,
-    tail: Option<ClientId>,
-    len: usize,
-}
-
-impl RoundRobinQueue {
-    fn push_back(&mut self, links: &mut ClientTable<Link>, c: ClientId) {
-        debug_assert!(links.get(c).is_none(), "{c} queued twice");
-        links.insert(c, Link { prev: self.tail, next: None });
-        match self.tail {
-            Some(t) => links[t].next = Some(c),
-            None => self.head = Some(c),
-        }
-        self.tail = Some(c);
-        self.len += 1;
-    }
-
-    /// Remove `c`, which must be in this queue.
-    fn remove(&mut self, links: &mut ClientTable<Link>, c: ClientId) {
-        let Some(link) = links.remove(c) else {
-            debug_assert!(false, "{c} is not queued");
-            return;
-        };
-        match link.prev {
-            Some(p) => links[p].next = link.next,
-            None => self.head = link.next,
-        }
-        match link.next {
-            Some(n) => links[n].prev = link.prev,
-            None => self.tail = link.prev,
-        }
-        self.len -= 1;
-    }
-}
+pub struct RoundRobinQueue(List);
 
 impl LocalQueue for RoundRobinQueue {
     type Key = ();
@@ -150,28 +110,29 @@ impl LocalQueue for RoundRobinQueue {
         1
     }
     fn len(&self) -> usize {
-        self.len
+        self.0.len()
     }
     fn enter(&mut self, links: &mut Self::Links, c: ClientId, _key: &mut ()) {
-        self.push_back(links, c);
+        self.0.push_back(links, c);
     }
     fn exit(&mut self, links: &mut Self::Links, c: ClientId, _key: &mut ()) {
-        self.remove(links, c);
+        debug_assert!(links.get(c).is_some(), "{c} is not queued");
+        if links.get(c).is_some() {
+            self.0.remove(links, c);
+        }
     }
     fn take_next(&mut self, links: &mut Self::Links) -> Option<ClientId> {
-        let c = self.head?;
-        self.remove(links, c);
-        Some(c)
+        self.0.pop_front(links)
     }
     fn put_back(&mut self, links: &mut Self::Links, c: ClientId, _key: &mut ()) {
-        self.push_back(links, c);
+        self.0.push_back(links, c);
     }
     fn release(&mut self, _key: &mut ()) {}
     fn adopt(&mut self, _key: &mut ()) {}
     fn charge(_key: &mut (), _ran: Time, _w: Weight) {}
     fn rescale(_key: &mut (), _old: Weight, _new: Weight) {}
     fn in_order<'a>(&'a self, links: &'a Self::Links) -> impl Iterator<Item = ClientId> + 'a {
-        std::iter::successors(self.head, move |&c| links.get(c).and_then(|l| l.next))
+        self.0.iter(links)
     }
 }
 
@@ -275,7 +236,7 @@ mod tests {
 
     #[test]
     fn round_robin_is_fifo_with_shared_links() {
-        let mut links = ClientTable::new();
+        let mut links = ClientTable::<Link>::new();
         let (mut q, mut r) = (RoundRobinQueue::default(), RoundRobinQueue::default());
         for i in 0..3 {
             q.enter(&mut links, ClientId(i), &mut ());

@@ -56,10 +56,11 @@ use std::cmp::Ordering;
 use std::collections::{BTreeMap, BTreeSet};
 use std::ops::Bound::{Excluded, Unbounded};
 
-use super::{wide_mul, Queued, Tie};
+use super::{Queued, Tie};
 use crate::model::ClientId;
 use crate::readjust::Phi;
 use crate::vtime::VTime;
+use crate::wide::U256;
 
 /// A certificate that never fails.
 const NEVER: VTime = VTime::MAX;
@@ -431,8 +432,8 @@ impl KineticClasses {
         }
         let lag = |q: &Queued| q.start.saturating_sub(self.at);
         // gap ≥ 0: the winner orders first now, so A·lag_l ≥ B·lag_w.
-        let gap = sub_wide(wide_mul(a, lag(loser)), wide_mul(b, lag(winner)));
-        let Some((quotient, rest)) = div_wide(gap, a - b) else { return NEVER };
+        let gap = U256::mul(a, lag(loser)).wrapping_sub(U256::mul(b, lag(winner)));
+        let Some((quotient, rest)) = gap.div_rem_u128(a - b) else { return NEVER };
         let wins_tie = (loser.tie_key(self.tie), loser.client) < (winner.tie_key(self.tie), winner.client);
         let delta = if rest == 0 && wins_tie { Some(quotient) } else { quotient.checked_add(1) };
         delta.and_then(|d| self.at.checked_add(d)).unwrap_or(NEVER)
@@ -447,64 +448,9 @@ enum Source {
     Member(usize),
 }
 
-/// `x − y` for 256-bit (high, low) pairs with x ≥ y.
-fn sub_wide(x: (u128, u128), y: (u128, u128)) -> (u128, u128) {
-    let (lo, borrow) = x.1.overflowing_sub(y.1);
-    (x.0.wrapping_sub(y.0).wrapping_sub(borrow as u128), lo)
-}
-
-/// The quotient and remainder of a 256-bit (high, low) number by a
-/// nonzero u128; `None` if the quotient does not fit in 128 bits.
-fn div_wide((hi, lo): (u128, u128), d: u128) -> Option<(u128, u128)> {
-    if hi >= d {
-        return None;
-    }
-    if hi == 0 {
-        return Some((lo / d, lo % d));
-    }
-    // Restoring long division, one bit at a time; rem < d throughout.
-    let (mut rem, mut quotient) = (hi, 0u128);
-    for bit in (0..128).rev() {
-        let carry = rem >> 127;
-        rem = (rem << 1) | ((lo >> bit) & 1);
-        if carry == 1 || rem >= d {
-            rem = rem.wrapping_sub(d);
-            quotient |= 1 << bit;
-        }
-    }
-    Some((quotient, rem))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn div_wide_is_exact() {
-        assert_eq!(div_wide((0, 17), 5), Some((3, 2)));
-        assert_eq!(div_wide((1, 0), 2), Some((1 << 127, 0)));
-        assert_eq!(div_wide((1, 0), 1), None);
-        // (2^128 + 5) = 3·q + r
-        let (q, r) = div_wide((1, 5), 3).unwrap();
-        let (hi, lo) = wide_mul(q, 3);
-        let (lo, carry) = lo.overflowing_add(r);
-        assert_eq!((hi + carry as u128, lo), (1, 5));
-        assert!(r < 3);
-        // A large divisor: (d−1)·2^128 + x divided by d.
-        let d = u128::MAX - 12345;
-        let x = 0xdead_beef_u128 << 90;
-        let (q, r) = div_wide((d - 1, x), d).unwrap();
-        let (hi, lo) = wide_mul(q, d);
-        let (lo, carry) = lo.overflowing_add(r);
-        assert_eq!((hi + carry as u128, lo), (d - 1, x));
-        assert!(r < d);
-    }
-
-    #[test]
-    fn sub_wide_borrows() {
-        assert_eq!(sub_wide((1, 0), (0, 1)), (0, u128::MAX));
-        assert_eq!(sub_wide((5, 7), (2, 3)), (3, 4));
-    }
 
     fn q(client: u32, phi: u64, start: VTime) -> Queued {
         Queued { client: ClientId(client), phi: Phi::whole(phi), start }
