@@ -39,6 +39,7 @@
 use std::borrow::Cow;
 use std::fmt::Debug;
 
+use crate::algo::reweigh::Reweigh;
 use crate::model::{ClientId, CpuId, SchedError, StopReason, Time, Weight};
 use crate::readjust::{Phi, Readjustment};
 use crate::roster::{Roster, Status};
@@ -152,6 +153,42 @@ impl<P: Policy> Shell<P> {
                 panic!("{}: invariant broken by {event}: {e}", self.name);
             }
         }
+    }
+}
+
+/// A baseline in the three registry variants: plain, over readjusted
+/// weights (`+readjust`: the shell readjusts) and with the dedicated-CPU rule
+/// (`+readjust+dedicate`: a waiting capped client runs first). Implementing
+/// it gives the scheduler the constructors `new`, `with_readjustment` and
+/// `with_dedicated_cpus`.
+pub trait Variants: Policy + Sized {
+    /// The registry names of the plain, readjusted and dedicated variants.
+    const NAMES: [&'static str; 3];
+    /// The policy's empty state for the machine `cfg`.
+    fn fresh(cfg: &SchedConfig) -> Self;
+}
+
+impl<P: Variants> Shell<P> {
+    /// The plain variant.
+    pub fn new(cfg: SchedConfig) -> Self {
+        Self::variant(cfg, Reweigh::new(false))
+    }
+
+    /// Over readjusted weights (SFS paper section 2.9: "replace w by φ").
+    pub fn with_readjustment(cfg: SchedConfig) -> Self {
+        Self::variant(cfg, Reweigh::new(true))
+    }
+
+    /// Readjusted, and a waiting capped client runs first (its share is
+    /// exactly one CPU).
+    pub fn with_dedicated_cpus(cfg: SchedConfig) -> Self {
+        Self::variant(cfg, Reweigh::dedicating())
+    }
+
+    fn variant(cfg: SchedConfig, reweigh: Reweigh) -> Self {
+        debug_assert_eq!(cfg.validate(), Ok(()), "an invalid SchedConfig reached an algorithm");
+        let name = reweigh.variant(P::NAMES);
+        Shell::with_roster(name, Roster::with_readjustment(cfg.cpus, reweigh), P::fresh(&cfg))
     }
 }
 

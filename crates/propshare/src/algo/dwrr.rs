@@ -21,18 +21,18 @@
 //! * **Round slicing (3.2.1).** A client whose cumulative runtime in the round
 //!   reaches its round slice is preempted and moved to round-expired.
 //! * **Round balancing (3.2.2)**, when p's round-active becomes empty
-//!   ([`Dwrr::round_balance`]):
+//!   ([`DwrrPolicy::round_balance`]):
 //!   - Step 1, if `round(p) = highest` or p's round-expired is empty: find
 //!     clients that are not running and are in round `highest` (round-active
 //!     of a CPU in round `highest`) or `highest-1` (round-active or
 //!     round-expired of a CPU in round `highest-1`), never those that finished
 //!     round `highest`; move some to p's round-active. The authors' policy:
 //!     ⌈X/2⌉ of the X clients in the round-expired queue of the first CPU in
-//!     round `highest-1` ([`Dwrr::steal_expired_half`]), and from the most
+//!     round `highest-1` ([`DwrrPolicy::steal_expired_half`]), and from the most
 //!     loaded CPU in round `highest` or `highest-1` (round-active load only)
-//!     as many as bring p up to the average load ([`Dwrr::steal_to_average`]).
+//!     as many as bring p up to the average load ([`DwrrPolicy::steal_to_average`]).
 //!   - Step 2, if p's round-active is still empty: swap round-active and
-//!     round-expired ([`Dwrr::advance_round`]); if the new round-active is
+//!     round-expired ([`DwrrPolicy::advance_round`]); if the new round-active is
 //!     empty p is idle and `round(p) = 0`, else `round(p) += 1` and `highest`
 //!     is raised to it.
 //! * **Arrival and wake-up (3.2.3).** The client goes to the round-active of
@@ -53,7 +53,7 @@
 //!
 //! One [`CpuPart`] per CPU (round, the two queues, the running client, their
 //! loads) and the global [`Highest`]. Every cross-CPU step is a named function
-//! between two per-CPU parts: [`Dwrr::migrate`] and the stealing policies built
+//! between two per-CPU parts: [`DwrrPolicy::migrate`] and the stealing policies built
 //! on it. Per-client state (weight, `used`, owner, local key, round-robin
 //! links) is in dense [`ClientTable`]s, O(N) in all rather than per CPU;
 //! in a concurrent host an entry is guarded by its owner CPU's lock.
@@ -65,7 +65,7 @@
 //! * `pick` with an empty round-active: round balancing, one O(P) survey of
 //!   the other CPUs plus O(log n) per client moved (O(n) to choose them by
 //!   load), and an O(1) queue swap. About once per CPU per round;
-//!   [`Dwrr::balancing_steps`] counts them, and `propshare bench` times them
+//!   [`DwrrPolicy::balancing_steps`] counts them, and `propshare bench` times them
 //!   apart from the other decisions (about 3 ns per CPU surveyed).
 //! * `stopped`: O(1) / O(log n) (requeue or expiry).
 //! * `join`, `wake`: O(P) placement scan plus one local insert.
@@ -125,7 +125,7 @@
 //! * Gap DWRR-16: (notes A10) not strictly work-conserving: a CPU may idle while the only
 //!   waiting clients sit in the round-expired queue of a CPU in round
 //!   `highest` (until that CPU advances, at most `w_max·B`), so
-//!   [`Scheduler::work_conserving`] is false. (untested)
+//!   [`Scheduler::work_conserving`](crate::Scheduler::work_conserving) is false. (untested)
 //! * Gap DWRR-17: (notes A8) no affinity masks, no real-time class, no hotplug. (untested)
 //! * Gap DWRR-18: (Theorem 1 under churn) the proof assumes a fixed runnable set;
 //!   with arrivals the bound does not hold, since every arrival gets a whole
@@ -412,7 +412,7 @@ impl<L: LocalQueue> DwrrPolicy<L> {
     }
 
     /// Round-balancing steps so far: picks that found round-active empty
-    /// and ran [`Dwrr::round_balance`] (what the benchmark times apart).
+    /// and ran [`DwrrPolicy::round_balance`] (what the benchmark times apart).
     pub fn balancing_steps(&self) -> u64 {
         self.balancing_steps
     }

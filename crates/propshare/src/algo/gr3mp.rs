@@ -1,5 +1,5 @@
 //! GR3MP: GR3 on P CPUs from one central queue, with frontlogs (Caprita et
-//! al., USENIX ATC 2005, section 3). This is the [`Scheduler`] for all four
+//! al., USENIX ATC 2005, section 3). This is the [`Scheduler`](crate::Scheduler) for all four
 //! registry names: `gr3` and `gr3mp` (the paper's rules), `gr3+fairjoin` and
 //! `gr3mp+fairjoin` (the predecessor rescale of [`RescaleRule::Predecessor`]).
 //! The central queue, its groups, lazy removal and readjustment are in

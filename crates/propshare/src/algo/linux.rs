@@ -21,9 +21,9 @@
 //! exactly one runqueue while runnable (`task_cpu`) and remembers the last one
 //! while blocked. The policy ([`FairRq`]) decides the order *inside* a
 //! runqueue; everything between runqueues is here, as named operations
-//! between two per-CPU parts: [`LinuxSched::migrate`] (detach from one
-//! runqueue, attach to another), [`LinuxSched::load_balance`] and
-//! [`LinuxSched::newidle_balance`].
+//! between two per-CPU parts: [`LinuxPolicy::migrate`] (detach from one
+//! runqueue, attach to another), [`LinuxPolicy::load_balance`] and
+//! [`LinuxPolicy::newidle_balance`].
 //!
 //! # Wake-up placement (`select_task_rq_fair`)
 //!
@@ -43,7 +43,7 @@
 //! one included); a CPU is *overloaded* when it has at least two runnable
 //! clients (one waits), *fully busy* with one, *has spare* with none.
 //!
-//! * **Periodic** ([`LinuxSched::load_balance`]): every
+//! * **Periodic** ([`LinuxPolicy::load_balance`]): every
 //!   [`Tunables::balance_interval`] (default [`BALANCE_INTERVAL`] = 4 ms)
 //!   each CPU, as `this`, looks for the busiest CPU: the overloaded CPU with
 //!   the highest load (only an overloaded CPU has a task that can move; the
@@ -60,11 +60,11 @@
 //!     run, at most `nr_migrate` = 32 of them, skipping the running one and
 //!     any whose weight exceeds what is left of the imbalance, and moves the
 //!     rest, subtracting each weight.
-//! * **New-idle** ([`LinuxSched::newidle_balance`]): a CPU whose queue is
+//! * **New-idle** ([`LinuxPolicy::newidle_balance`]): a CPU whose queue is
 //!   empty when asked to pick pulls one task from the busiest overloaded CPU
 //!   first. Since every waiting task sits on an overloaded CPU, this makes the
 //!   scheduler work-conserving: no CPU is idle while a task waits after the
-//!   host has polled its idle CPUs ([`Scheduler::work_conserving`] is true).
+//!   host has polled its idle CPUs ([`Scheduler::work_conserving`](crate::Scheduler::work_conserving) is true).
 //!
 //! * **Failed-balance relaxation** (option, `cfs+lbfail` / `eevdf+lbfail`,
 //!   [`Tunables::balance_failed_relax`]): as `sd->nr_balance_failed` does
@@ -82,7 +82,7 @@
 //!
 //! # `cfs+readjust`, `eevdf+readjust`
 //!
-//! [`LinuxSched::with_readjustment`] runs the policy and the balancer over
+//! `LinuxSched::with_readjustment` runs the policy and the balancer over
 //! readjusted weights (SFS paper section 2.9): after every join, leave,
 //! block, wake and weight change the global runnable set is readjusted
 //! ([`Reweigh`]) and each client whose φ changed gets load weight

@@ -60,7 +60,7 @@
 //!
 //! Option `lottery+readjust+dedicate` ([`Lottery::with_dedicated_cpus`]):
 //! a waiting capped client runs on the next idle CPU without a draw (its
-//! readjusted share is exactly one CPU; [`Reweigh::waiting_capped`]); the
+//! readjusted share is exactly one CPU; [`Reweigh::waiting_capped`](crate::algo::reweigh::Reweigh::waiting_capped)); the
 //! lottery is held among the others. Section 4.2 pattern: 1:2:1 (tested).
 //!
 //! Gap LOTTERY-1: the paper gives no rule for compensation tickets of capped clients;
@@ -73,12 +73,11 @@
 //! d ≥ 1 ns; a run that exceeds Q gets no negative compensation (the paper
 //! does not cover overruns). (test: `lottery_compensation_restores_short_runners_share`)
 
-use crate::algo::reweigh::Reweigh;
 use crate::model::{ClientId, CpuId, StopReason, Time, Weight};
 use crate::readjust::{Phi, Readjustment};
 use crate::roster::{ClientTable, Roster, Status};
 use crate::scheduler::{Kick, SchedConfig};
-use crate::shell::{Policy, Shell};
+use crate::shell::{Policy, Shell, Variants};
 
 /// SplitMix64: 64 bits of state, period 2^64, passes BigCrush.
 #[derive(Clone, Debug)]
@@ -195,35 +194,21 @@ pub struct LotteryPolicy {
     readjustment: Readjustment,
 }
 
-impl Lottery {
-    /// A lottery scheduler seeded with `cfg.seed`.
-    pub fn new(cfg: SchedConfig) -> Lottery {
-        Self::variant(cfg, Reweigh::new(false))
-    }
+impl Variants for LotteryPolicy {
+    const NAMES: [&'static str; 3] = ["lottery", "lottery+readjust", "lottery+readjust+dedicate"];
 
-    /// Lottery over readjusted weights (`lottery+readjust`).
-    pub fn with_readjustment(cfg: SchedConfig) -> Lottery {
-        Self::variant(cfg, Reweigh::new(true))
-    }
-
-    /// Readjusted, and a waiting capped client runs without a draw
-    /// (`lottery+readjust+dedicate`).
-    pub fn with_dedicated_cpus(cfg: SchedConfig) -> Lottery {
-        Self::variant(cfg, Reweigh::dedicating())
-    }
-
-    fn variant(cfg: SchedConfig, reweigh: Reweigh) -> Lottery {
-        let name = reweigh.variant(["lottery", "lottery+readjust", "lottery+readjust+dedicate"]);
-        let policy = LotteryPolicy {
+    fn fresh(cfg: &SchedConfig) -> Self {
+        LotteryPolicy {
             quantum: cfg.quantum,
             rng: SplitMix64::new(cfg.seed),
             clients: ClientTable::new(),
             tickets: TicketTree::default(),
             readjustment: Readjustment::EMPTY,
-        };
-        Shell::with_roster(name, Roster::with_readjustment(cfg.cpus, reweigh), policy)
+        }
     }
+}
 
+impl Lottery {
     /// Winning probabilities of the next draw, exactly, as (client, numerator)
     /// over a common denominator: the number of draw values `x` each client
     /// wins, counted range by range (for tests; O(N + P)).

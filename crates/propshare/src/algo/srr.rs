@@ -71,7 +71,7 @@
 //!
 //! Option `srr+readjust+dedicate` ([`SmoothedRoundRobin::with_dedicated_cpus`]):
 //! a waiting capped client runs on the next idle CPU outside the sequence
-//! ([`Reweigh::waiting_capped`]), so it holds its CPU and the sequence,
+//! ([`Reweigh::waiting_capped`](crate::algo::reweigh::Reweigh::waiting_capped)), so it holds its CPU and the sequence,
 //! which skips running clients, serves the others. Section 4.2 pattern:
 //! 1:2:1 under either host ordering (tested).
 //!
@@ -79,13 +79,13 @@
 //! share starts with the current pass, the carry dropped); a row change
 //! moves it to the back of its columns. (untested)
 
-use crate::algo::reweigh::{Reweigh, RoundShare};
+use crate::algo::reweigh::RoundShare;
 use crate::list::{Link, Links, List};
 use crate::model::{ClientId, CpuId, StopReason, Time, Weight};
 use crate::readjust::{Phi, Readjustment};
 use crate::roster::{ClientTable, Roster, Status};
 use crate::scheduler::{Kick, SchedConfig};
-use crate::shell::{Policy, Shell};
+use crate::shell::{Policy, Shell, Variants};
 
 const COLUMNS: usize = 32;
 
@@ -157,25 +157,11 @@ pub struct Srr {
     shares: ClientTable<RoundShare>,
 }
 
-impl SmoothedRoundRobin {
-    /// SRR for `cfg.cpus` CPUs with quantum `cfg.quantum`.
-    pub fn new(cfg: SchedConfig) -> SmoothedRoundRobin {
-        Self::variant(cfg, Reweigh::new(false))
-    }
+impl Variants for Srr {
+    const NAMES: [&'static str; 3] = ["srr", "srr+readjust", "srr+readjust+dedicate"];
 
-    /// SRR over readjusted weights (`srr+readjust`).
-    pub fn with_readjustment(cfg: SchedConfig) -> SmoothedRoundRobin {
-        Self::variant(cfg, Reweigh::new(true))
-    }
-
-    /// Readjusted, and a waiting capped client runs first (`srr+readjust+dedicate`).
-    pub fn with_dedicated_cpus(cfg: SchedConfig) -> SmoothedRoundRobin {
-        Self::variant(cfg, Reweigh::dedicating())
-    }
-
-    fn variant(cfg: SchedConfig, reweigh: Reweigh) -> SmoothedRoundRobin {
-        let name = reweigh.variant(["srr", "srr+readjust", "srr+readjust+dedicate"]);
-        let policy = Srr {
+    fn fresh(cfg: &SchedConfig) -> Self {
+        Srr {
             quantum: cfg.quantum,
             rows: ClientTable::new(),
             columns: [List::EMPTY; COLUMNS],
@@ -185,10 +171,11 @@ impl SmoothedRoundRobin {
             column: 0,
             next: None,
             shares: ClientTable::new(),
-        };
-        Shell::with_roster(name, Roster::with_readjustment(cfg.cpus, reweigh), policy)
+        }
     }
+}
 
+impl SmoothedRoundRobin {
     /// The column of WSS term `n` in a sequence of order k: `k - 1 - tz(n)`.
     pub fn column_of_term(k: u32, n: u64) -> usize {
         Srr::column_of_term(k, n)

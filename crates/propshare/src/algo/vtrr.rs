@@ -123,7 +123,7 @@
 //!
 //! Option `vtrr+readjust+dedicate` ([`Vtrr::with_dedicated_cpus`]): a
 //! waiting capped client runs on the next idle CPU outside the walk
-//! ([`Reweigh::waiting_capped`]; cursor and counter untouched, VFT charged
+//! ([`Reweigh::waiting_capped`](crate::algo::reweigh::Reweigh::waiting_capped); cursor and counter untouched, VFT charged
 //! as usual). Section 4.2 pattern: 1:2:1 under either host ordering (tested).
 //!
 //! Gap VTRR-7: a φ change rescales VFT as a weight change does (virtual start
@@ -134,13 +134,13 @@ use std::cmp::Reverse;
 use std::collections::BTreeSet;
 use std::ops::Bound;
 
-use crate::algo::reweigh::{same_phi, Reweigh, RoundShare};
+use crate::algo::reweigh::{same_phi, RoundShare};
 use crate::list::{Link, Links, List};
 use crate::model::{ClientId, CpuId, StopReason, Time, Weight};
 use crate::readjust::{Phi, Readjustment};
 use crate::roster::{ClientTable, Roster, Status};
 use crate::scheduler::{Kick, SchedConfig};
-use crate::shell::{Policy, Shell};
+use crate::shell::{Policy, Shell, Variants};
 use crate::vtime::{tag_delta, VTime, VirtualClock};
 
 #[derive(Clone, Copy, Debug)]
@@ -203,25 +203,11 @@ pub struct VtrrPolicy {
     readjustment: Readjustment,
 }
 
-impl Vtrr {
-    /// VTRR for `cfg.cpus` CPUs with quantum `cfg.quantum`.
-    pub fn new(cfg: SchedConfig) -> Vtrr {
-        Self::variant(cfg, Reweigh::new(false))
-    }
+impl Variants for VtrrPolicy {
+    const NAMES: [&'static str; 3] = ["vtrr", "vtrr+readjust", "vtrr+readjust+dedicate"];
 
-    /// VTRR over readjusted weights (`vtrr+readjust`).
-    pub fn with_readjustment(cfg: SchedConfig) -> Vtrr {
-        Self::variant(cfg, Reweigh::new(true))
-    }
-
-    /// Readjusted, and a waiting capped client runs first (`vtrr+readjust+dedicate`).
-    pub fn with_dedicated_cpus(cfg: SchedConfig) -> Vtrr {
-        Self::variant(cfg, Reweigh::dedicating())
-    }
-
-    fn variant(cfg: SchedConfig, reweigh: Reweigh) -> Vtrr {
-        let name = reweigh.variant(["vtrr", "vtrr+readjust", "vtrr+readjust+dedicate"]);
-        let policy = VtrrPolicy {
+    fn fresh(cfg: &SchedConfig) -> Self {
+        VtrrPolicy {
             quantum: cfg.quantum,
             qvt: VirtualClock::default(),
             clients: ClientTable::new(),
@@ -230,8 +216,7 @@ impl Vtrr {
             next_seq: 0,
             cursor: None,
             readjustment: Readjustment::EMPTY,
-        };
-        Shell::with_roster(name, Roster::with_readjustment(cfg.cpus, reweigh), policy)
+        }
     }
 }
 

@@ -47,7 +47,7 @@
 //! turn to `⌊φ·Q⌋`, as a weight change does. Feasible weights are never
 //! changed, so on feasible sets `wrr+readjust` makes exactly `wrr`'s
 //! decisions (tested). Readjustment adds O(P log N) per join, leave, block,
-//! wake and weight change ([`Reweigh`]); pick and stop stay O(1).
+//! wake and weight change ([`Reweigh`](crate::algo::reweigh::Reweigh)); pick and stop stay O(1).
 //!
 //! What it does on P CPUs (tested, `tests/readjust_variants.rs`): the SFS
 //! paper's section 4.2 pattern comes out 1:2:1 when both CPUs stop before
@@ -61,7 +61,7 @@
 //!
 //! Option `wrr+readjust+dedicate` ([`WeightedRoundRobin::with_dedicated_cpus`]):
 //! a waiting capped client runs on the next idle CPU wherever it stands in
-//! the queue ([`Reweigh::waiting_capped`]); its turns are charged as usual.
+//! the queue ([`Reweigh::waiting_capped`](crate::algo::reweigh::Reweigh::waiting_capped)); its turns are charged as usual.
 //! Section 4.2 pattern: 1:2:1 under either host ordering (tested).
 //!
 //! Gap WRR-5: the carried remainder (under 1 ns) is dropped when φ changes. (untested)
@@ -69,13 +69,13 @@
 //! Invariants: WRR-1, the queue holds exactly the runnable clients that are
 //! not running; WRR-2, every client present has a turn, and no other.
 
-use crate::algo::reweigh::{Reweigh, RoundShare};
+use crate::algo::reweigh::RoundShare;
 use crate::list::ClientList;
 use crate::model::{ClientId, CpuId, StopReason, Time, Weight};
 use crate::readjust::{Phi, Readjustment};
 use crate::roster::{ClientTable, Roster, Status};
 use crate::scheduler::{Kick, SchedConfig};
-use crate::shell::{check_queue_holds_waiting, Policy, Shell};
+use crate::shell::{check_queue_holds_waiting, Policy, Shell, Variants};
 
 /// Weighted round robin over one global queue.
 pub type WeightedRoundRobin = Shell<Wrr>;
@@ -96,26 +96,11 @@ struct Turn {
     share: RoundShare,
 }
 
-impl WeightedRoundRobin {
-    /// WRR for `cfg.cpus` CPUs with quantum `cfg.quantum`.
-    pub fn new(cfg: SchedConfig) -> WeightedRoundRobin {
-        Self::variant(cfg, Reweigh::new(false))
-    }
+impl Variants for Wrr {
+    const NAMES: [&'static str; 3] = ["wrr", "wrr+readjust", "wrr+readjust+dedicate"];
 
-    /// WRR over readjusted weights (`wrr+readjust`).
-    pub fn with_readjustment(cfg: SchedConfig) -> WeightedRoundRobin {
-        Self::variant(cfg, Reweigh::new(true))
-    }
-
-    /// Readjusted, and a waiting capped client runs first (`wrr+readjust+dedicate`).
-    pub fn with_dedicated_cpus(cfg: SchedConfig) -> WeightedRoundRobin {
-        Self::variant(cfg, Reweigh::dedicating())
-    }
-
-    fn variant(cfg: SchedConfig, reweigh: Reweigh) -> WeightedRoundRobin {
-        let name = reweigh.variant(["wrr", "wrr+readjust", "wrr+readjust+dedicate"]);
-        let policy = Wrr { quantum: cfg.quantum, queue: ClientList::new(), turns: ClientTable::new() };
-        Shell::with_roster(name, Roster::with_readjustment(cfg.cpus, reweigh), policy)
+    fn fresh(cfg: &SchedConfig) -> Self {
+        Wrr { quantum: cfg.quantum, queue: ClientList::new(), turns: ClientTable::new() }
     }
 }
 
