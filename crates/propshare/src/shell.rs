@@ -140,10 +140,19 @@ impl<P: Policy> Shell<P> {
     }
 
     /// After a change of the runnable set or a weight: refresh readjustment
-    /// and tell the policy.
+    /// and tell the policy. Kept out of line: the hot pick/stop path of a
+    /// client that stays runnable never calls it.
+    #[inline(never)]
     fn refresh(&mut self) {
         let (rate, changes) = self.roster.refresh_readjustment();
         self.policy.readjusted(&self.roster, &rate, &changes);
+    }
+
+    /// `c` (weight `w`) blocked or left while running.
+    #[inline(never)]
+    fn left_runnable_set(&mut self, c: ClientId, w: Weight) {
+        self.roster.readjust_remove(c, w);
+        self.refresh();
     }
 
     #[inline]
@@ -281,8 +290,7 @@ impl<P: Policy> Scheduler for Shell<P> {
         let w = self.roster.stop(cpu, c, why)?;
         self.policy.stopped(&self.roster, now, cpu, c, w, ran, why);
         if !why.still_runnable() {
-            self.roster.readjust_remove(c, w);
-            self.refresh();
+            self.left_runnable_set(c, w);
         }
         self.debug_check("stopped");
         Ok(())

@@ -745,10 +745,12 @@ impl DfsPolicy {
 }
 
 impl Policy for DfsPolicy {
+    #[inline]
     fn work_conserving(&self) -> bool {
         self.opts.fair_airport
     }
 
+    #[inline]
     fn join(&mut self, roster: &Roster, _now: Time, c: ClientId, w: Weight) -> Kick {
         let phi = Phi::whole(w.get());
         // Section 3.3: a new client starts at S = v.
@@ -758,6 +760,7 @@ impl Policy for DfsPolicy {
         None
     }
 
+    #[inline]
     fn leave(&mut self, roster: &Roster, _now: Time, c: ClientId, w: Weight, was: Status) {
         if was.is_runnable() {
             self.remove_runnable(c, w);
@@ -766,11 +769,13 @@ impl Policy for DfsPolicy {
         self.retotal(roster);
     }
 
+    #[inline]
     fn block(&mut self, roster: &Roster, _now: Time, c: ClientId, w: Weight) {
         self.remove_runnable(c, w);
         self.retotal(roster);
     }
 
+    #[inline]
     fn wake(&mut self, roster: &Roster, _now: Time, c: ClientId, w: Weight) -> Kick {
         // Eq. 4: S = max(S, v).
         let a = self.a_at_v(self.clients[c].phi);
@@ -780,6 +785,7 @@ impl Policy for DfsPolicy {
         None
     }
 
+    #[inline]
     fn set_weight(&mut self, roster: &Roster, _now: Time, c: ClientId, old: Weight, w: Weight, status: Status) {
         if self.opts.readjust && status.is_runnable() {
             self.feasible.remove(c, old);
@@ -789,6 +795,7 @@ impl Policy for DfsPolicy {
         self.retotal(roster);
     }
 
+    #[inline]
     fn pick(&mut self, _roster: &Roster, _now: Time, cpu: CpuId) -> Option<(ClientId, Time)> {
         let chosen = match self.pick_eligible(cpu) {
             Some(c) => Some(c),
@@ -807,6 +814,7 @@ impl Policy for DfsPolicy {
         Some((c, k.budget))
     }
 
+    #[inline]
     fn stopped(
         &mut self,
         roster: &Roster,

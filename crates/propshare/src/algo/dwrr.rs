@@ -706,10 +706,12 @@ impl<L: LocalQueue> DwrrPolicy<L> {
 }
 
 impl<L: LocalQueue> Policy for DwrrPolicy<L> {
+    #[inline]
     fn work_conserving(&self) -> bool {
-        false // Gap A10
+        false // Gap DWRR-16
     }
 
+    #[inline]
     fn join(&mut self, _r: &Roster, _now: Time, c: ClientId, w: Weight) -> Kick {
         let k = self.place();
         let x = Client { weight: w, used: 0, cpu: k, place: Place::Blocked, round: 0, key: L::Key::default() };
@@ -718,6 +720,7 @@ impl<L: LocalQueue> Policy for DwrrPolicy<L> {
         None
     }
 
+    #[inline]
     fn leave(&mut self, _r: &Roster, _now: Time, c: ClientId, _w: Weight, _was: Status) {
         if self.clients[c].place != Place::Blocked {
             self.detach(c);
@@ -725,12 +728,14 @@ impl<L: LocalQueue> Policy for DwrrPolicy<L> {
         self.clients.remove(c);
     }
 
+    #[inline]
     fn block(&mut self, _r: &Roster, _now: Time, c: ClientId, _w: Weight) {
         let round = self.round_of(&self.clients[c]);
         self.detach(c);
         self.clients[c].round = round;
     }
 
+    #[inline]
     fn wake(&mut self, _r: &Roster, _now: Time, c: ClientId, _w: Weight) -> Kick {
         let k = self.place();
         let t = self.cpus[k].round;
@@ -743,6 +748,7 @@ impl<L: LocalQueue> Policy for DwrrPolicy<L> {
         None
     }
 
+    #[inline]
     fn set_weight(&mut self, _r: &Roster, _now: Time, c: ClientId, _old: Weight, w: Weight, _status: Status) {
         let x = self.clients[c];
         let (old, new) = (L::load(x.weight), L::load(w));
@@ -769,9 +775,9 @@ impl<L: LocalQueue> Policy for DwrrPolicy<L> {
             let in_expired = matches!(x.place, Place::Queued(s) if s == self.cpus[x.cpu].expired_slot());
             match x.place {
                 Place::Queued(_) if in_expired => self.clients[c].used = slice - 1,
-                Place::Queued(_) => self.expire_waiting(c), // Gap A11
+                Place::Queued(_) => self.expire_waiting(c), // Gap DWRR-9
                 Place::Blocked => {
-                    // It has finished the round it was in (Gap A11, A3).
+                    // It has finished the round it was in (Gap DWRR-9, DWRR-8).
                     let used = self.next_round_used(x.used, slice);
                     let y = &mut self.clients[c];
                     y.used = used;
@@ -782,6 +788,7 @@ impl<L: LocalQueue> Policy for DwrrPolicy<L> {
         }
     }
 
+    #[inline]
     fn pick(&mut self, _r: &Roster, _now: Time, cpu: CpuId) -> Option<(ClientId, Time)> {
         let k = cpu.index();
         if self.cpus[k].active_q().is_empty() {
@@ -794,6 +801,7 @@ impl<L: LocalQueue> Policy for DwrrPolicy<L> {
         Some((c, self.dispatch_slice(&self.clients[c])))
     }
 
+    #[inline]
     fn stopped(&mut self, _r: &Roster, _now: Time, cpu: CpuId, c: ClientId, w: Weight, ran: Time, why: StopReason) {
         let k = cpu.index();
         let slice = self.slice_of(w);
@@ -835,6 +843,7 @@ impl<L: LocalQueue> Policy for DwrrPolicy<L> {
         }
     }
 
+    #[inline]
     fn check_invariants(&self, _r: &Roster) -> Result<(), String> {
         DwrrPolicy::check_invariants(self)
     }

@@ -1005,10 +1005,12 @@ impl GdqPolicy {
 impl Policy for GdqPolicy {
     /// Yes, once the host has polled every idle CPU: see "Work conservation"
     /// in the module documentation.
+    #[inline]
     fn work_conserving(&self) -> bool {
         true
     }
 
+    #[inline]
     fn join(&mut self, roster: &Roster, now: Time, c: ClientId, w: Weight) -> Kick {
         self.start_clock(now);
         let proc = Proc {
@@ -1029,6 +1031,7 @@ impl Policy for GdqPolicy {
         None
     }
 
+    #[inline]
     fn leave(&mut self, roster: &Roster, now: Time, c: ClientId, w: Weight, was: Status) {
         self.start_clock(now);
         if was.is_runnable() {
@@ -1039,6 +1042,7 @@ impl Policy for GdqPolicy {
         self.refresh(roster);
     }
 
+    #[inline]
     fn block(&mut self, roster: &Roster, now: Time, c: ClientId, _w: Weight) {
         self.start_clock(now);
         self.dequeue(c);
@@ -1046,6 +1050,7 @@ impl Policy for GdqPolicy {
         self.refresh(roster);
     }
 
+    #[inline]
     fn wake(&mut self, roster: &Roster, now: Time, c: ClientId, _w: Weight) -> Kick {
         self.start_clock(now);
         let w = self.procs[c].weight;
@@ -1059,6 +1064,7 @@ impl Policy for GdqPolicy {
         None
     }
 
+    #[inline]
     fn set_weight(&mut self, roster: &Roster, now: Time, c: ClientId, old: Weight, w: Weight, status: Status) {
         self.start_clock(now);
         if status.is_runnable() {
@@ -1073,12 +1079,14 @@ impl Policy for GdqPolicy {
         self.reshare();
     }
 
+    #[inline]
     fn pick(&mut self, _roster: &Roster, now: Time, cpu: CpuId) -> Option<(ClientId, Time)> {
         self.start_clock(now);
         let chosen = self.pick_inner(now, cpu.index());
         chosen.map(|c| (c, self.quantum))
     }
 
+    #[inline]
     fn stopped(&mut self, roster: &Roster, now: Time, cpu: CpuId, c: ClientId, w: Weight, ran: Time, why: StopReason) {
         self.start_clock(now);
         let p = &self.procs[c];
@@ -1110,6 +1118,7 @@ impl Policy for GdqPolicy {
         }
     }
 
+    #[inline]
     fn check_invariants(&self, roster: &Roster) -> Result<(), String> {
         self.check(roster)
     }

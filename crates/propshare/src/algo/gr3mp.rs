@@ -262,11 +262,13 @@ fn take_over(from: &mut CpuPart, to: &mut CpuPart, k_to: usize, c: ClientId, fl:
 }
 
 impl Policy for Gr3MpPolicy {
+    #[inline]
     fn join(&mut self, _r: &Roster, _now: Time, c: ClientId, w: Weight) -> Kick {
         self.arrive(c, w);
         None
     }
 
+    #[inline]
     fn leave(&mut self, _r: &Roster, _now: Time, c: ClientId, _w: Weight, _was: Status) {
         let waiting = self.frontlogs.get(c).is_some_and(|f| f.owner.is_some());
         self.discard_frontlog(c, waiting);
@@ -275,12 +277,14 @@ impl Policy for Gr3MpPolicy {
         self.queue.remove(c);
     }
 
+    #[inline]
     fn block(&mut self, _r: &Roster, _now: Time, c: ClientId, _w: Weight) {
         self.discard_frontlog(c, true);
         self.forget_last(c);
         self.queue.block(c);
     }
 
+    #[inline]
     fn wake(&mut self, _r: &Roster, _now: Time, c: ClientId, w: Weight) -> Kick {
         if !self.queue.wake(c) {
             self.arrive(c, w);
@@ -288,12 +292,14 @@ impl Policy for Gr3MpPolicy {
         None
     }
 
+    #[inline]
     fn set_weight(&mut self, _r: &Roster, _now: Time, c: ClientId, _old: Weight, new: Weight, status: Status) {
         if self.queue.remove(c) && status.is_runnable() {
             self.queue.insert(c, new);
         }
     }
 
+    #[inline]
     fn pick(&mut self, r: &Roster, _now: Time, cpu: CpuId) -> Option<(ClientId, Time)> {
         let p = cpu.index();
         let last = self.cpus[p].last.take();
@@ -326,6 +332,7 @@ impl Policy for Gr3MpPolicy {
         self.start(c)
     }
 
+    #[inline]
     fn stopped(&mut self, _r: &Roster, _now: Time, cpu: CpuId, c: ClientId, _w: Weight, _ran: Time, why: StopReason) {
         self.running -= 1;
         let p = cpu.index();
@@ -357,6 +364,7 @@ impl Policy for Gr3MpPolicy {
     /// queue's deficit bound is a uniprocessor invariant: on P CPUs a
     /// deferred quantum moves to a frontlog, so it is checked in the GR3
     /// tests only.)
+    #[inline]
     fn check_invariants(&self, r: &Roster) -> Result<(), String> {
         if self.running != r.running() {
             return Err(format!("GR3MP-1: running {} recorded, {} in the roster", self.running, r.running()));

@@ -777,11 +777,13 @@ impl<R: FairRq> LinuxPolicy<R> {
 }
 
 impl<R: FairRq> Policy for LinuxPolicy<R> {
+    #[inline]
     fn work_conserving(&self) -> bool {
         // New-idle balancing pulls any waiting task to an idle CPU.
         true
     }
 
+    #[inline]
     fn join(&mut self, r: &Roster, now: Time, c: ClientId, w: Weight) -> Kick {
         self.balance_due(now);
         let k = self.select_cpu_new();
@@ -793,6 +795,7 @@ impl<R: FairRq> Policy for LinuxPolicy<R> {
         self.attach(k, c, Enqueue::New)
     }
 
+    #[inline]
     fn leave(&mut self, r: &Roster, now: Time, c: ClientId, w: Weight, was: Status) {
         if was == Status::Runnable {
             self.detach(c, Dequeue::Leave);
@@ -803,6 +806,7 @@ impl<R: FairRq> Policy for LinuxPolicy<R> {
         self.balance_due(now);
     }
 
+    #[inline]
     fn block(&mut self, r: &Roster, now: Time, c: ClientId, w: Weight) {
         self.detach(c, Dequeue::Sleep);
         self.reweigh.remove(c, w);
@@ -810,6 +814,7 @@ impl<R: FairRq> Policy for LinuxPolicy<R> {
         self.balance_due(now);
     }
 
+    #[inline]
     fn wake(&mut self, r: &Roster, now: Time, c: ClientId, w: Weight) -> Kick {
         self.reweigh.insert(c, w);
         self.readjust(r, Some(c));
@@ -824,6 +829,7 @@ impl<R: FairRq> Policy for LinuxPolicy<R> {
         self.attach(k, c, Enqueue::Wakeup)
     }
 
+    #[inline]
     fn set_weight(&mut self, r: &Roster, now: Time, c: ClientId, old: Weight, new: Weight, status: Status) {
         self.reweigh.change_weight(c, old, new, status.is_runnable());
         let tun = self.tun;
@@ -837,6 +843,7 @@ impl<R: FairRq> Policy for LinuxPolicy<R> {
         self.balance_due(now);
     }
 
+    #[inline]
     fn pick(&mut self, _r: &Roster, now: Time, cpu: CpuId) -> Option<(ClientId, Time)> {
         self.balance_due(now);
         let k = cpu.index();
@@ -853,6 +860,7 @@ impl<R: FairRq> Policy for LinuxPolicy<R> {
         Some((client, slice.max(1)))
     }
 
+    #[inline]
     fn stopped(&mut self, r: &Roster, now: Time, cpu: CpuId, c: ClientId, w: Weight, ran: Time, why: StopReason) {
         let tun = self.tun;
         let se = &mut self.ents[c];
@@ -873,6 +881,7 @@ impl<R: FairRq> Policy for LinuxPolicy<R> {
     /// names, and the CPUs' run queues count exactly the runnable clients
     /// (running ones included); LX-2: each CPU's LRU list holds exactly the
     /// clients queued on it.
+    #[inline]
     fn check_invariants(&self, r: &Roster) -> Result<(), String> {
         let queued: usize = self.cpus.iter().map(|k| k.rq.nr_running()).sum();
         if queued != r.runnable() {

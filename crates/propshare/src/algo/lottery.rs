@@ -311,32 +311,38 @@ impl LotteryPolicy {
 }
 
 impl Policy for LotteryPolicy {
+    #[inline]
     fn join(&mut self, r: &Roster, _now: Time, c: ClientId, _w: Weight) -> Kick {
         self.clients.insert(c, Client { short_run: None });
         self.put_in_pool(r, c);
         None
     }
 
+    #[inline]
     fn leave(&mut self, _r: &Roster, _now: Time, c: ClientId, _w: Weight, _was: Status) {
         self.tickets.set(c, 0);
         self.clients.remove(c);
     }
 
+    #[inline]
     fn block(&mut self, _r: &Roster, _now: Time, c: ClientId, _w: Weight) {
         self.tickets.set(c, 0);
     }
 
+    #[inline]
     fn wake(&mut self, r: &Roster, _now: Time, c: ClientId, _w: Weight) -> Kick {
         self.put_in_pool(r, c);
         None
     }
 
+    #[inline]
     fn set_weight(&mut self, r: &Roster, _now: Time, c: ClientId, _old: Weight, _new: Weight, status: Status) {
         if status == Status::Runnable {
             self.put_in_pool(r, c);
         }
     }
 
+    #[inline]
     fn pick(&mut self, r: &Roster, _now: Time, _cpu: CpuId) -> Option<(ClientId, Time)> {
         let winner = r.waiting_capped().or_else(|| self.draw(r))?;
         self.tickets.set(winner, 0);
@@ -344,6 +350,7 @@ impl Policy for LotteryPolicy {
         Some((winner, self.quantum))
     }
 
+    #[inline]
     fn stopped(&mut self, r: &Roster, _now: Time, _cpu: CpuId, c: ClientId, _w: Weight, ran: Time, why: StopReason) {
         if why == StopReason::Left {
             self.clients.remove(c);
@@ -356,6 +363,7 @@ impl Policy for LotteryPolicy {
     }
 
     /// Capped clients leave the tree, uncapped ones (back at `φ = w`) return to it.
+    #[inline]
     fn readjusted(&mut self, r: &Roster, rate: &Readjustment, changes: &[(ClientId, Phi)]) {
         self.refresh(r, rate, changes);
     }
@@ -363,6 +371,7 @@ impl Policy for LotteryPolicy {
     /// LOT-1: the tree holds tickets exactly for the waiting (runnable, not
     /// running) uncapped clients, its total is the sum of its tickets, and
     /// every client present has a record.
+    #[inline]
     fn check_invariants(&self, r: &Roster) -> Result<(), String> {
         let mut total = 0u128;
         for (i, &t) in self.tickets.own.iter().enumerate() {

@@ -135,6 +135,7 @@ impl<R: TagRules> OneQueue<R> {
 }
 
 impl<R: TagRules> Policy for OneQueue<R> {
+    #[inline]
     fn join(&mut self, _r: &Roster, now: Time, c: ClientId, w: Weight) -> Kick {
         self.rules.advance(now);
         let phi = Phi::whole(w.get());
@@ -143,6 +144,7 @@ impl<R: TagRules> Policy for OneQueue<R> {
         None
     }
 
+    #[inline]
     fn leave(&mut self, _r: &Roster, now: Time, c: ClientId, _w: Weight, was: Status) {
         self.rules.advance(now);
         if was == Status::Runnable {
@@ -151,27 +153,32 @@ impl<R: TagRules> Policy for OneQueue<R> {
         self.clients.remove(c);
     }
 
+    #[inline]
     fn block(&mut self, _r: &Roster, now: Time, c: ClientId, _w: Weight) {
         self.rules.advance(now);
         self.rules.depart(c, &mut self.clients[c]);
     }
 
+    #[inline]
     fn wake(&mut self, _r: &Roster, now: Time, c: ClientId, w: Weight) -> Kick {
         self.rules.advance(now);
         self.arrive(c, w);
         None
     }
 
+    #[inline]
     fn set_weight(&mut self, r: &Roster, now: Time, c: ClientId, _old: Weight, new: Weight, _s: Status) {
         self.rules.advance(now);
         self.reweight(r, c, Phi::whole(new.get()));
     }
 
+    #[inline]
     fn pick(&mut self, _r: &Roster, now: Time, _cpu: CpuId) -> Option<(ClientId, Time)> {
         self.rules.advance(now);
         self.rules.take(&mut self.clients).map(|c| (c, self.quantum))
     }
 
+    #[inline]
     fn stopped(&mut self, _r: &Roster, now: Time, _cpu: CpuId, c: ClientId, _w: Weight, ran: Time, why: StopReason) {
         self.rules.advance(now);
         let t = &mut self.clients[c];
@@ -185,6 +192,7 @@ impl<R: TagRules> Policy for OneQueue<R> {
         }
     }
 
+    #[inline]
     fn readjusted(&mut self, r: &Roster, rate: &Readjustment, changes: &[(ClientId, Phi)]) {
         self.rules.set_rate(rate);
         for &(c, phi) in changes {
@@ -192,6 +200,7 @@ impl<R: TagRules> Policy for OneQueue<R> {
         }
     }
 
+    #[inline]
     fn check_invariants(&self, r: &Roster) -> Result<(), String> {
         check_queue_holds_waiting("OQ-1", r, self.rules.queued().into_iter())?;
         let tagged = self.clients.iter().count();

@@ -30,36 +30,44 @@ impl RoundRobin {
 }
 
 impl Policy for RoundRobinPolicy {
+    #[inline]
     fn join(&mut self, _r: &Roster, _now: Time, c: ClientId, _w: Weight) -> Kick {
         self.queue.push_back(c);
         None
     }
 
+    #[inline]
     fn leave(&mut self, _r: &Roster, _now: Time, c: ClientId, _w: Weight, _was: Status) {
         self.queue.remove(c);
     }
 
+    #[inline]
     fn block(&mut self, _r: &Roster, _now: Time, c: ClientId, _w: Weight) {
         self.queue.remove(c);
     }
 
+    #[inline]
     fn wake(&mut self, _r: &Roster, _now: Time, c: ClientId, _w: Weight) -> Kick {
         self.queue.push_back(c);
         None
     }
 
+    #[inline]
     fn set_weight(&mut self, _r: &Roster, _now: Time, _c: ClientId, _old: Weight, _new: Weight, _s: Status) {}
 
+    #[inline]
     fn pick(&mut self, _r: &Roster, _now: Time, _cpu: CpuId) -> Option<(ClientId, Time)> {
         self.queue.pop_front().map(|c| (c, self.quantum))
     }
 
+    #[inline]
     fn stopped(&mut self, _r: &Roster, _now: Time, _cpu: CpuId, c: ClientId, _w: Weight, _ran: Time, why: StopReason) {
         if why.still_runnable() {
             self.queue.push_back(c);
         }
     }
 
+    #[inline]
     fn check_invariants(&self, r: &Roster) -> Result<(), String> {
         crate::shell::check_queue_holds_waiting("RR-1", r, self.queue.iter())
     }

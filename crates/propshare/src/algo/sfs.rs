@@ -850,6 +850,7 @@ impl SfsPolicy {
 }
 
 impl Policy for SfsPolicy {
+    #[inline]
     fn join(&mut self, roster: &Roster, _now: Time, c: ClientId, w: Weight) -> Kick {
         // Arrival: S = v (F = S until it first runs).
         let v = self.v;
@@ -860,6 +861,7 @@ impl Policy for SfsPolicy {
         self.kick_for(roster, c)
     }
 
+    #[inline]
     fn leave(&mut self, roster: &Roster, _now: Time, c: ClientId, w: Weight, was: Status) {
         if was == Status::Runnable {
             self.exit(c, w, true);
@@ -871,12 +873,14 @@ impl Policy for SfsPolicy {
         }
     }
 
+    #[inline]
     fn block(&mut self, roster: &Roster, _now: Time, c: ClientId, w: Weight) {
         self.exit(c, w, true);
         self.update_v();
         self.readjust(roster);
     }
 
+    #[inline]
     fn wake(&mut self, roster: &Roster, _now: Time, c: ClientId, w: Weight) -> Kick {
         // Eq. 6: a waking client restarts at max(F, v): no credit for sleeping.
         let v = self.v;
@@ -889,6 +893,7 @@ impl Policy for SfsPolicy {
         self.kick_for(roster, c)
     }
 
+    #[inline]
     fn set_weight(&mut self, roster: &Roster, _now: Time, c: ClientId, old: Weight, w: Weight, status: Status) {
         if status.is_runnable() {
             self.by_weight.remove(c, old);
@@ -901,6 +906,7 @@ impl Policy for SfsPolicy {
         }
     }
 
+    #[inline]
     fn pick(&mut self, roster: &Roster, _now: Time, cpu: CpuId) -> Option<(ClientId, Time)> {
         if self.queue_len() == 0 {
             return None;
@@ -925,6 +931,7 @@ impl Policy for SfsPolicy {
         Some((client, self.quantum))
     }
 
+    #[inline]
     fn stopped(&mut self, roster: &Roster, _now: Time, cpu: CpuId, c: ClientId, w: Weight, ran: Time, why: StopReason) {
         // Eq. 5: F = S + q/φ with φ as it is now, at the end of the quantum.
         let x = &mut self.clients[c];
@@ -953,6 +960,7 @@ impl Policy for SfsPolicy {
         }
     }
 
+    #[inline]
     fn check_invariants(&self, roster: &Roster) -> Result<(), String> {
         self.check(roster)
     }

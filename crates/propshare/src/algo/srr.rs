@@ -316,26 +316,31 @@ impl Srr {
 }
 
 impl Policy for Srr {
+    #[inline]
     fn join(&mut self, _r: &Roster, _now: Time, c: ClientId, w: Weight) -> Kick {
         self.shares.insert(c, RoundShare::new(Phi::whole(w.get())));
         self.enter(c);
         None
     }
 
+    #[inline]
     fn leave(&mut self, _r: &Roster, _now: Time, c: ClientId, _w: Weight, _was: Status) {
         self.remove(c);
         self.shares.remove(c);
     }
 
+    #[inline]
     fn block(&mut self, _r: &Roster, _now: Time, c: ClientId, _w: Weight) {
         self.remove(c);
     }
 
+    #[inline]
     fn wake(&mut self, _r: &Roster, _now: Time, c: ClientId, _w: Weight) -> Kick {
         self.enter(c);
         None
     }
 
+    #[inline]
     fn set_weight(&mut self, _r: &Roster, _now: Time, c: ClientId, _old: Weight, new: Weight, status: Status) {
         self.shares[c].set(Phi::whole(new.get()));
         if status.is_runnable() {
@@ -344,6 +349,7 @@ impl Policy for Srr {
         }
     }
 
+    #[inline]
     fn pick(&mut self, r: &Roster, _now: Time, _cpu: CpuId) -> Option<(ClientId, Time)> {
         let first = match r.waiting_capped() {
             Some(c) => Some(c),
@@ -352,6 +358,7 @@ impl Policy for Srr {
         first.map(|c| (c, self.quantum))
     }
 
+    #[inline]
     fn stopped(&mut self, _r: &Roster, _now: Time, _cpu: CpuId, c: ClientId, _w: Weight, _ran: Time, why: StopReason) {
         if !why.still_runnable() {
             self.remove(c);
@@ -361,6 +368,7 @@ impl Policy for Srr {
         }
     }
 
+    #[inline]
     fn readjusted(&mut self, _r: &Roster, _rate: &Readjustment, changes: &[(ClientId, Phi)]) {
         self.reshare(changes);
     }
@@ -369,6 +377,7 @@ impl Policy for Srr {
     /// included), each in the column of every set bit of its row; SRR-2,
     /// `per_order` counts the rows by their highest bit and k is the
     /// highest order present.
+    #[inline]
     fn check_invariants(&self, r: &Roster) -> Result<(), String> {
         let rows = self.rows.iter().count();
         if rows != r.runnable() || self.rows.iter().any(|(c, _)| !r.status(c).is_ok_and(Status::is_runnable)) {

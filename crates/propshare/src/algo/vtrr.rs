@@ -351,6 +351,7 @@ impl VtrrPolicy {
 }
 
 impl Policy for VtrrPolicy {
+    #[inline]
     fn join(&mut self, _r: &Roster, now: Time, c: ClientId, w: Weight) -> Kick {
         self.qvt.advance(now);
         let share = RoundShare::new(Phi::whole(w.get()));
@@ -360,17 +361,20 @@ impl Policy for VtrrPolicy {
         None
     }
 
+    #[inline]
     fn leave(&mut self, _r: &Roster, now: Time, c: ClientId, w: Weight, _was: Status) {
         self.qvt.advance(now);
         self.unlink(c, w);
         self.clients.remove(c);
     }
 
+    #[inline]
     fn block(&mut self, _r: &Roster, now: Time, c: ClientId, w: Weight) {
         self.qvt.advance(now);
         self.unlink(c, w);
     }
 
+    #[inline]
     fn wake(&mut self, _r: &Roster, now: Time, c: ClientId, w: Weight) -> Kick {
         self.qvt.advance(now);
         let vft_last = self.clients[c].vft;
@@ -378,6 +382,7 @@ impl Policy for VtrrPolicy {
         None
     }
 
+    #[inline]
     fn set_weight(&mut self, _r: &Roster, now: Time, c: ClientId, old: Weight, new: Weight, status: Status) {
         self.qvt.advance(now);
         let counter = self.clients[c].counter;
@@ -388,6 +393,7 @@ impl Policy for VtrrPolicy {
         }
     }
 
+    #[inline]
     fn pick(&mut self, r: &Roster, now: Time, _cpu: CpuId) -> Option<(ClientId, Time)> {
         self.qvt.advance(now);
         // A dedicated capped client runs outside the walk (cursor and counter untouched).
@@ -402,6 +408,7 @@ impl Policy for VtrrPolicy {
         Some((client, self.quantum))
     }
 
+    #[inline]
     fn stopped(&mut self, _r: &Roster, now: Time, _cpu: CpuId, c: ClientId, w: Weight, ran: Time, why: StopReason) {
         self.qvt.advance(now);
         // VFT grows Q/S per quantum ([recalled]); by the time used (d/S) for a short run ([ours]).
@@ -419,6 +426,7 @@ impl Policy for VtrrPolicy {
 
     /// After a change of the runnable set or a weight: set the QVT rate, and
     /// give each client whose φ changed its new share.
+    #[inline]
     fn readjusted(&mut self, _r: &Roster, rate: &Readjustment, changes: &[(ClientId, Phi)]) {
         self.readjustment = *rate;
         self.qvt.set_rate(rate);
@@ -432,6 +440,7 @@ impl Policy for VtrrPolicy {
     /// arrival. (The paper's time-counter invariant, counters non-increasing
     /// along the queue, is a rule of the walk, not a state invariant here:
     /// the VFT test and P > 1 leave later clients with larger counters.)
+    #[inline]
     fn check_invariants(&self, r: &Roster) -> Result<(), String> {
         let listed: Vec<ClientId> = self.queue.iter(&self.clients).collect();
         let ordered: Vec<ClientId> = self.order.iter().map(|k| k.2).collect();

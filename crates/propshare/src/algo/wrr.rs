@@ -122,30 +122,36 @@ impl Wrr {
 }
 
 impl Policy for Wrr {
+    #[inline]
     fn join(&mut self, _r: &Roster, _now: Time, c: ClientId, w: Weight) -> Kick {
         self.turns.insert(c, Turn { allowance: 0, share: RoundShare::new(Phi::whole(w.get())) });
         self.start_turn(c);
         None
     }
 
+    #[inline]
     fn leave(&mut self, _r: &Roster, _now: Time, c: ClientId, _w: Weight, _was: Status) {
         self.queue.remove(c);
         self.turns.remove(c);
     }
 
+    #[inline]
     fn block(&mut self, _r: &Roster, _now: Time, c: ClientId, _w: Weight) {
         self.queue.remove(c);
     }
 
+    #[inline]
     fn wake(&mut self, _r: &Roster, _now: Time, c: ClientId, _w: Weight) -> Kick {
         self.start_turn(c);
         None
     }
 
+    #[inline]
     fn set_weight(&mut self, _r: &Roster, _now: Time, c: ClientId, _old: Weight, new: Weight, _s: Status) {
         self.set_phi(c, Phi::whole(new.get()));
     }
 
+    #[inline]
     fn pick(&mut self, r: &Roster, _now: Time, _cpu: CpuId) -> Option<(ClientId, Time)> {
         let first = match r.waiting_capped() {
             Some(c) => {
@@ -157,6 +163,7 @@ impl Policy for Wrr {
         first.map(|c| (c, self.quantum.min(self.turns[c].allowance).max(1)))
     }
 
+    #[inline]
     fn stopped(&mut self, _r: &Roster, _now: Time, _cpu: CpuId, c: ClientId, _w: Weight, ran: Time, why: StopReason) {
         if why == StopReason::Left {
             self.turns.remove(c);
@@ -173,12 +180,14 @@ impl Policy for Wrr {
         }
     }
 
+    #[inline]
     fn readjusted(&mut self, _r: &Roster, _rate: &Readjustment, changes: &[(ClientId, Phi)]) {
         for &(c, phi) in changes {
             self.set_phi(c, phi);
         }
     }
 
+    #[inline]
     fn check_invariants(&self, r: &Roster) -> Result<(), String> {
         check_queue_holds_waiting("WRR-1", r, self.queue.iter())?;
         if self.turns.iter().count() != r.len() || self.turns.iter().any(|(c, _)| r.status(c).is_err()) {
