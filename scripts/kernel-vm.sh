@@ -114,9 +114,9 @@ done
 # ---------------------------------------------------------------- 5. boot
 qemu() { # smp plan timeout accel-args...
   local smp=$1 plan=$2 to=$3; shift 3
-  timeout "$to" qemu-system-x86_64 "$@" -machine q35 -smp "$smp" -m 1024 -nographic -no-reboot \
+  timeout "$to" qemu-system-x86_64 "$@" -machine q35 -smp "$smp" -m 1024 -display none -serial stdio -monitor none -no-reboot \
     -kernel "$K/vmlinuz" -initrd "$W/initramfs.cpio.gz" \
-    -append "console=ttyS0 panic=-1 quiet loglevel=3 PS_PLAN=$plan" 2>&1 | tr -d '\033\000'
+    -append "console=ttyS0 panic=-1 quiet loglevel=3 PS_PLAN=$plan" < /dev/null 2>&1
 }
 ACCEL=(-accel tcg -cpu max)
 if [ -w /dev/kvm ] && qemu 1 none 60 -accel kvm -cpu host 2>/dev/null | grep -q ALL_DONE; then

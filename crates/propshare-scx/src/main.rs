@@ -20,7 +20,6 @@ use host::{Host, Msg, Probe, Weights};
 use propshare_proc::spec::{assign_names, parse_jobs, read_jobs_file, JobSpec, Target};
 use std::collections::HashMap;
 use std::mem::MaybeUninit;
-use std::os::unix::process::CommandExt;
 use std::path::Path;
 use std::process::ExitCode;
 
@@ -151,6 +150,7 @@ fn parse_args(args: &[String]) -> Result<Option<Opts>, String> {
             "-p PID is not supported by propshare-scx: switch the task to SCHED_EXT and run with no jobs".into()
         );
     }
+    check_jobs(&o.jobs)?;
     let mut taken = Vec::new();
     assign_names(&mut o.jobs, &mut taken).map_err(|e| e.to_string())?;
     if let Err(e) = propshare::registry::build(&o.scheduler, propshare::scheduler::SchedConfig::new(1, o.quantum)) {
@@ -257,48 +257,85 @@ struct Job {
     status: i32,
 }
 
-/// Start every job stopped at a pipe, with the SCHED_EXT policy; they run
-/// once the scheduler is attached and the pipe is closed.
+/// Whether `prog` names an executable file (directly or through PATH).
+fn executable(prog: &str) -> bool {
+    let ok = |p: &Path| {
+        std::ffi::CString::new(p.as_os_str().as_encoded_bytes())
+            .map(|c| p.is_file() && unsafe { libc::access(c.as_ptr(), libc::X_OK) } == 0)
+            .unwrap_or(false)
+    };
+    if prog.contains('/') {
+        return ok(Path::new(prog));
+    }
+    std::env::var_os("PATH").map(|p| std::env::split_paths(&p).any(|d| ok(&d.join(prog)))).unwrap_or(false)
+}
+
+/// Check every job's command before anything starts (bad input: exit 2).
+fn check_jobs(specs: &[JobSpec]) -> Result<(), String> {
+    for j in specs {
+        if let Target::Command(cmd) = &j.target {
+            let Some(prog) = cmd.first() else { return Err("a job has an empty command".into()) };
+            if cmd.iter().any(|a| a.contains('\0')) {
+                return Err(format!("job {prog:?}: an argument contains a NUL byte"));
+            }
+            if !executable(prog) {
+                return Err(format!("job command {prog:?} is not an executable file (or not on PATH)"));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Start every job held at a pipe, with the SCHED_EXT policy; they exec
+/// their command once the scheduler is attached and the pipe is closed.
+/// (`std::process::Command` cannot be used: `spawn` waits for the exec.)
 fn spawn_jobs(specs: &[JobSpec]) -> Result<(Vec<Job>, i32), String> {
     let mut fds = [0i32; 2];
     if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
         return Err(format!("pipe: {}", std::io::Error::last_os_error()));
     }
     let (rd, wr) = (fds[0], fds[1]);
-    let mut jobs = Vec::new();
+    let mut jobs: Vec<Job> = Vec::new();
     for j in specs {
         let Target::Command(cmd) = &j.target else { continue };
-        let mut c = std::process::Command::new(&cmd[0]);
-        c.args(&cmd[1..]);
-        unsafe {
-            c.pre_exec(move || {
+        let cargs: Vec<std::ffi::CString> =
+            cmd.iter().map(|a| std::ffi::CString::new(a.as_str()).unwrap_or_default()).collect();
+        let mut argv: Vec<*const libc::c_char> = cargs.iter().map(|c| c.as_ptr()).collect();
+        argv.push(std::ptr::null());
+        let pid = unsafe { libc::fork() };
+        if pid < 0 {
+            for j in &jobs {
+                unsafe { libc::kill(j.pid, libc::SIGKILL) };
+            }
+            return Err(format!("fork: {}", std::io::Error::last_os_error()));
+        }
+        if pid == 0 {
+            // The child: only async-signal-safe calls from here on.
+            unsafe {
                 libc::close(wr);
                 let param = libc::sched_param { sched_priority: 0 };
-                if libc::sched_setscheduler(0, SCHED_EXT, &param) != 0 {
-                    return Err(std::io::Error::last_os_error());
-                }
-                // Wait until the parent has attached the scheduler (or died).
+                libc::sched_setscheduler(0, SCHED_EXT, &param);
                 let mut b = [0u8; 1];
-                while libc::read(rd, b.as_mut_ptr() as *mut libc::c_void, 1) < 0 {}
-                Ok(())
-            });
-        }
-        match c.spawn() {
-            Ok(child) => jobs.push(Job {
-                name: j.name.clone().unwrap_or_default(),
-                weight: j.weight,
-                pid: child.id() as i32,
-                done: false,
-                cpu_ns: 0,
-                status: 0,
-            }),
-            Err(e) => {
-                for j in &jobs {
-                    unsafe { libc::kill(j.pid, libc::SIGKILL) };
+                loop {
+                    let n = libc::read(rd, b.as_mut_ptr() as *mut libc::c_void, 1);
+                    if n >= 0 || *libc::__errno_location() != libc::EINTR {
+                        break;
+                    }
                 }
-                return Err(format!("cannot start {:?}: {e}", cmd.join(" ")));
+                libc::execvp(argv[0], argv.as_ptr());
+                let msg = b"propshare-scx: cannot execute a job's command\n";
+                libc::write(2, msg.as_ptr() as *const libc::c_void, msg.len());
+                libc::_exit(127);
             }
         }
+        jobs.push(Job {
+            name: j.name.clone().unwrap_or_default(),
+            weight: j.weight,
+            pid,
+            done: false,
+            cpu_ns: 0,
+            status: 0,
+        });
     }
     unsafe { libc::close(rd) };
     Ok((jobs, wr))
