@@ -11,6 +11,7 @@
 
 mod bpf_skel;
 pub use bpf_skel::*;
+#[allow(dead_code)]
 mod bpf;
 pub mod bpf_intf;
 mod host;
@@ -24,6 +25,10 @@ use std::path::Path;
 use std::process::ExitCode;
 
 const SCHED_EXT: i32 = 7;
+/// Wake this long before the earliest slice end in the model.
+const SLEEP_MARGIN: u64 = 500_000;
+/// Never sleep less than this between loops.
+const MIN_SLEEP: u64 = 100_000;
 
 const USAGE: &str = "\
 usage: propshare-scx [OPTIONS] [JOB ::: JOB ...]
@@ -553,7 +558,31 @@ fn run(opts: Opts) -> anyhow::Result<ExitCode> {
         if error.is_some() {
             break;
         }
-        bpf.notify_complete(host.pending());
+        // Tell the BPF side how many tasks wait for a CPU, then sleep (never
+        // `sched_yield`, which would put this process back in the BPF side's
+        // queue ahead of the task just decided for this CPU) until shortly
+        // before the earliest slice in the model ends. While we sleep, CPUs
+        // run their decided tasks; once we wake we are queued, and the BPF side
+        // runs us at the next slice end (with a non-zero count), so the expired
+        // task is enqueued to us instead of having its slice refilled.
+        let pending = host.pending();
+        // Never 0: when our timer wakes us we are queued in the BPF side, and
+        // only a non-zero count makes it run us (a 0 would leave us queued
+        // while CPUs refill their tasks' slices or idle).
+        *bpf.nr_scheduled_mut() = pending.max(1);
+        let now2 = mono_ns();
+        let free = host.slots().iter().any(|s| s.is_none());
+        let sleep = match host.slots().iter().flatten().map(|s| s.since + s.slice).min() {
+            _ if free && pending > 0 => 1_000_000,
+            Some(end) => end.saturating_sub(now2).saturating_sub(SLEEP_MARGIN),
+            None => opts.quantum,
+        }
+        .clamp(MIN_SLEEP, opts.quantum);
+        let ts = libc::timespec {
+            tv_sec: (sleep / 1_000_000_000) as libc::time_t,
+            tv_nsec: (sleep % 1_000_000_000) as libc::c_long,
+        };
+        unsafe { libc::nanosleep(&ts, std::ptr::null_mut()) };
     }
 
     let wall = mono_ns() - start;

@@ -255,10 +255,11 @@ fn parse_log(text: &str, smp_default: usize) -> (Vec<Phase>, Vec<String>, Vec<St
                 smp = c;
             }
         }
-        for bad in ["Oops", "Kernel panic", "BUG:", "watchdog: BUG", "sched_ext: BPF scheduler \"propshare"] {
-            if line.contains(bad) && !line.contains("disabled (unregistered from user space)") {
-                problems.push(format!("console: {}", line.trim()));
-            }
+        let ejection = line.contains("sched_ext: BPF scheduler")
+            && line.contains("disabled")
+            && !line.contains("unregistered from user space");
+        if ejection || ["Oops", "Kernel panic", "BUG:", "Call Trace"].iter().any(|b| line.contains(b)) {
+            problems.push(format!("console: {}", line.trim()));
         }
         if let Some(i) = line.find("PHASE_BEGIN ") {
             let m = kv(&line[i..]);
@@ -359,10 +360,14 @@ fn weights_of(p: &Phase, w: &Workload) -> Vec<(u64, Option<u64>)> {
 
 fn analyse(p: &Phase) -> Option<PhaseRow> {
     let wl = workloads().into_iter().find(|w| w.id == p.workload)?;
-    let n = p.tasks.len();
-    if n == 0 {
+    if p.tasks.is_empty() {
         return None;
     }
+    let order = |name: &str| wl.tasks.iter().position(|t| t.name == name).unwrap_or(usize::MAX);
+    let mut p = p.clone();
+    p.tasks.sort_by_key(|t| order(&t.name));
+    let p = &p;
+    let n = p.tasks.len();
     let weights = weights_of(p, &wl);
     let k_max = p.tasks.iter().map(|t| t.samples.len()).min().unwrap_or(0);
     let pool: Vec<usize> = (0..n).filter(|&i| !p.tasks[i].duty).collect();
