@@ -460,6 +460,7 @@ fn report(out: &str, check: Option<&str>, logs: &[String]) -> ExitCode {
     let mut rows = Vec::new();
     let mut safety = Vec::new();
     let mut problems = Vec::new();
+    let mut problems_soft: Vec<String> = Vec::new();
     for l in logs {
         let text = match std::fs::read(l) {
             Ok(b) => String::from_utf8_lossy(&b).into_owned(),
@@ -476,6 +477,9 @@ fn report(out: &str, check: Option<&str>, logs: &[String]) -> ExitCode {
         for p in &phases {
             match analyse(p) {
                 Some(r) => rows.push(r),
+                None if p.sched.starts_with("prun") => {
+                    problems_soft.push(format!("{l}: `propshare run` phase {} gave no results (rc {:?})", p.workload, p.rc))
+                }
                 None => problems.push(format!("{l}: phase {} {} has no results", p.workload, p.sched)),
             }
             if p.sched != "eevdf" && !p.sched.starts_with("prun") && p.state_after != "disabled" {
@@ -610,6 +614,13 @@ fn report(out: &str, check: Option<&str>, logs: &[String]) -> ExitCode {
         }
     }
     let _ = writeln!(md, "## Targets\n\n{}\n", target_lines.join("\n"));
+    if !problems_soft.is_empty() {
+        let _ = writeln!(md, "## Notes\n");
+        for f in &problems_soft {
+            let _ = writeln!(md, "* {f}");
+        }
+        let _ = writeln!(md);
+    }
     if !failures.is_empty() {
         let _ = writeln!(md, "## Failures\n");
         for f in &failures {
