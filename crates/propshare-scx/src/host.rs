@@ -86,6 +86,9 @@ struct Task {
     weight: u64,
     /// `exec_runtime` of the message it was last dispatched from.
     exec_base: u64,
+    /// It has blocked before: read its `/proc` run time at dispatch, so a
+    /// probed block is charged exactly.
+    blocks: bool,
 }
 
 /// The decided task of one CPU.
@@ -220,7 +223,10 @@ impl Host {
                 return Err(e);
             }
             self.stats.joins += 1;
-            self.tasks.insert(m.pid, Task { client: c, state: State::Runnable, weight: w, exec_base: m.exec_runtime });
+            self.tasks.insert(
+                m.pid,
+                Task { client: c, state: State::Runnable, weight: w, exec_base: m.exec_runtime, blocks: false },
+            );
             return Ok(());
         };
         let c = task.client;
@@ -263,6 +269,7 @@ impl Host {
         let t = self.tasks.get_mut(&m.pid).expect("present");
         t.state = state;
         t.exec_base = m.exec_runtime;
+        t.blocks |= wakeup;
         if matches!(self.weights, Weights::Kernel) {
             t.weight = m.weight;
         }
@@ -306,6 +313,7 @@ impl Host {
                 self.stats.max_block_detect_ns = self.stats.max_block_detect_ns.max(now.saturating_sub(slot.since));
                 if let Some(t) = self.tasks.get_mut(&pid) {
                     t.state = State::Blocked;
+                    t.blocks = true;
                 }
             }
             Probe::Gone { ran } => {
@@ -337,7 +345,8 @@ impl Host {
     }
 
     /// Ask the core what each free CPU should run. Returns `(cpu, pid, slice)`
-    /// to dispatch. `sum_now` reads a task's `/proc` run time for the slot.
+    /// to dispatch. `sum_now` reads a task's `/proc` run time for the slot; it
+    /// is called only for tasks that have blocked before.
     pub fn fill(
         &mut self,
         now: Time,
@@ -357,7 +366,8 @@ impl Host {
                         self.sched.stopped(now, CpuId(k as u32), client, 0, StopReason::Preempted)?;
                         continue;
                     };
-                    let sum_at_dispatch = sum_now(pid);
+                    let blocks = self.tasks.get(&pid).map(|t| t.blocks).unwrap_or(false);
+                    let sum_at_dispatch = if blocks { sum_now(pid) } else { None };
                     self.cpus[k] = Some(Slot {
                         pid,
                         since: now,

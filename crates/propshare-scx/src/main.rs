@@ -429,11 +429,9 @@ fn run(opts: Opts) -> anyhow::Result<ExitCode> {
                 panic!("propshare-scx: panic requested by --panic-after (a test of the hand-back)");
             }
         }
-        let mut n = 0;
         loop {
             match bpf.dequeue_task() {
                 Ok(Some(t)) => {
-                    n += 1;
                     let m = Msg {
                         pid: t.pid,
                         flags: t.flags,
@@ -473,7 +471,11 @@ fn run(opts: Opts) -> anyhow::Result<ExitCode> {
             break;
         }
         // Probe decided tasks that may have blocked or exited.
-        for (k, pid) in host.due_probes(now, n == 0) {
+        // Probe eagerly only when fewer tasks run in the kernel than the model
+        // has decided (one blocked, exited, or has not started yet).
+        let occupied = host.slots().iter().flatten().count() as u64;
+        let eager = *bpf.nr_running_mut() < occupied;
+        for (k, pid) in host.due_probes(now, eager) {
             let base = host.slots()[k].and_then(|s| s.sum_at_dispatch);
             let since = host.slots()[k].map(|s| s.since).unwrap_or(now);
             let p = match proc_state(pid) {

@@ -477,9 +477,8 @@ fn report(out: &str, check: Option<&str>, logs: &[String]) -> ExitCode {
         for p in &phases {
             match analyse(p) {
                 Some(r) => rows.push(r),
-                None if p.sched.starts_with("prun") => {
-                    problems_soft.push(format!("{l}: `propshare run` phase {} gave no results (rc {:?})", p.workload, p.rc))
-                }
+                None if p.sched.starts_with("prun") => problems_soft
+                    .push(format!("{l}: `propshare run` phase {} gave no results (rc {:?})", p.workload, p.rc)),
                 None => problems.push(format!("{l}: phase {} {} has no results", p.workload, p.sched)),
             }
             if p.sched != "eevdf" && !p.sched.starts_with("prun") && p.state_after != "disabled" {
