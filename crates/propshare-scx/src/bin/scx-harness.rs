@@ -578,7 +578,7 @@ fn report(out: &str, check: Option<&str>, logs: &[String]) -> ExitCode {
     }
     let bound = |smp: usize| -> f64 {
         match (check, smp) {
-            (Some("ci"), _) => 8.0,
+            (Some("ci"), _) => 10.0,
             (_, 2) => 1.0,
             _ => 2.0,
         }
