@@ -118,7 +118,11 @@ qemu() { # smp plan timeout accel-args...
     -kernel "$K/vmlinuz" -initrd "$W/initramfs.cpio.gz" \
     -append "console=ttyS0 panic=-1 quiet loglevel=3 PS_PLAN=$plan" < /dev/null 2>&1
 }
-ACCEL=(-accel tcg -cpu max)
+# Single-threaded TCG by default: multi-threaded TCG races the kernel's
+# int3-based text patching (static keys flip at boot and whenever sched_ext
+# is enabled or disabled) and Oopsed about once in ten boots or detaches
+# here. PROPSHARE_TCG_THREAD=multi restores it.
+ACCEL=(-accel "tcg,thread=${PROPSHARE_TCG_THREAD:-single}" -cpu max)
 if [ -w /dev/kvm ] && qemu 1 none 60 -accel kvm -cpu host 2>/dev/null | grep -q ALL_DONE; then
   ACCEL=(-accel kvm -cpu host); log "KVM works: using it"
 else

@@ -29,6 +29,8 @@ const SCHED_EXT: i32 = 7;
 const SLEEP_MARGIN: u64 = 500_000;
 /// Never sleep less than this between loops.
 const MIN_SLEEP: u64 = 100_000;
+/// Period of the kicker thread.
+const KICK_PERIOD: u64 = 50_000_000;
 
 const USAGE: &str = "\
 usage: propshare-scx [OPTIONS] [JOB ::: JOB ...]
@@ -378,6 +380,31 @@ fn run(opts: Opts) -> anyhow::Result<ExitCode> {
     // Everything that allocates a lot or starts threads happens before init,
     // which locks memory and forbids mmap.
     let mut latest: HashMap<i32, QueuedTask> = HashMap::with_capacity(4096);
+    // The kicker: a normal-class (EEVDF) thread, started before init, that
+    // wakes every 50 ms. When our timer wakes this (SCHED_EXT) process, the
+    // stock BPF side queues it without waking an idle CPU, so with every CPU
+    // idle nothing ran it (or drained our decisions) until the 1 s heartbeat,
+    // and the watchdog once ejected us at start-up. Any scheduling event on an
+    // idle CPU makes it call ops.dispatch, which drains our decisions and runs
+    // us; the kicker's wake-ups are those events. It stays on the fair class:
+    // partial mode switches only the calling thread to SCHED_EXT. 50 ms keeps
+    // such a stall far below the 5 s watchdog; a 2 ms period cost up to 20
+    // points of fairness (each wake-up preempts a running task).
+    // Only needed with the stock BPF side.
+    let kicker_stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let kicker = {
+        let stop = kicker_stop.clone();
+        std::thread::Builder::new()
+            .name("pscx-kicker".into())
+            .stack_size(64 * 1024)
+            .spawn(move || {
+                let ts = libc::timespec { tv_sec: 0, tv_nsec: KICK_PERIOD as libc::c_long };
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    unsafe { libc::nanosleep(&ts, std::ptr::null_mut()) };
+                }
+            })
+            .map_err(|e| anyhow::anyhow!("cannot start the kicker thread: {e}"))?
+    };
     let mut open_object = MaybeUninit::uninit();
     let t_attach = mono_ns();
     let partial = !opts.all_tasks;
@@ -587,6 +614,7 @@ fn run(opts: Opts) -> anyhow::Result<ExitCode> {
         unsafe { libc::nanosleep(&ts, std::ptr::null_mut()) };
     }
 
+    kicker_stop.store(true, std::sync::atomic::Ordering::Relaxed);
     let wall = mono_ns() - start;
     let own = own_cpu_ns().saturating_sub(cpu0);
     let kernel_counters = (
@@ -633,6 +661,7 @@ fn run(opts: Opts) -> anyhow::Result<ExitCode> {
         });
         eprintln!("PSCX_STATS {s}");
     }
+    let _ = kicker.join();
     if job_mode && error.is_none() && ejected.is_none() {
         // Like a shell: the first failing job's status.
         if let Some(j) = jobs.iter().find(|j| j.done && j.status != 0) {
