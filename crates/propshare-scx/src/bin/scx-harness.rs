@@ -1,0 +1,756 @@
+// SPDX-License-Identifier: GPL-2.0-only
+//! The host side of scripts/kernel-vm.sh.
+//!
+//! ```text
+//! scx-harness plan --smp 2 --secs 10 --schedulers gr3mp,dwrr [--safety] [--prun]   # guest plan (sh) on stdout
+//! scx-harness report --out DIR [--check full|ci] console-smp2.log console-smp4.log
+//! ```
+//!
+//! The workloads live here, once: `plan` turns them into guest shell commands,
+//! `report` parses the guest's `RESULT` lines and compares each phase with the
+//! ideal: the fluid multiprocessor reference with weight readjustment of
+//! propshare-sim, on the time axis of the CPU time the tasks actually received
+//! (so overheads that take CPUs away from every task are not counted as lag).
+
+use propshare::model::{ClientId, Weight};
+use propshare_sim::fluid::{ns_of_service, Fluid};
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::process::ExitCode;
+
+/// Linux's `sched_prio_to_weight` (nice -20..19).
+const PRIO_TO_WEIGHT: [u64; 40] = [
+    88761, 71755, 56483, 46273, 36291, 29154, 23254, 18705, 14949, 11916, 9548, 7620, 6100, 4904, 3906, 3121, 2501,
+    1991, 1586, 1277, 1024, 820, 655, 526, 423, 335, 272, 215, 172, 137, 110, 87, 70, 56, 45, 36, 29, 23, 18, 15,
+];
+
+fn nice_weight(nice: i32) -> u64 {
+    PRIO_TO_WEIGHT[(nice.clamp(-20, 19) + 20) as usize]
+}
+
+/// `p->scx.weight` for a nice value: the cgroup-style 1..10000 scale, nice 0 = 100.
+fn scx_weight(nice: i32) -> u64 {
+    ((nice_weight(nice) * 100 + 512) / 1024).clamp(1, 10000)
+}
+
+/// The nice value whose kernel weight, relative to the lightest task at nice 0,
+/// is closest to `w / w_min`.
+fn nice_for(w: u64, w_min: u64) -> i32 {
+    let target = 1024.0 * w as f64 / w_min as f64;
+    (-20..=0)
+        .min_by(|a, b| {
+            let da = (nice_weight(*a) as f64 / target).ln().abs();
+            let db = (nice_weight(*b) as f64 / target).ln().abs();
+            da.partial_cmp(&db).unwrap()
+        })
+        .unwrap_or(0)
+}
+
+#[derive(Clone, Debug)]
+struct TaskDef {
+    name: String,
+    weight: u64,
+    /// Duty cycle (spin ms, sleep ms) for I/O-bound tasks.
+    duty: Option<(u32, u32)>,
+    /// Renice at this fraction (per mille) of the phase, to this nice.
+    renice: Option<(u32, i32)>,
+}
+
+#[derive(Clone, Debug)]
+struct Workload {
+    id: &'static str,
+    smp: usize,
+    what: &'static str,
+    /// Kernel-weight mode (tasks switch themselves to SCHED_EXT, weights from nice).
+    kernel_mode: bool,
+    tasks: Vec<TaskDef>,
+}
+
+fn spinners(ws: &[u64]) -> Vec<TaskDef> {
+    ws.iter()
+        .enumerate()
+        .map(|(i, &w)| TaskDef { name: format!("t{}w{w}", i + 1), weight: w, duty: None, renice: None })
+        .collect()
+}
+
+fn workloads() -> Vec<Workload> {
+    let mut mixed = spinners(&[1, 1]);
+    for i in 0..2 {
+        mixed.push(TaskDef { name: format!("io{}", i + 1), weight: 1, duty: Some((2, 6)), renice: None });
+    }
+    let mut change = spinners(&[1, 1, 1]);
+    change[2].renice = Some((500, -5));
+    vec![
+        Workload {
+            id: "w123",
+            smp: 2,
+            what: "weights 1:2:3 on 2 CPUs",
+            kernel_mode: false,
+            tasks: spinners(&[1, 2, 3]),
+        },
+        Workload {
+            id: "inf",
+            smp: 2,
+            what: "infeasible 10:1:1 on 2 CPUs",
+            kernel_mode: false,
+            tasks: spinners(&[10, 1, 1]),
+        },
+        Workload {
+            id: "mixed",
+            smp: 2,
+            what: "2 spinners + 2 I/O-bound (2 ms CPU / 6 ms sleep) on 2 CPUs",
+            kernel_mode: false,
+            tasks: mixed,
+        },
+        Workload {
+            id: "change",
+            smp: 2,
+            what: "3 equal spinners, one reniced 0 -> -5 at half time (kernel weights 100 -> 305)",
+            kernel_mode: true,
+            tasks: change,
+        },
+        Workload {
+            id: "eq5",
+            smp: 4,
+            what: "5 equal spinners on 4 CPUs",
+            kernel_mode: false,
+            tasks: spinners(&[1; 5]),
+        },
+        Workload {
+            id: "w16",
+            smp: 4,
+            what: "16 spinners, weights 1..16, on 4 CPUs",
+            kernel_mode: false,
+            tasks: spinners(&(1..=16).collect::<Vec<_>>()),
+        },
+    ]
+}
+
+const GRID_MS: u64 = 100;
+const QUANTUM: &str = "4ms";
+
+fn plan(smp: usize, secs: u64, scheds: &[String], only: &[String], safety: bool, prun: bool) -> String {
+    let ms = secs * 1000;
+    let mut s = String::new();
+    for w in workloads().iter().filter(|w| w.smp == smp && (only.is_empty() || only.iter().any(|o| o == w.id))) {
+        let w_min = w.tasks.iter().map(|t| t.weight).min().unwrap_or(1);
+        let spin_args = |t: &TaskDef, ext: bool, nice: i32| {
+            let mut a = format!("/bin/spin -N {} -n {nice} -S $S -E $E -g {GRID_MS}", t.name);
+            if ext {
+                a.push_str(" -e");
+            }
+            if let Some((sp, sl)) = t.duty {
+                let _ = write!(a, " -b {sp}:{sl}");
+            }
+            if let Some((at, n)) = t.renice {
+                let _ = write!(a, " -r {}:{n}", ms * at as u64 / 1000);
+            }
+            a
+        };
+        let nices: Vec<i32> =
+            w.tasks.iter().map(|t| if w.kernel_mode { 0 } else { nice_for(t.weight, w_min) }).collect();
+        // EEVDF with weights mapped to nice.
+        let _ = writeln!(s, "phase_begin {} eevdf", w.id);
+        let _ = writeln!(s, "S=$(( $(/bin/spin now) + 300 )); E=$((S + {ms}))");
+        for (t, n) in w.tasks.iter().zip(&nices) {
+            let _ = writeln!(s, "{} &", spin_args(t, false, *n));
+        }
+        let _ = writeln!(s, "wait; phase_end {} eevdf 0", w.id);
+        if prun && !w.kernel_mode {
+            // `propshare run` (user space, SIGSTOP/SIGCONT) in the same guest.
+            let _ = writeln!(s, "if [ -x /bin/propshare ]; then phase_begin {} prun-gr3mp", w.id);
+            let _ = writeln!(s, "S=$(( $(/bin/spin now) + 1500 )); E=$((S + {ms}))");
+            let jobs: Vec<String> = w
+                .tasks
+                .iter()
+                .map(|t| format!("-w {} -n {} -- {}", t.weight, t.name, spin_args(t, false, 0)))
+                .collect();
+            let _ = writeln!(
+                s,
+                "/bin/propshare run --scheduler gr3mp --quantum 10ms {} > /tmp/prun.out 2>&1; rc=$?; grep -a RESULT /tmp/prun.out; phase_end {} prun-gr3mp $rc; fi",
+                jobs.join(" ::: "),
+                w.id
+            );
+        }
+        for sc in scheds {
+            let _ = writeln!(s, "phase_begin {} {sc}", w.id);
+            if w.kernel_mode {
+                let _ = writeln!(
+                    s,
+                    "/bin/propshare-scx --scheduler {sc} --quantum {QUANTUM} --stats 2>/tmp/pscx.err & P=$!"
+                );
+                let _ = writeln!(s, "wait_enabled");
+                let _ = writeln!(s, "S=$(( $(/bin/spin now) + 300 )); E=$((S + {ms}))");
+                let mut pids = Vec::new();
+                for (i, t) in w.tasks.iter().enumerate() {
+                    let _ = writeln!(s, "{} & Q{i}=$!", spin_args(t, true, 0));
+                    pids.push(format!("$Q{i}"));
+                }
+                let _ = writeln!(s, "wait {}; kill -INT $P; wait $P; rc=$?; cat /tmp/pscx.err", pids.join(" "));
+            } else {
+                let _ = writeln!(s, "S=$(( $(/bin/spin now) + 2500 )); E=$((S + {ms}))");
+                let jobs: Vec<String> = w
+                    .tasks
+                    .iter()
+                    .map(|t| format!("-w {} -n {} -- {}", t.weight, t.name, spin_args(t, false, 0)))
+                    .collect();
+                let _ = writeln!(
+                    s,
+                    "/bin/propshare-scx --scheduler {sc} --quantum {QUANTUM} {}; rc=$?",
+                    jobs.join(" ::: ")
+                );
+            }
+            let _ = writeln!(s, "phase_end {} {sc} $rc", w.id);
+        }
+    }
+    if safety {
+        let sc = scheds.first().map(String::as_str).unwrap_or("gr3mp");
+        for how in ["INT", "TERM", "KILL", "panic"] {
+            let _ = writeln!(s, "safety {how} {sc}");
+        }
+    }
+    s
+}
+
+// ---------------------------------------------------------------- report
+
+#[derive(Clone, Debug, Default)]
+struct TaskResult {
+    name: String,
+    nice: i32,
+    renice: Option<(u64, i32)>,
+    duty: bool,
+    cpu_us: u64,
+    samples: Vec<u64>,
+}
+
+#[derive(Clone, Debug, Default)]
+struct Phase {
+    smp: usize,
+    workload: String,
+    sched: String,
+    tasks: Vec<TaskResult>,
+    rc: Option<i32>,
+    ctxt: u64,
+    state_after: String,
+    stats: Option<serde_json::Value>,
+    ejected: bool,
+    wall_ms: u64,
+}
+
+fn kv(line: &str) -> BTreeMap<&str, &str> {
+    line.split_whitespace().filter_map(|w| w.split_once('=')).collect()
+}
+
+fn parse_log(text: &str, smp_default: usize) -> (Vec<Phase>, Vec<String>, Vec<String>) {
+    let mut phases = Vec::new();
+    let mut cur: Option<Phase> = None;
+    let mut safety = Vec::new();
+    let mut problems = Vec::new();
+    let mut smp = smp_default;
+    for raw in text.lines() {
+        let line = raw.trim_end_matches('\r');
+        if let Some(i) = line.find("GUEST ") {
+            if let Some(c) = kv(&line[i..]).get("cpus").and_then(|c| c.parse().ok()) {
+                smp = c;
+            }
+        }
+        let ejection = line.contains("sched_ext: BPF scheduler")
+            && line.contains("disabled")
+            && !line.contains("unregistered from user space");
+        if ejection || ["Oops", "Kernel panic", "BUG:", "Call Trace"].iter().any(|b| line.contains(b)) {
+            problems.push(format!("console: {}", line.trim()));
+        }
+        if let Some(i) = line.find("PHASE_BEGIN ") {
+            let m = kv(&line[i..]);
+            cur = Some(Phase {
+                smp,
+                workload: m.get("id").unwrap_or(&"?").to_string(),
+                sched: m.get("sched").unwrap_or(&"?").to_string(),
+                ..Default::default()
+            });
+        } else if let Some(i) = line.find("RESULT ") {
+            let m = kv(&line[i..]);
+            let Some(p) = cur.as_mut() else { continue };
+            let renice = m.get("renice").and_then(|r| r.split_once(':')).and_then(|(a, b)| {
+                let a: i64 = a.parse().ok()?;
+                (a >= 0).then_some((a as u64, b.parse().ok()?))
+            });
+            p.tasks.push(TaskResult {
+                name: m.get("name").unwrap_or(&"?").to_string(),
+                nice: m.get("nice").and_then(|n| n.parse().ok()).unwrap_or(0),
+                renice,
+                duty: m.get("duty").map(|d| !d.starts_with("0:")).unwrap_or(false),
+                cpu_us: m.get("cpu_us").and_then(|n| n.parse().ok()).unwrap_or(0),
+                samples: m
+                    .get("samples")
+                    .map(|s| s.split(',').filter_map(|x| x.parse().ok()).collect())
+                    .unwrap_or_default(),
+            });
+        } else if let Some(i) = line.find("PSCX_STATS ") {
+            if let Some(p) = cur.as_mut() {
+                p.stats = serde_json::from_str(line[i + 11..].trim()).ok();
+            }
+        } else if line.contains("PSCX_EJECTED") {
+            if let Some(p) = cur.as_mut() {
+                p.ejected = true;
+            }
+            problems.push(format!("ejected: {}", line.trim()));
+        } else if let Some(i) = line.find("PHASE_END ") {
+            let m = kv(&line[i..]);
+            if let Some(mut p) = cur.take() {
+                p.rc = m.get("rc").and_then(|r| r.parse().ok());
+                p.ctxt = m.get("ctxt").and_then(|r| r.parse().ok()).unwrap_or(0);
+                p.wall_ms = m.get("ms").and_then(|r| r.parse().ok()).unwrap_or(0);
+                p.state_after = m.get("state").unwrap_or(&"?").to_string();
+                phases.push(p);
+            }
+        } else if let Some(i) = line.find("SAFETY ") {
+            safety.push(line[i..].trim().to_string());
+        }
+    }
+    (phases, safety, problems)
+}
+
+#[derive(Clone, Debug, serde::Serialize)]
+struct TaskRow {
+    name: String,
+    weight: u64,
+    io: bool,
+    cpu_ms: f64,
+    share: f64,
+    ideal: Option<f64>,
+    max_lag_ms: Option<f64>,
+}
+
+#[derive(Clone, Debug, serde::Serialize)]
+struct PhaseRow {
+    smp: usize,
+    workload: String,
+    sched: String,
+    tasks: Vec<TaskRow>,
+    max_err_pp: f64,
+    max_lag_ms: f64,
+    delivered: f64,
+    ctxt_per_s: f64,
+    sched_cpu_pct: Option<f64>,
+    blocks_probed: Option<u64>,
+    blocks_late: Option<u64>,
+    max_block_detect_ms: Option<f64>,
+    rc: Option<i32>,
+    ejected: bool,
+}
+
+/// Effective weights of a phase's tasks at the start, and the weight after a renice.
+fn weights_of(p: &Phase, w: &Workload) -> Vec<(u64, Option<u64>)> {
+    let kernel_like = p.sched == "eevdf" || w.kernel_mode;
+    p.tasks
+        .iter()
+        .map(|t| {
+            let def = w.tasks.iter().find(|d| d.name == t.name);
+            if kernel_like {
+                let f = if p.sched == "eevdf" { nice_weight } else { scx_weight };
+                (f(t.nice), t.renice.map(|(_, n)| f(n)))
+            } else {
+                (def.map(|d| d.weight).unwrap_or(1), None)
+            }
+        })
+        .collect()
+}
+
+fn analyse(p: &Phase) -> Option<PhaseRow> {
+    let wl = workloads().into_iter().find(|w| w.id == p.workload)?;
+    if p.tasks.is_empty() {
+        return None;
+    }
+    let order = |name: &str| wl.tasks.iter().position(|t| t.name == name).unwrap_or(usize::MAX);
+    let mut p = p.clone();
+    p.tasks.sort_by_key(|t| order(&t.name));
+    let p = &p;
+    let n = p.tasks.len();
+    let weights = weights_of(p, &wl);
+    let k_max = p.tasks.iter().map(|t| t.samples.len()).min().unwrap_or(0);
+    let pool: Vec<usize> = (0..n).filter(|&i| !p.tasks[i].duty).collect();
+    let total: f64 = p.tasks.iter().map(|t| t.cpu_us as f64).sum();
+    let pool_total: f64 = pool.iter().map(|&i| p.tasks[i].cpu_us as f64).sum();
+    let cpus = p.smp.min(pool.len()).max(1);
+    // Fluid reference over the pool, on the axis v = (CPU time the pool received) / cpus.
+    let mut fluid = Fluid::new(p.smp);
+    for (j, &i) in pool.iter().enumerate() {
+        fluid.join(0, ClientId(j as u32), Weight::new(weights[i].0).ok()?);
+    }
+    let mut max_lag = vec![0f64; n];
+    let mut ideal_end = vec![None; n];
+    let mut last_v = 0u64;
+    let grid_ms = GRID_MS;
+    for k in 0..k_max {
+        let r: Vec<f64> = (0..n).map(|i| p.tasks[i].samples[k] as f64 * 1000.0).collect();
+        let v = (pool.iter().map(|&i| r[i]).sum::<f64>() / cpus as f64) as u64;
+        let v = v.max(last_v);
+        for (j, &i) in pool.iter().enumerate() {
+            if let (Some((at, _)), Some(w2)) = (p.tasks[i].renice, weights[i].1) {
+                if k as u64 * grid_ms >= at && (k as u64 - 1) * grid_ms < at {
+                    fluid.set_weight(v, ClientId(j as u32), Weight::new(w2).ok()?);
+                }
+            }
+        }
+        last_v = v;
+        for (j, &i) in pool.iter().enumerate() {
+            let ideal = ns_of_service(fluid.ideal(v, ClientId(j as u32)));
+            let lag = (ideal - r[i]).abs() / 1e6;
+            max_lag[i] = f64::max(max_lag[i], lag);
+            if k + 1 == k_max {
+                ideal_end[i] = Some(ideal);
+            }
+        }
+    }
+    let ideal_sum: f64 = ideal_end.iter().flatten().sum();
+    let mut rows = Vec::new();
+    let mut max_err: f64 = 0.0;
+    for i in 0..n {
+        let t = &p.tasks[i];
+        let io = t.duty;
+        let share = if io { t.cpu_us as f64 / total * 100.0 } else { t.cpu_us as f64 / pool_total * 100.0 };
+        let ideal = if io { None } else { ideal_end[i].map(|x| x / ideal_sum * 100.0) };
+        if let Some(id) = ideal {
+            max_err = max_err.max((share - id).abs());
+        }
+        rows.push(TaskRow {
+            name: t.name.clone(),
+            weight: weights[i].0,
+            io,
+            cpu_ms: t.cpu_us as f64 / 1000.0,
+            share,
+            ideal,
+            max_lag_ms: (!io).then_some(max_lag[i]),
+        });
+    }
+    let secs = (k_max.saturating_sub(1)) as f64 * grid_ms as f64 / 1000.0;
+    let st = p.stats.as_ref();
+    let get = |path: &[&str]| -> Option<f64> {
+        let mut v = st?;
+        for k in path {
+            v = v.get(k)?;
+        }
+        v.as_f64()
+    };
+    let sched_cpu_pct = match (get(&["own_cpu_ns"]), get(&["wall_ns"])) {
+        (Some(c), Some(w)) if w > 0.0 => Some(c / w * 100.0),
+        _ => None,
+    };
+    Some(PhaseRow {
+        smp: p.smp,
+        workload: p.workload.clone(),
+        sched: p.sched.clone(),
+        max_lag_ms: rows.iter().filter_map(|r| r.max_lag_ms).fold(0.0, f64::max),
+        tasks: rows,
+        max_err_pp: max_err,
+        delivered: if secs > 0.0 { total / 1e6 / (secs * p.smp as f64) * 100.0 } else { 0.0 },
+        ctxt_per_s: if p.wall_ms > 0 { p.ctxt as f64 / (p.wall_ms as f64 / 1000.0) } else { 0.0 },
+        sched_cpu_pct,
+        blocks_probed: get(&["host", "blocks_probed"]).map(|x| x as u64),
+        blocks_late: get(&["host", "blocks_late"]).map(|x| x as u64),
+        max_block_detect_ms: get(&["host", "max_block_detect_ns"]).map(|x| x / 1e6),
+        rc: p.rc,
+        ejected: p.ejected,
+    })
+}
+
+fn report(out: &str, check: Option<&str>, logs: &[String]) -> ExitCode {
+    let mut rows = Vec::new();
+    let mut safety = Vec::new();
+    let mut problems = Vec::new();
+    let mut problems_soft: Vec<String> = Vec::new();
+    for l in logs {
+        let text = match std::fs::read(l) {
+            Ok(b) => String::from_utf8_lossy(&b).into_owned(),
+            Err(e) => {
+                eprintln!("scx-harness: cannot read {l}: {e}");
+                return ExitCode::from(2);
+            }
+        };
+        let smp = if l.contains("smp4") { 4 } else { 2 };
+        let (phases, s, pr) = parse_log(&text, smp);
+        if !text.contains("ALL_DONE") {
+            problems.push(format!("{l}: the guest did not finish (no ALL_DONE)"));
+        }
+        for p in &phases {
+            match analyse(p) {
+                Some(r) => rows.push(r),
+                None if p.sched.starts_with("prun") => problems_soft
+                    .push(format!("{l}: `propshare run` phase {} gave no results (rc {:?})", p.workload, p.rc)),
+                None => problems.push(format!("{l}: phase {} {} has no results", p.workload, p.sched)),
+            }
+            if p.sched != "eevdf" && !p.sched.starts_with("prun") && p.state_after != "disabled" {
+                problems.push(format!("{l}: sched_ext state after {} {} is {:?}", p.workload, p.sched, p.state_after));
+            }
+        }
+        safety.extend(s);
+        problems.extend(pr.into_iter().map(|x| format!("{l}: {x}")));
+    }
+    let wls = workloads();
+    let mut md = String::new();
+    let _ = writeln!(md, "# propshare-scx in a VM: measured shares\n");
+    let _ = writeln!(
+        md,
+        "Share: % of the CPU time the spinners received (I/O-bound tasks: % of all). Ideal: fluid GMS with weight \
+         readjustment (propshare-sim), on the axis of CPU time received. Max lag: largest |ideal - received| over \
+         {GRID_MS} ms samples, in ms. Delivered: CPU time of the tasks / (CPUs x time). EEVDF runs with weights mapped \
+         to nice; its ideal uses the nice weights. propshare-scx quantum {QUANTUM}.\n"
+    );
+    for w in &wls {
+        let rs: Vec<&PhaseRow> = rows.iter().filter(|r| r.workload == w.id).collect();
+        if rs.is_empty() {
+            continue;
+        }
+        let _ = writeln!(md, "## {} ({}, {} vCPUs)\n", w.id, w.what, w.smp);
+        let names: Vec<&str> = rs[0].tasks.iter().map(|t| t.name.as_str()).collect();
+        let _ = write!(md, "| scheduler | max err (pp) | max lag (ms) | delivered | ctxt/s | sched CPU |");
+        for nm in &names {
+            let _ = write!(md, " {nm} |");
+        }
+        let _ = writeln!(md);
+        let _ = writeln!(md, "|{}", "---|".repeat(6 + names.len()));
+        for r in &rs {
+            let _ = write!(
+                md,
+                "| {} | {:.2} | {:.1} | {:.1}% | {:.0} | {} |",
+                r.sched,
+                r.max_err_pp,
+                r.max_lag_ms,
+                r.delivered,
+                r.ctxt_per_s,
+                r.sched_cpu_pct.map(|x| format!("{x:.1}%")).unwrap_or("-".into())
+            );
+            for t in &r.tasks {
+                match t.ideal {
+                    Some(id) => {
+                        let _ = write!(md, " {:.1} ({:.1}) lag {:.0} |", t.share, id, t.max_lag_ms.unwrap_or(0.0));
+                    }
+                    None => {
+                        let _ = write!(md, " io {:.1}% |", t.share);
+                    }
+                }
+            }
+            let _ = writeln!(md);
+        }
+        let _ = writeln!(md, "\nCells: achieved share (ideal share) and max lag in ms.\n");
+    }
+    if rows.iter().any(|r| r.blocks_probed.is_some()) {
+        let _ = writeln!(md, "## Block inference (stock rustland_core)\n");
+        let _ = writeln!(md, "| vCPUs | workload | scheduler | blocks seen by probe | blocks seen at wake-up | longest block held in model (ms) |\n|---|---|---|---|---|---|");
+        for r in rows.iter().filter(|r| r.blocks_probed.is_some()) {
+            let _ = writeln!(
+                md,
+                "| {} | {} | {} | {} | {} | {:.1} |",
+                r.smp,
+                r.workload,
+                r.sched,
+                r.blocks_probed.unwrap_or(0),
+                r.blocks_late.unwrap_or(0),
+                r.max_block_detect_ms.unwrap_or(0.0)
+            );
+        }
+        let _ = writeln!(md);
+    }
+    if !safety.is_empty() {
+        let _ = writeln!(md, "## Safety\n");
+        for s in &safety {
+            let _ = writeln!(md, "* `{s}`");
+        }
+        let _ = writeln!(md);
+    }
+    // Checks.
+    let mut failures = problems.clone();
+    for s in &safety {
+        if !s.contains("ok=1") {
+            failures.push(format!("safety: {s}"));
+        }
+    }
+    let scx_rows: Vec<&PhaseRow> = rows.iter().filter(|r| r.sched != "eevdf" && !r.sched.starts_with("prun")).collect();
+    for r in &scx_rows {
+        if r.ejected {
+            failures.push(format!("{} {} smp{}: ejected", r.workload, r.sched, r.smp));
+        }
+        if r.rc.unwrap_or(1) != 0 {
+            failures.push(format!("{} {} smp{}: propshare-scx exit status {:?}", r.workload, r.sched, r.smp, r.rc));
+        }
+    }
+    let bound = |smp: usize| -> f64 {
+        match (check, smp) {
+            (Some("ci"), _) => 10.0,
+            (_, 2) => 1.0,
+            _ => 2.0,
+        }
+    };
+    let mut target_lines = Vec::new();
+    for r in &scx_rows {
+        let b = bound(r.smp);
+        let ok = r.max_err_pp <= b;
+        target_lines.push(format!(
+            "* {} {} on {} vCPUs: max error {:.2} pp (bound {b}) {}",
+            r.workload,
+            r.sched,
+            r.smp,
+            r.max_err_pp,
+            if ok { "ok" } else { "MISSED" }
+        ));
+        if !ok && check.is_some() {
+            failures.push(format!("{} {} smp{}: max error {:.2} pp > {b}", r.workload, r.sched, r.smp, r.max_err_pp));
+        }
+    }
+    for wid in ["inf", "eq5"] {
+        let Some(e) = rows.iter().find(|r| r.workload == wid && r.sched == "eevdf") else { continue };
+        for r in scx_rows.iter().filter(|r| r.workload == wid) {
+            let ok = r.max_lag_ms < e.max_lag_ms;
+            target_lines.push(format!(
+                "* {wid} {}: max lag {:.1} ms vs EEVDF {:.1} ms {}",
+                r.sched,
+                r.max_lag_ms,
+                e.max_lag_ms,
+                if ok { "lower" } else { "NOT lower" }
+            ));
+        }
+    }
+    let _ = writeln!(md, "## Targets\n\n{}\n", target_lines.join("\n"));
+    if !problems_soft.is_empty() {
+        let _ = writeln!(md, "## Notes\n");
+        for f in &problems_soft {
+            let _ = writeln!(md, "* {f}");
+        }
+        let _ = writeln!(md);
+    }
+    if !failures.is_empty() {
+        let _ = writeln!(md, "## Failures\n");
+        for f in &failures {
+            let _ = writeln!(md, "* {f}");
+        }
+    }
+    let json = serde_json::json!({ "phases": rows, "safety": safety, "problems": problems, "failures": failures });
+    if let Err(e) =
+        std::fs::create_dir_all(out).and_then(|_| std::fs::write(format!("{out}/report.md"), &md)).and_then(|_| {
+            std::fs::write(format!("{out}/report.json"), serde_json::to_string_pretty(&json).unwrap_or_default())
+        })
+    {
+        eprintln!("scx-harness: cannot write the report to {out}: {e}");
+        return ExitCode::from(1);
+    }
+    print!("{md}");
+    if check.is_some() && !failures.is_empty() {
+        eprintln!("scx-harness: {} check(s) failed", failures.len());
+        return ExitCode::from(1);
+    }
+    ExitCode::SUCCESS
+}
+
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let get = |k: &str| args.iter().position(|a| a == k).and_then(|i| args.get(i + 1)).cloned();
+    let list = |k: &str| -> Vec<String> {
+        get(k).map(|s| s.split(',').filter(|x| !x.is_empty()).map(String::from).collect()).unwrap_or_default()
+    };
+    match args.first().map(String::as_str) {
+        Some("plan") => {
+            let smp = get("--smp").and_then(|s| s.parse().ok()).unwrap_or(2);
+            let secs = get("--secs").and_then(|s| s.parse().ok()).unwrap_or(10);
+            let mut scheds = list("--schedulers");
+            if scheds.is_empty() {
+                scheds = vec!["gr3mp".into()];
+            }
+            for s in &scheds {
+                if propshare::registry::find(s).is_err() {
+                    eprintln!("scx-harness: unknown scheduler {s:?}");
+                    return ExitCode::from(2);
+                }
+            }
+            print!(
+                "{}",
+                plan(
+                    smp,
+                    secs,
+                    &scheds,
+                    &list("--workloads"),
+                    args.iter().any(|a| a == "--safety"),
+                    args.iter().any(|a| a == "--prun")
+                )
+            );
+            ExitCode::SUCCESS
+        }
+        Some("report") => {
+            let out = get("--out").unwrap_or_else(|| "target/kernel-vm/report".into());
+            let check = get("--check");
+            let mut logs = Vec::new();
+            let mut i = 1;
+            while i < args.len() {
+                if args[i] == "--out" || args[i] == "--check" {
+                    i += 2;
+                    continue;
+                }
+                logs.push(args[i].clone());
+                i += 1;
+            }
+            report(&out, check.as_deref(), &logs)
+        }
+        _ => {
+            eprintln!("usage: scx-harness plan --smp N --secs S --schedulers a,b [--workloads w123,inf] [--safety] [--prun]\n       scx-harness report --out DIR [--check full|ci] LOG...");
+            ExitCode::from(2)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn nice_mapping() {
+        assert_eq!(nice_for(1, 1), 0);
+        assert_eq!(nice_for(2, 1), -3);
+        assert_eq!(nice_for(3, 1), -5);
+        assert_eq!(nice_for(10, 1), -10);
+        assert_eq!(scx_weight(0), 100);
+        assert_eq!(scx_weight(-3), 194);
+        assert_eq!(scx_weight(3), 51);
+    }
+
+    #[test]
+    fn perfect_phase_has_no_error() {
+        // 1:2:3 on 2 CPUs for 1 s, received exactly in proportion.
+        let mut text = String::from("GUEST cpus=2\nPHASE_BEGIN id=w123 sched=gr3mp\n");
+        for (i, w) in [1u64, 2, 3].iter().enumerate() {
+            let samples: Vec<String> = (0..=10).map(|k| (k * 100_000 * 2 * w / 6).to_string()).collect();
+            text.push_str(&format!(
+                "RESULT name=t{}w{w} pid=1 nice=0 renice=-1:0 duty=0:0 cpu_us={} samples={}\n",
+                i + 1,
+                2_000_000 * w / 6,
+                samples.join(",")
+            ));
+        }
+        text.push_str("PHASE_END id=w123 sched=gr3mp rc=0 ctxt=10 ms=1000 state=disabled\n");
+        let (phases, _, problems) = parse_log(&text, 2);
+        assert!(problems.is_empty());
+        let r = analyse(&phases[0]).unwrap();
+        assert!(r.max_err_pp < 0.01, "{r:?}");
+        assert!(r.max_lag_ms < 0.01, "{r:?}");
+    }
+
+    #[test]
+    fn infeasible_ideal_is_readjusted() {
+        // 10:1:1 on 2 CPUs: ideal 50/25/25.
+        let mut text = String::from("GUEST cpus=2\nPHASE_BEGIN id=inf sched=gr3mp\n");
+        for (i, (w, sh)) in [(10u64, 3u64), (1, 2), (1, 1)].iter().enumerate() {
+            let samples: Vec<String> = (0..=10).map(|k| (k * 100_000 * 2 * sh / 6).to_string()).collect();
+            text.push_str(&format!(
+                "RESULT name=t{}w{w} pid=1 nice=0 renice=-1:0 duty=0:0 cpu_us={} samples={}\n",
+                i + 1,
+                2_000_000 * sh / 6,
+                samples.join(",")
+            ));
+        }
+        text.push_str("PHASE_END id=inf sched=gr3mp rc=0 ctxt=10 ms=1000 state=disabled\n");
+        let (phases, _, _) = parse_log(&text, 2);
+        let r = analyse(&phases[0]).unwrap();
+        assert!((r.tasks[0].ideal.unwrap() - 50.0).abs() < 0.01);
+        assert!((r.max_err_pp - 16.67).abs() < 0.1, "{r:?}");
+    }
+}

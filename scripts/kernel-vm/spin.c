@@ -1,0 +1,95 @@
+/* Guest workload for scripts/kernel-vm.sh: a CPU spinner or a duty-cycle
+ * ("I/O-bound") task that samples its own CPU time on a shared grid.
+ *
+ *   spin now                      print CLOCK_MONOTONIC in ms
+ *   spin [-N name] [-n nice] [-e] [-S start_ms] [-E end_ms] [-g grid_ms]
+ *        [-r at_ms:nice] [-b spin_ms:sleep_ms]
+ *
+ * -e switches itself to SCHED_EXT (policy 7); -S/-E are absolute
+ * CLOCK_MONOTONIC ms (it sleeps until -S and stops at -E); -r renices itself
+ * at start+at_ms; -b alternates spin_ms of CPU time with sleep_ms of sleep.
+ * At -E it prints one line:
+ *   RESULT name=N pid=P nice=N0 renice=AT:N1 duty=S:Z start=S end=E grid=G cpu_us=C samples=a,b,...
+ * where samples are its CPU time (us) at start + k*grid.
+ */
+#define _GNU_SOURCE
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+#include <sys/resource.h>
+
+static long long now_ns(clockid_t c) {
+	struct timespec t;
+	clock_gettime(c, &t);
+	return (long long)t.tv_sec * 1000000000LL + t.tv_nsec;
+}
+
+int main(int argc, char **argv) {
+	if (argc > 1 && !strcmp(argv[1], "now")) {
+		printf("%lld\n", now_ns(CLOCK_MONOTONIC) / 1000000);
+		return 0;
+	}
+	const char *name = "spin";
+	int nice0 = 0, ext = 0, renice_at = -1, nice1 = 0, duty_spin = 0, duty_sleep = 0;
+	long long start = 0, end = 0, grid = 200;
+	int c;
+	while ((c = getopt(argc, argv, "N:n:eS:E:g:r:b:")) != -1) {
+		switch (c) {
+		case 'N': name = optarg; break;
+		case 'n': nice0 = atoi(optarg); break;
+		case 'e': ext = 1; break;
+		case 'S': start = atoll(optarg); break;
+		case 'E': end = atoll(optarg); break;
+		case 'g': grid = atoll(optarg); break;
+		case 'r': if (sscanf(optarg, "%d:%d", &renice_at, &nice1) != 2) { fprintf(stderr, "spin: bad -r\n"); return 2; } break;
+		case 'b': if (sscanf(optarg, "%d:%d", &duty_spin, &duty_sleep) != 2) { fprintf(stderr, "spin: bad -b\n"); return 2; } break;
+		default: fprintf(stderr, "spin: bad option\n"); return 2;
+		}
+	}
+	if (grid <= 0 || end <= start) { fprintf(stderr, "spin: need -S < -E and -g > 0\n"); return 2; }
+	if (ext) {
+		struct sched_param p = { 0 };
+		if (sched_setscheduler(0, 7, &p)) { perror("spin: SCHED_EXT"); return 1; }
+	}
+	if (setpriority(PRIO_PROCESS, 0, nice0)) { perror("spin: setpriority"); return 1; }
+	long long s_ns = start * 1000000LL, e_ns = end * 1000000LL, g_ns = grid * 1000000LL;
+	struct timespec ts = { s_ns / 1000000000LL, s_ns % 1000000000LL };
+	while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL)) {}
+	int nsamp = (int)((e_ns - s_ns) / g_ns) + 1;
+	long long *samp = calloc(nsamp, sizeof *samp);
+	long long cpu0 = now_ns(CLOCK_THREAD_CPUTIME_ID);
+	int next = 0, reniced = 0;
+	long long burst_start = cpu0;
+	volatile unsigned long x = 0;
+	for (;;) {
+		long long t = now_ns(CLOCK_MONOTONIC);
+		if (t >= s_ns + (long long)next * g_ns) {
+			long long cpu = now_ns(CLOCK_THREAD_CPUTIME_ID) - cpu0;
+			while (next < nsamp && t >= s_ns + (long long)next * g_ns) samp[next++] = cpu / 1000;
+		}
+		if (t >= e_ns) break;
+		if (renice_at >= 0 && !reniced && t >= s_ns + renice_at * 1000000LL) {
+			setpriority(PRIO_PROCESS, 0, nice1);
+			reniced = 1;
+		}
+		if (duty_spin > 0 && now_ns(CLOCK_THREAD_CPUTIME_ID) - burst_start >= duty_spin * 1000000LL) {
+			struct timespec z = { duty_sleep / 1000, (duty_sleep % 1000) * 1000000L };
+			nanosleep(&z, NULL);
+			burst_start = now_ns(CLOCK_THREAD_CPUTIME_ID);
+		}
+		for (int i = 0; i < 2000; i++) x += i;
+	}
+	long long cpu = now_ns(CLOCK_THREAD_CPUTIME_ID) - cpu0;
+	while (next < nsamp) samp[next++] = cpu / 1000;
+	size_t cap = 256 + (size_t)nsamp * 24;
+	char *out = malloc(cap);
+	int len = snprintf(out, cap, "RESULT name=%s pid=%d nice=%d renice=%d:%d duty=%d:%d start=%lld end=%lld grid=%lld cpu_us=%lld samples=",
+			   name, getpid(), nice0, renice_at, nice1, duty_spin, duty_sleep, start, end, grid, cpu / 1000);
+	for (int i = 0; i < nsamp; i++) len += snprintf(out + len, cap - len, i ? ",%lld" : "%lld", samp[i]);
+	len += snprintf(out + len, cap - len, "\n");
+	write(1, out, len);
+	return 0;
+}
