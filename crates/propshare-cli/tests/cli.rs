@@ -151,7 +151,8 @@ fn scheduler_parameters_from_the_command_line_and_scenario_tables() {
         ("gdq(delta=8", "must end with ')'"),
         ("gdq(tee=3)", "no parameter \"tee\""),
         ("gdq(t=0)", "outside 1..="),
-        ("wfq(k=1)", "its parameters: none"),
+        ("rr(k=1)", "its parameters: none"),
+        ("wfq(readjust=1)", "not true or false"),
     ] {
         let out = args(spec);
         let err = String::from_utf8_lossy(&out.stderr);

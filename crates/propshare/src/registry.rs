@@ -143,6 +143,62 @@ const SFS_AFFINITY_PARAMS: &[Param] = &[Param {
     doc: "B: prefer a client that last ran here among the B least surpluses (section 2.4)",
 }];
 
+const READJUST_PARAMS: &[Param] = &[Param {
+    name: "readjust",
+    kind: ParamKind::Bool,
+    default: 0,
+    doc: "run over readjusted weights (SFS paper section 2.9); `NAME+readjust` is this",
+}];
+
+const VARIANT_PARAMS: &[Param] = &[
+    READJUST_PARAMS[0],
+    Param {
+        name: "dedicate",
+        kind: ParamKind::Bool,
+        default: 0,
+        doc: "readjusted, and a waiting capped client runs first (implies readjust); `NAME+readjust+dedicate`",
+    },
+];
+
+const LINUX_PARAMS: &[Param] = &[
+    READJUST_PARAMS[0],
+    Param {
+        name: "lbfail",
+        kind: ParamKind::Bool,
+        default: 0,
+        doc: "the kernel's nr_balance_failed relaxation: too-heavy tasks move after failed passes; `NAME+lbfail`",
+    },
+];
+
+/// A one-queue tag scheduler, plain or over readjusted weights.
+fn tagged<R: algo::one_queue::TagRules + 'static>(cfg: SchedConfig, p: &Params) -> Box<dyn Scheduler> {
+    type S<R> = crate::shell::Shell<algo::one_queue::OneQueue<R>>;
+    if p.flag("readjust") {
+        Box::new(S::<R>::with_readjustment(cfg))
+    } else {
+        Box::new(S::<R>::new(cfg))
+    }
+}
+
+/// A baseline in its three variants (`dedicate` implies `readjust`).
+fn variants<P: crate::shell::Variants + 'static>(cfg: SchedConfig, p: &Params) -> Box<dyn Scheduler> {
+    type S<P> = crate::shell::Shell<P>;
+    match (p.flag("readjust"), p.flag("dedicate")) {
+        (_, true) => Box::new(S::<P>::with_dedicated_cpus(cfg)),
+        (true, false) => Box::new(S::<P>::with_readjustment(cfg)),
+        (false, false) => Box::new(S::<P>::new(cfg)),
+    }
+}
+
+/// CFS or EEVDF with the readjustment and balance-relaxation options.
+fn linux<R: algo::linux::FairRq + 'static>(cfg: SchedConfig, p: &Params) -> Box<dyn Scheduler> {
+    let tun = algo::linux::Tunables {
+        balance_failed_relax: p.flag("lbfail"),
+        ..algo::linux::Tunables::for_quantum(cfg.quantum)
+    };
+    Box::new(algo::linux::LinuxSched::<R>::with_options(cfg, tun, p.flag("readjust")))
+}
+
 /// DWRR's options from its parameters: B = round·Q, U = unit.
 fn dwrr_options(cfg: SchedConfig, p: &Params, carry: bool) -> algo::dwrr::DwrrOptions {
     let opts = algo::dwrr::DwrrOptions {
@@ -168,8 +224,8 @@ pub const SCHEDULERS: &[Entry] = &[
     Entry {
         name: "wfq",
         summary: "weighted fair queueing, global finish-tag queue (Demers et al. 1989)",
-        params: NO_PARAMS,
-        build: |c, _| Box::new(algo::wfq::Wfq::new(c)),
+        params: READJUST_PARAMS,
+        build: |c, p| tagged::<algo::wfq::WfqRules>(c, p),
     },
     Entry {
         name: "wfq+readjust",
@@ -180,8 +236,8 @@ pub const SCHEDULERS: &[Entry] = &[
     Entry {
         name: "wf2q",
         summary: "WF2Q+, eligible smallest finish tag, global queue (Bennett and Zhang 1996)",
-        params: NO_PARAMS,
-        build: |c, _| Box::new(algo::wf2q::Wf2q::new(c)),
+        params: READJUST_PARAMS,
+        build: |c, p| tagged::<algo::wf2q::Wf2qRules>(c, p),
     },
     Entry {
         name: "wf2q+readjust",
@@ -192,8 +248,8 @@ pub const SCHEDULERS: &[Entry] = &[
     Entry {
         name: "sfq",
         summary: "start-time fair queueing, global queue (Goyal, Vin, Cheng 1996)",
-        params: NO_PARAMS,
-        build: |c, _| Box::new(algo::sfq::Sfq::new(c)),
+        params: READJUST_PARAMS,
+        build: |c, p| tagged::<algo::sfq::SfqRules>(c, p),
     },
     Entry {
         name: "sfq+readjust",
@@ -204,8 +260,8 @@ pub const SCHEDULERS: &[Entry] = &[
     Entry {
         name: "stride",
         summary: "stride scheduling, global pass (Waldspurger and Weihl 1995)",
-        params: NO_PARAMS,
-        build: |c, _| Box::new(algo::stride::Stride::new(c)),
+        params: READJUST_PARAMS,
+        build: |c, p| tagged::<algo::stride::StrideRules>(c, p),
     },
     Entry {
         name: "stride+readjust",
@@ -216,8 +272,8 @@ pub const SCHEDULERS: &[Entry] = &[
     Entry {
         name: "lottery",
         summary: "lottery scheduling, seeded, compensation tickets (Waldspurger and Weihl 1994)",
-        params: NO_PARAMS,
-        build: |c, _| Box::new(algo::lottery::Lottery::new(c)),
+        params: VARIANT_PARAMS,
+        build: |c, p| variants::<algo::lottery::LotteryPolicy>(c, p),
     },
     Entry {
         name: "lottery+readjust",
@@ -234,8 +290,8 @@ pub const SCHEDULERS: &[Entry] = &[
     Entry {
         name: "wrr",
         summary: "weighted round robin, w consecutive quanta per round (as in the GR3 paper)",
-        params: NO_PARAMS,
-        build: |c, _| Box::new(algo::wrr::WeightedRoundRobin::new(c)),
+        params: VARIANT_PARAMS,
+        build: |c, p| variants::<algo::wrr::Wrr>(c, p),
     },
     Entry {
         name: "wrr+readjust",
@@ -252,8 +308,8 @@ pub const SCHEDULERS: &[Entry] = &[
     Entry {
         name: "srr",
         summary: "smoothed round robin, weight matrix and weight spread sequence (Guo 2001)",
-        params: NO_PARAMS,
-        build: |c, _| Box::new(algo::srr::SmoothedRoundRobin::new(c)),
+        params: VARIANT_PARAMS,
+        build: |c, p| variants::<algo::srr::Srr>(c, p),
     },
     Entry {
         name: "srr+readjust",
@@ -270,8 +326,8 @@ pub const SCHEDULERS: &[Entry] = &[
     Entry {
         name: "vtrr",
         summary: "virtual-time round robin (Nieh, Vaill, Zhong 2001)",
-        params: NO_PARAMS,
-        build: |c, _| Box::new(algo::vtrr::Vtrr::new(c)),
+        params: VARIANT_PARAMS,
+        build: |c, p| variants::<algo::vtrr::VtrrPolicy>(c, p),
     },
     Entry {
         name: "vtrr+readjust",
@@ -288,14 +344,14 @@ pub const SCHEDULERS: &[Entry] = &[
     Entry {
         name: "cfs",
         summary: "Linux CFS (<= 6.5): per-CPU vruntime runqueues, load balancing of weighted load (kernel/sched/fair.c)",
-        params: NO_PARAMS,
-        build: |c, _| Box::new(algo::cfs::Cfs::new(c)),
+        params: LINUX_PARAMS,
+        build: |c, p| linux::<algo::cfs::CfsRq>(c, p),
     },
     Entry {
         name: "eevdf",
         summary: "Linux EEVDF (>= 6.6): per-CPU eligible earliest virtual deadline first with lag placement, load balancing (kernel/sched/fair.c)",
-        params: NO_PARAMS,
-        build: |c, _| Box::new(algo::eevdf::Eevdf::new(c)),
+        params: LINUX_PARAMS,
+        build: |c, p| linux::<algo::eevdf::EevdfRq>(c, p),
     },
     Entry {
         name: "cfs+lbfail",
@@ -696,7 +752,8 @@ mod tests {
         assert!(err("gdq(delta)").contains("not param=value"));
         assert!(err("gdq(delta=1,delta=2)").contains("given twice"));
         assert!(err("gdq(k=3)").contains("no parameter \"k\"") && err("gdq(k=3)").contains("delta, t"));
-        assert!(err("wfq(k=3)").contains("its parameters: none"));
+        assert!(err("rr(k=3)").contains("its parameters: none"));
+        assert!(err("wfq(readjust=yes)").contains("not true or false"));
         assert!(err("gdq(t=0)").contains("\"t\": 0 is outside 1..="));
         assert!(err("gdq(t=x)").contains("not a whole number"));
         assert!(err("nope(t=1)").contains("unknown scheduler \"nope\""));
@@ -731,5 +788,33 @@ mod tests {
         };
         assert_eq!(run("dwrr"), run("dwrr(round=3,unit=1)"));
         assert_ne!(run("dwrr"), run("dwrr(round=1)"));
+        // Options are parameters; the variant names are aliases of them.
+        for (alias, spec) in [
+            ("wfq+readjust", "wfq(readjust=true)"),
+            ("lottery+readjust+dedicate", "lottery(dedicate=true)"),
+            ("vtrr+readjust", "vtrr(readjust=true)"),
+            ("cfs+lbfail", "cfs(lbfail=true)"),
+            ("eevdf+readjust", "eevdf(readjust=true)"),
+        ] {
+            let on = |s: &str| {
+                let mut x = build(s, SchedConfig::new(2, MS)).unwrap();
+                let mut order = Vec::new();
+                for (c, w) in [(0u32, 9u64), (1, 1), (2, 1)] {
+                    x.join(0, ClientId(c), Weight::new(w).unwrap()).unwrap();
+                }
+                let mut now = 0;
+                for _ in 0..40 {
+                    for k in 0..2 {
+                        if let Decision::Run { client, slice } = x.pick(now, CpuId(k)).unwrap() {
+                            order.push(client.0);
+                            x.stopped(now + slice, CpuId(k), client, slice, StopReason::Expired).unwrap();
+                        }
+                    }
+                    now += MS;
+                }
+                order
+            };
+            assert_eq!(on(alias), on(spec), "{alias} = {spec}");
+        }
     }
 }

@@ -561,14 +561,24 @@ impl<R: FairRq> LinuxSched<R> {
 
     /// Over readjusted weights (`+readjust`).
     pub fn with_readjustment(cfg: SchedConfig) -> Self {
-        let tun = Tunables::for_quantum(cfg.quantum);
-        Shell::build(format!("{}+readjust", R::NAME), &cfg, LinuxPolicy::new(&cfg, tun, Reweigh::new(true)))
+        Self::with_options(cfg, Tunables::for_quantum(cfg.quantum), true)
+    }
+
+    /// With explicit tunables, over readjusted weights if `readjust`; named
+    /// by its options (`cfs`, `cfs+lbfail`, `cfs+readjust`, `cfs+lbfail+readjust`).
+    pub fn with_options(cfg: SchedConfig, tun: Tunables, readjust: bool) -> Self {
+        let name = format!(
+            "{}{}{}",
+            R::NAME,
+            if tun.balance_failed_relax { "+lbfail" } else { "" },
+            if readjust { "+readjust" } else { "" }
+        );
+        Shell::build(name, &cfg, LinuxPolicy::new(&cfg, tun, Reweigh::new(readjust)))
     }
 
     /// With explicit tunables.
     pub fn with_tunables(cfg: SchedConfig, tun: Tunables) -> Self {
-        let suffix = if tun.balance_failed_relax { "+lbfail" } else { "" };
-        Shell::build(format!("{}{suffix}", R::NAME), &cfg, LinuxPolicy::new(&cfg, tun, Reweigh::new(false)))
+        Self::with_options(cfg, tun, false)
     }
 }
 
