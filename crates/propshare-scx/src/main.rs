@@ -11,7 +11,9 @@
 
 mod bpf_skel;
 pub use bpf_skel::*;
-#[allow(dead_code)]
+// Generated from scx_rustland_core at build time (not ours; not linted).
+#[allow(dead_code, clippy::all)]
+#[rustfmt::skip]
 mod bpf;
 pub mod bpf_intf;
 mod host;
