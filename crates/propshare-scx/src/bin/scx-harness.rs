@@ -658,7 +658,7 @@ fn main() -> ExitCode {
                 scheds = vec!["gr3mp".into()];
             }
             for s in &scheds {
-                if propshare::registry::find(s).is_err() {
+                if propshare::registry::build(s, propshare::scheduler::SchedConfig::new(1, 4_000_000)).is_err() {
                     eprintln!("scx-harness: unknown scheduler {s:?}");
                     return ExitCode::from(2);
                 }
