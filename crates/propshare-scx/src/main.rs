@@ -11,7 +11,9 @@
 
 mod bpf_skel;
 pub use bpf_skel::*;
-#[allow(dead_code)]
+// Generated from scx_rustland_core at build time (not ours; not linted).
+#[allow(dead_code, clippy::all)]
+#[rustfmt::skip]
 mod bpf;
 pub mod bpf_intf;
 mod host;
@@ -44,12 +46,11 @@ With no jobs, every task switched to SCHED_EXT is scheduled with the kernel's
 weight (p->scx.weight: nice 0 = 100, or the cgroup's cpu.weight).
 
 Options:
-  --scheduler NAME   registry scheduler (default gr3mp); --list shows them
+  --scheduler NAME   registry scheduler (default gr3mp); an unknown name lists them
   --quantum DUR      quantum, e.g. 4ms (default 4ms; HZ=250 kernels tick every 4ms)
   --all-tasks        schedule every task, not only SCHED_EXT ones (no jobs)
   --duration DUR     stop after DUR
   --stats            print a JSON stats line on exit (always printed with jobs)
-  --list             list the schedulers
   -h, --help         this help
 
 Exit status: 0 done, 1 runtime failure (kernel without sched_ext, BPF load
@@ -92,12 +93,6 @@ fn parse_args(args: &[String]) -> Result<Option<Opts>, String> {
         match a {
             "-h" | "--help" => {
                 println!("{USAGE}");
-                return Ok(None);
-            }
-            "--list" => {
-                for n in propshare::registry::names() {
-                    println!("{n}");
-                }
                 return Ok(None);
             }
             "--scheduler" | "-s" => {
@@ -161,7 +156,7 @@ fn parse_args(args: &[String]) -> Result<Option<Opts>, String> {
     let mut taken = Vec::new();
     assign_names(&mut o.jobs, &mut taken).map_err(|e| e.to_string())?;
     if let Err(e) = propshare::registry::build(&o.scheduler, propshare::scheduler::SchedConfig::new(1, o.quantum)) {
-        return Err(format!("{e} (try --list)"));
+        return Err(e.to_string());
     }
     Ok(Some(o))
 }
