@@ -65,8 +65,14 @@ APT=(-o "Dir::State::Lists=$A/lists" -o "Dir::Cache=$A/cache" -o "Dir::Etc::Sour
      -o "Dir::Etc::PreferencesParts=$A/etc/preferences.d" -o "Dir::State::status=$A/status")
 touch "$A/status"
 apt-get "${APT[@]}" update -qq >/dev/null 2>&1 || skip "cannot reach the Debian mirror $MIRROR (trixie-backports)"
-KV=$(apt-cache "${APT[@]}" depends linux-image-amd64 2>/dev/null | sed -n 's/.*Depends: linux-image-\([0-9].*-amd64\)$/\1/p' | head -1)
-[ -n "$KV" ] || skip "no linux-image-amd64 in trixie-backports"
+KV=$({ apt-cache "${APT[@]}" depends linux-image-amd64 2>/dev/null || true; } | sed -n 's/.*Depends: linux-image-\([0-9].*-amd64\)$/\1/p' | head -1)
+if [ -z "$KV" ]; then
+  # Mirror unreachable (apt-get update only warns): use the newest kernel
+  # already fetched, if any.
+  KV=$(ls "$W/kernel" 2>/dev/null | grep -v '\.tmp$' | sort -V | tail -1 || true)
+  [ -n "$KV" ] && [ -f "$W/kernel/$KV/vmlinuz" ] || skip "cannot resolve linux-image-amd64 in trixie-backports at $MIRROR (mirror unreachable?) and no kernel cached"
+  log "cannot resolve trixie-backports' kernel at $MIRROR: using the cached $KV"
+fi
 K="$W/kernel/$KV"
 if [ ! -f "$K/vmlinuz" ]; then
   log "fetching kernel $KV"
