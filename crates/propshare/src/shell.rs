@@ -17,7 +17,8 @@
 //!    ([`crate::algo::reweigh::Reweigh`]) is refreshed and the policy is
 //!    handed the new fluid rate and every client whose φ changed
 //!    ([`Policy::readjusted`]). Algorithms whose paper makes readjustment
-//!    part of the algorithm (GDQ, SFS, DFS, GR3MP) keep their own.
+//!    part of the algorithm (GDQ, SFS, DFS, GR3MP) keep their own, and so do
+//!    CFS and EEVDF (the kernel sets a load weight before it enqueues).
 //! 4. **The name** the registry gave it.
 //! 5. **Invariants.** After every event the shell calls
 //!    [`Policy::check_invariants`] in debug builds (while the machine is

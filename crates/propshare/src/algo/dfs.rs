@@ -847,6 +847,51 @@ impl Policy for DfsPolicy {
             }
         }
     }
+
+    /// DFS-I1: `running` counts the clients the roster records as running;
+    /// DFS-I2: the queues (EQ, and IQ under both keys) hold exactly the
+    /// waiting clients, each once, under the key its place records; DFS-I3:
+    /// Ψ is the sum of A over the runnable clients (running ones included),
+    /// and every client present has a record.
+    #[inline]
+    fn check_invariants(&self, r: &Roster) -> Result<(), String> {
+        if self.running != r.running() {
+            return Err(format!("DFS-I1: running {} recorded, {} in the roster", self.running, r.running()));
+        }
+        let (mut eligible, mut ineligible, mut psi) = (0usize, 0usize, 0u128);
+        for (c, k) in self.clients.iter() {
+            let status = r.status(c).map_err(|_| format!("DFS-I3: a record for departed {c}"))?;
+            if status.is_runnable() {
+                psi = psi.saturating_add(k.a);
+            }
+            let waiting = status == Status::Runnable;
+            match k.place {
+                Place::Nowhere if waiting => return Err(format!("DFS-I2: waiting {c} is in no queue")),
+                Place::Nowhere => {}
+                _ if !waiting => return Err(format!("DFS-I2: {c} is queued but {status:?}")),
+                Place::Eligible(key) if self.eq.contains(&key) => eligible += 1,
+                Place::Ineligible(hat, start) if self.iq_hat.contains(&hat) && self.iq_start.contains(&start) => {
+                    ineligible += 1
+                }
+                _ => return Err(format!("DFS-I2: {c}'s recorded key is not in its queue")),
+            }
+        }
+        if eligible != self.eq.len() || ineligible != self.iq_hat.len() || ineligible != self.iq_start.len() {
+            return Err(format!(
+                "DFS-I2: EQ holds {}, IQ {} and {}, records say {eligible} and {ineligible}",
+                self.eq.len(),
+                self.iq_hat.len(),
+                self.iq_start.len()
+            ));
+        }
+        if self.clients.iter().count() != r.len() {
+            return Err(format!("DFS-I3: {} records for {} clients", self.clients.iter().count(), r.len()));
+        }
+        if psi != self.psi {
+            return Err(format!("DFS-I3: Ψ is {} but the runnable clients' A sum to {psi}", self.psi));
+        }
+        Ok(())
+    }
 }
 
 /// Eq. 6 in exact integer form: a client with weighted service `a` = φ S and
