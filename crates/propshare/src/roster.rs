@@ -3,13 +3,13 @@
 //! that turn a host's invalid event into a [`SchedError`] before any
 //! algorithm state is touched.
 //!
-//! Algorithms embed a [`Roster`] and call it first in every event; the
-//! algorithm then updates its own queues knowing the event is valid.
+//! The [`crate::Shell`] owns the roster and records every event in it
+//! before calling the algorithm's [`crate::Policy`], which reads it and
+//! updates its own queues knowing the event is valid.
 
 use crate::algo::reweigh::Reweigh;
-use crate::model::{ClientId, CpuId, SchedError, StopReason, Time, Weight};
+use crate::model::{ClientId, CpuId, SchedError, StopReason, Weight};
 use crate::readjust::{Phi, Readjustment};
-use crate::scheduler::Decision;
 
 /// The largest client id a scheduler accepts: per-client tables are dense.
 pub const MAX_CLIENT_ID: u32 = (1 << 26) - 1;
@@ -158,6 +158,12 @@ impl Roster {
         self.readjust.insert(c, w);
     }
 
+    /// `c`'s weight changed from `old` to `new`; `runnable` says whether it
+    /// is in the runnable set: readjustment bookkeeping.
+    pub(crate) fn readjust_change_weight(&mut self, c: ClientId, old: Weight, new: Weight, runnable: bool) {
+        self.readjust.change_weight(c, old, new, runnable);
+    }
+
     /// `c` (weight `w`) left the runnable set: readjustment bookkeeping.
     pub(crate) fn readjust_remove(&mut self, c: ClientId, w: Weight) {
         self.readjust.remove(c, w);
@@ -166,10 +172,9 @@ impl Roster {
     /// Readjust the runnable set: the fluid rate and every φ that changed
     /// ([`Reweigh::refresh`]).
     pub(crate) fn refresh_readjustment(&mut self) -> (Readjustment, Vec<(ClientId, Phi)>) {
-        let mut readjust = std::mem::take(&mut self.readjust);
-        let out = readjust.refresh(self);
-        self.readjust = readjust;
-        out
+        let clients = &self.clients;
+        self.readjust
+            .refresh_over(self.on_cpu.len(), self.runnable, self.runnable_weight, |c| clients.get(c).map(|e| e.weight))
     }
 
     /// Number of clients running (picked and not yet stopped). O(P).
@@ -338,18 +343,6 @@ impl Roster {
         debug_assert!(self.on_cpu[cpu.index()].is_none());
         self.set_status(c, Status::Running(cpu));
         self.on_cpu[cpu.index()] = Some(c);
-    }
-
-    /// The decision for `cpu`: run `chosen` for `slice` (recorded as with
-    /// [`Roster::start`]), or idle if nothing was chosen.
-    pub fn dispatch(&mut self, cpu: CpuId, chosen: Option<ClientId>, slice: Time) -> Decision {
-        match chosen {
-            Some(client) => {
-                self.start(cpu, client);
-                Decision::Run { client, slice }
-            }
-            None => Decision::Idle,
-        }
     }
 
     /// Validate and record `stopped(cpu, c, reason)`. Returns `c`'s weight.

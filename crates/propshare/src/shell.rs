@@ -265,10 +265,7 @@ impl<P: Policy> Scheduler for Shell<P> {
         let status = self.roster.status(c)?;
         let old = self.roster.set_weight(c, w)?;
         self.policy.set_weight(&self.roster, now, c, old, w, status);
-        if status.is_runnable() {
-            self.roster.readjust_remove(c, old);
-            self.roster.readjust_insert(c, w);
-        }
+        self.roster.readjust_change_weight(c, old, w, status.is_runnable());
         self.refresh();
         self.debug_check("set_weight");
         Ok(())

@@ -107,19 +107,27 @@ impl Reweigh {
     /// whose φ changed, with its new φ. Clients that leave the capped set get
     /// `φ = w` back (blocked ones included, so that they wake uncapped).
     pub fn refresh(&mut self, roster: &Roster) -> (Readjustment, Vec<(ClientId, Phi)>) {
+        self.refresh_over(roster.cpus(), roster.runnable(), roster.runnable_weight(), |c| roster.weight(c).ok())
+    }
+
+    /// [`Reweigh::refresh`] over the parts of a roster it reads: P, the
+    /// number and weight of runnable clients, and each client's weight.
+    pub(crate) fn refresh_over(
+        &mut self,
+        cpus: usize,
+        runnable: usize,
+        runnable_weight: u64,
+        weight_of: impl Fn(ClientId) -> Option<Weight>,
+    ) -> (Readjustment, Vec<(ClientId, Phi)>) {
         if !self.enabled {
-            let r = Readjustment {
-                cpus: roster.cpus().min(roster.runnable()) as u64,
-                capped: 0,
-                feasible_weight: roster.runnable_weight(),
-            };
+            let r = Readjustment { cpus: cpus.min(runnable) as u64, capped: 0, feasible_weight: runnable_weight };
             return (r, Vec::new());
         }
-        let r = self.feasible.readjust(roster.cpus());
+        let r = self.feasible.readjust(cpus);
         let now_capped: Vec<ClientId> = self.feasible.heaviest(r.capped).map(|(c, _)| c).collect();
         let mut changes = Vec::new();
         for &c in self.capped.iter().filter(|c| !now_capped.contains(c)) {
-            if let Ok(w) = roster.weight(c) {
+            if let Some(w) = weight_of(c) {
                 changes.push((c, Phi::whole(w.get())));
             }
         }
