@@ -156,19 +156,21 @@ fn plan(smp: usize, secs: u64, scheds: &[String], only: &[String], safety: bool,
             let _ = writeln!(s, "{} &", spin_args(t, false, *n));
         }
         let _ = writeln!(s, "wait; phase_end {} eevdf 0", w.id);
+        // The jobs as `propshare run` and `propshare-scx` take them.
+        let jobs = w
+            .tasks
+            .iter()
+            .map(|t| format!("-w {} -n {} -- {}", t.weight, t.name, spin_args(t, false, 0)))
+            .collect::<Vec<_>>()
+            .join(" ::: ");
         if prun && !w.kernel_mode {
             // `propshare run` (user space, SIGSTOP/SIGCONT) in the same guest.
             let _ = writeln!(s, "if [ -x /bin/propshare ]; then phase_begin {} prun-gr3mp", w.id);
             let _ = writeln!(s, "S=$(( $(/bin/spin now) + 1500 )); E=$((S + {ms}))");
-            let jobs: Vec<String> = w
-                .tasks
-                .iter()
-                .map(|t| format!("-w {} -n {} -- {}", t.weight, t.name, spin_args(t, false, 0)))
-                .collect();
             let _ = writeln!(
                 s,
                 "/bin/propshare run --scheduler gr3mp --quantum 10ms {} > /tmp/prun.out 2>&1; rc=$?; grep -a RESULT /tmp/prun.out; phase_end {} prun-gr3mp $rc; fi",
-                jobs.join(" ::: "),
+                jobs,
                 w.id
             );
         }
@@ -189,16 +191,7 @@ fn plan(smp: usize, secs: u64, scheds: &[String], only: &[String], safety: bool,
                 let _ = writeln!(s, "wait {}; kill -INT $P; wait $P; rc=$?; cat /tmp/pscx.err", pids.join(" "));
             } else {
                 let _ = writeln!(s, "S=$(( $(/bin/spin now) + 2500 )); E=$((S + {ms}))");
-                let jobs: Vec<String> = w
-                    .tasks
-                    .iter()
-                    .map(|t| format!("-w {} -n {} -- {}", t.weight, t.name, spin_args(t, false, 0)))
-                    .collect();
-                let _ = writeln!(
-                    s,
-                    "/bin/propshare-scx --scheduler {sc} --quantum {QUANTUM} {}; rc=$?",
-                    jobs.join(" ::: ")
-                );
+                let _ = writeln!(s, "/bin/propshare-scx --scheduler {sc} --quantum {QUANTUM} {}; rc=$?", jobs);
             }
             let _ = writeln!(s, "phase_end {} {sc} $rc", w.id);
         }
