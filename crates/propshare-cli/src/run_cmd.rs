@@ -103,10 +103,10 @@ fn options(a: RunArgs) -> Result<(RunOptions, bool, Option<PathBuf>), ProcError>
     let opts = RunOptions {
         jobs,
         cpus: a.cpus.as_deref().map(propshare_proc::parse_cpus).transpose()?,
-        quantum: propshare_proc::parse_duration(&a.quantum)?,
+        quantum: propshare_proc::parse_duration("--quantum", &a.quantum)?,
         scheduler: a.scheduler,
         seed: a.seed,
-        duration: a.duration.as_deref().map(propshare_proc::parse_duration).transpose()?,
+        duration: a.duration.as_deref().map(|d| propshare_proc::parse_duration("--duration", d)).transpose()?,
         mode: match a.baseline {
             None => Mode::Propshare,
             Some(Baseline::Nice) => Mode::BaselineNice,

@@ -55,25 +55,11 @@ pub use error::ProcError;
 pub use run::{run, Accounting, Charge, ClientReport, Mode, RunOptions, RunReport};
 pub use spec::{parse_jobs, parse_jobs_toml, read_jobs_file, JobSpec, Target};
 
-/// Parse a duration such as `10ms`, `2.5s`, `500us`, `100000ns` or `3` (seconds) into ns.
-pub fn parse_duration(s: &str) -> Result<u64, ProcError> {
-    let s = s.trim();
-    let split = s.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(s.len());
-    let (num, unit) = s.split_at(split);
-    let scale: f64 = match unit.trim() {
-        "ns" => 1.0,
-        "us" | "µs" => 1e3,
-        "ms" => 1e6,
-        "s" | "" => 1e9,
-        "m" | "min" => 60e9,
-        _ => return Err(ProcError::usage(format!("bad duration {s:?}: use e.g. 10ms, 2s, 500us"))),
-    };
-    let v: f64 = num.parse().map_err(|_| ProcError::usage(format!("bad duration {s:?}: use e.g. 10ms, 2s, 500us")))?;
-    let ns = (v * scale).round();
-    if !ns.is_finite() || ns < 0.0 || ns > u64::MAX as f64 / 2.0 {
-        return Err(ProcError::usage(format!("duration {s:?} is out of range")));
-    }
-    Ok(ns as u64)
+/// Parse the duration given to the command-line flag `flag` (`10ms`, `2.5s`,
+/// `500us`; a unit is required) with the core's parser, the same one the
+/// simulator's scenario files use; the error names the flag.
+pub fn parse_duration(flag: &str, s: &str) -> Result<u64, ProcError> {
+    propshare::parse_duration(s).map_err(|e| ProcError::usage(format!("{flag}: {e}")))
 }
 
 /// Parse a CPU list such as `0,1` or `0-3` into CPU numbers.
@@ -86,12 +72,11 @@ mod tests {
     use super::*;
 
     #[test]
-    fn durations() {
-        assert_eq!(parse_duration("10ms").unwrap(), 10_000_000);
-        assert_eq!(parse_duration("2.5s").unwrap(), 2_500_000_000);
-        assert_eq!(parse_duration("3").unwrap(), 3_000_000_000);
-        assert_eq!(parse_duration("500us").unwrap(), 500_000);
-        assert!(parse_duration("ms").is_err());
-        assert!(parse_duration("10 parsecs").is_err());
+    fn durations_need_a_unit_and_errors_name_the_flag() {
+        assert_eq!(parse_duration("--quantum", "10ms").unwrap(), 10_000_000);
+        assert_eq!(parse_duration("--quantum", "2.5s").unwrap(), 2_500_000_000);
+        let e = parse_duration("--quantum", "3").unwrap_err().to_string();
+        assert!(e.contains("--quantum") && e.contains("needs a unit"), "{e}");
+        assert!(parse_duration("--duration", "10 parsecs").is_err());
     }
 }

@@ -86,7 +86,7 @@ fn parse_args(args: &[String]) -> Result<Option<Opts>, String> {
     let mut i = 0;
     let dur = |s: Option<&String>, what: &str| -> Result<u64, String> {
         let s = s.ok_or_else(|| format!("{what} needs a value"))?;
-        propshare_proc::parse_duration(s).map_err(|e| e.to_string())
+        propshare_proc::parse_duration(what, s).map_err(|e| e.to_string())
     };
     while i < args.len() {
         let a = args[i].as_str();

@@ -258,3 +258,21 @@ fn bad_chain_fields_are_located() {
     assert_eq!(ok.chains().len(), 1);
     assert_eq!(ok.chains()[0].leaves, MemberLeaves::AfterWork(300 * MS));
 }
+
+/// Durations in scenario files go through the core's one parser: a bare
+/// number other than 0 and a signed string are located errors, not 3 ns or
+/// "an unknown unit".
+#[test]
+fn durations_need_units_and_refuse_signs() {
+    let cases: &[(&str, &str, &str)] = &[
+        ("quantum = \"10ms\"", "quantum = 3", "5:11: quantum: duration 3 needs a unit"),
+        ("quantum = \"10ms\"", "quantum = \"-5ms\"", "5:11: quantum: duration \"-5ms\" must not be negative"),
+        ("quantum = \"10ms\"", "quantum = \"5\"", "5:11: quantum: duration \"5\" needs a unit"),
+        ("quantum = \"10ms\"", "quantum = \"1.5ns\"", "5:11: quantum: duration \"1.5ns\" is finer than 1 ns"),
+    ];
+    for (from, to, want) in cases {
+        let text = BASE.replacen(from, to, 1);
+        let err = Scenario::parse("f.toml", &text, "f").expect_err(to).to_string();
+        assert!(err.starts_with(&format!("f.toml:{want}")), "{to}: {err}");
+    }
+}

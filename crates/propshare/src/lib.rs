@@ -33,6 +33,7 @@
 
 pub mod algo;
 pub mod contract;
+pub mod duration;
 pub mod list;
 pub mod model;
 pub mod readjust;
@@ -43,6 +44,7 @@ pub mod shell;
 pub mod vtime;
 pub mod wide;
 
+pub use duration::{parse_duration, DurationError};
 pub use model::{ClientId, CpuId, SchedError, StopReason, Time, Weight, WeightError, MS};
 pub use roster::{ClientTable, Roster, Status, MAX_CLIENT_ID};
 pub use scheduler::{Decision, Kick, SchedConfig, Scheduler};

@@ -25,7 +25,8 @@ use crate::engine::{ChainSpec, ClientSpec, SimConfig};
 use draw::{Class, Poisson};
 
 pub use claims::{judge, names_client, Claim, ClaimMetric, Verdict};
-pub use raw::{parse_duration, Dur, WeightDist};
+pub use propshare::parse_duration;
+pub use raw::{Dur, WeightDist};
 pub use validate::MAX_WINDOWS;
 
 /// A scenario that could not be loaded: where and why.

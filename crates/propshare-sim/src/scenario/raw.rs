@@ -8,8 +8,9 @@ use serde::de::{self, Deserializer, Visitor};
 use serde::Deserialize;
 use toml::Spanned;
 
-/// A duration: an integer number of ns, or a string with a unit
-/// (`"10ms"`, `"1.5s"`, `"250us"`, `"100ns"`).
+/// A duration: a string with a unit (`"10ms"`, `"1.5s"`, `"250us"`,
+/// `"100ns"`), parsed by [`propshare::parse_duration`]; a bare number is an
+/// error except `0`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub struct Dur(pub Time);
 
@@ -19,49 +20,26 @@ impl<'de> Deserialize<'de> for Dur {
         impl Visitor<'_> for V {
             type Value = Dur;
             fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
-                f.write_str("a duration: integer ns or a string like \"10ms\"")
+                f.write_str("a duration with a unit, like \"10ms\"")
             }
             fn visit_i64<E: de::Error>(self, v: i64) -> Result<Dur, E> {
-                u64::try_from(v).map(Dur).map_err(|_| E::custom(format!("duration must not be negative, got {v}")))
+                match u64::try_from(v) {
+                    Ok(v) => self.visit_u64(v),
+                    Err(_) => Err(E::custom(format!("duration must not be negative, got {v}"))),
+                }
             }
             fn visit_u64<E: de::Error>(self, v: u64) -> Result<Dur, E> {
-                Ok(Dur(v))
+                match v {
+                    0 => Ok(Dur(0)),
+                    v => Err(E::custom(format!("duration {v} needs a unit: write \"{v}ns\", \"{v}ms\" or \"{v}s\""))),
+                }
             }
             fn visit_str<E: de::Error>(self, v: &str) -> Result<Dur, E> {
-                parse_duration(v).map(Dur).map_err(E::custom)
+                propshare::parse_duration(v).map(Dur).map_err(E::custom)
             }
         }
         d.deserialize_any(V)
     }
-}
-
-/// Parse `"10ms"`, `"1.5s"`, `"250us"`, `"100ns"`, `"2min"` into ns.
-pub fn parse_duration(s: &str) -> Result<Time, String> {
-    let s = s.trim();
-    let split = s.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(s.len());
-    let (num, unit) = s.split_at(split);
-    let scale: u64 = match unit.trim() {
-        "ns" => 1,
-        "us" | "µs" => 1_000,
-        "ms" => 1_000_000,
-        "s" => 1_000_000_000,
-        "min" => 60_000_000_000,
-        "" => return Err(format!("duration {s:?} needs a unit (ns, us, ms, s, min)")),
-        u => return Err(format!("unknown time unit {u:?} in {s:?} (use ns, us, ms, s, min)")),
-    };
-    let (int, frac) = num.split_once('.').unwrap_or((num, ""));
-    if int.is_empty() && frac.is_empty() {
-        return Err(format!("duration {s:?} has no number"));
-    }
-    let int: u64 = if int.is_empty() { 0 } else { int.parse().map_err(|_| format!("bad number in duration {s:?}"))? };
-    let mut ns = int.checked_mul(scale).ok_or_else(|| format!("duration {s:?} is too long"))?;
-    let mut place = scale;
-    for d in frac.chars() {
-        let d = d.to_digit(10).ok_or_else(|| format!("bad number in duration {s:?}"))? as u64;
-        place /= 10;
-        ns += d * place;
-    }
-    Ok(ns)
 }
 
 #[derive(Deserialize)]
