@@ -245,8 +245,11 @@ pub fn run_scenario(
             output::write_window_lag_csv(&w, &runs).map_err(io_err(&w))?;
         }
     }
-    let verdicts = scn.claims.iter().map(|c| judge(c, &windows, &runs)).collect();
-    Ok(ScenarioResult { scenario: scn.clone(), runs, verdicts, plots, costs })
+    // A claim on a scheduler this run left out (`--scheduler`) is not judged.
+    let (judged, unjudged): (Vec<_>, Vec<_>) =
+        scn.claims.iter().cloned().partition(|c| schedulers.contains(&c.scheduler));
+    let verdicts = judged.iter().map(|c| judge(c, &windows, &runs)).collect();
+    Ok(ScenarioResult { scenario: scn.clone(), runs, verdicts, unjudged, plots, costs })
 }
 
 /// The grouped bar chart of the DWRR paper's Fig. 5: per window length, one
