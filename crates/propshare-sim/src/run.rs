@@ -3,7 +3,8 @@
 
 use std::path::{Path, PathBuf};
 
-use propshare::{SchedConfig, Time};
+use propshare::registry::BuildError;
+use propshare::{SchedConfig, Scheduler, Time};
 
 use crate::engine::{Engine, SimError, TraceEvent};
 use crate::metrics::{self, duration_label, window_lag_of, RunMetrics};
@@ -65,6 +66,19 @@ pub fn run_scenario(
     opts: &RunOptions,
     progress: &mut dyn FnMut(usize, usize),
 ) -> Result<ScenarioResult, RunError> {
+    run_scenario_with(scn, only, opts, &|name, cfg| scn.build_scheduler(name, cfg), progress)
+}
+
+/// [`run_scenario`] with the schedulers built by `build(name, config)`
+/// instead of [`Scenario::build_scheduler`] (the claims' mutation test runs
+/// deliberately broken schedulers under the names the claims use).
+pub fn run_scenario_with(
+    scn: &Scenario,
+    only: Option<&[String]>,
+    opts: &RunOptions,
+    build: &dyn Fn(&str, SchedConfig) -> Result<Box<dyn Scheduler>, BuildError>,
+    progress: &mut dyn FnMut(usize, usize),
+) -> Result<ScenarioResult, RunError> {
     let schedulers: Vec<String> = only.map(|o| o.to_vec()).unwrap_or_else(|| scn.schedulers.clone());
     if let Some(dir) = &opts.out {
         std::fs::create_dir_all(dir).map_err(io_err(dir))?;
@@ -82,8 +96,7 @@ pub fn run_scenario(
             let cfg = scn.config(k);
             let clients = scn.clients(k);
             let mut names: Vec<String> = clients.iter().map(|c| c.name.clone()).collect();
-            let sched = scn
-                .build_scheduler(name, SchedConfig { cpus: cfg.cpus, quantum: cfg.quantum, seed: cfg.seed })
+            let sched = build(name, SchedConfig { cpus: cfg.cpus, quantum: cfg.quantum, seed: cfg.seed })
                 .map_err(|e| SimError::Config(e.to_string()))?;
             let mut engine = Engine::new(sched, cfg.clone(), clients)?;
             engine.chains(scn.chains())?;
