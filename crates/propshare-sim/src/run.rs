@@ -69,6 +69,9 @@ pub fn run_scenario(
     run_scenario_with(scn, only, opts, &|name, cfg| scn.build_scheduler(name, cfg), progress)
 }
 
+/// Builds the scheduler a scenario calls `name` for one run.
+pub type BuildScheduler<'a> = dyn Fn(&str, SchedConfig) -> Result<Box<dyn Scheduler>, BuildError> + 'a;
+
 /// [`run_scenario`] with the schedulers built by `build(name, config)`
 /// instead of [`Scenario::build_scheduler`] (the claims' mutation test runs
 /// deliberately broken schedulers under the names the claims use).
@@ -76,7 +79,7 @@ pub fn run_scenario_with(
     scn: &Scenario,
     only: Option<&[String]>,
     opts: &RunOptions,
-    build: &dyn Fn(&str, SchedConfig) -> Result<Box<dyn Scheduler>, BuildError>,
+    build: &BuildScheduler,
     progress: &mut dyn FnMut(usize, usize),
 ) -> Result<ScenarioResult, RunError> {
     let schedulers: Vec<String> = only.map(|o| o.to_vec()).unwrap_or_else(|| scn.schedulers.clone());
