@@ -15,7 +15,7 @@ use propshare_sim::metrics::RunMetrics;
 use propshare_sim::report::write_report;
 use propshare_sim::results::ScenarioResult;
 use propshare_sim::run::{run_scenario, RunOptions};
-use propshare_sim::scenario::Scenario;
+use propshare_sim::scenario::{Expect, Scenario};
 
 #[global_allocator]
 static ALLOC: bench_cmd::CountingAlloc = bench_cmd::CountingAlloc;
@@ -50,6 +50,10 @@ enum Command {
         /// No progress bar.
         #[arg(long)]
         quiet: bool,
+        /// Fail (exit 1) when any claim's verdict differs from the one its
+        /// scenario pins (`expect`), listing each with its file and line.
+        #[arg(long)]
+        check: bool,
     },
     /// Run the built-in demo workload and print a per-client table.
     Demo {
@@ -174,8 +178,8 @@ fn bad_input(e: impl Into<anyhow::Error>) -> Failure {
 fn main() {
     let cli = Cli::parse();
     let result = match cli.command {
-        None => reproduce(Path::new("scenarios/papers"), Path::new("report"), false),
-        Some(Command::Reproduce { scenarios, out, quiet }) => reproduce(&scenarios, &out, quiet),
+        None => reproduce(Path::new("scenarios/papers"), Path::new("report"), false, false),
+        Some(Command::Reproduce { scenarios, out, quiet, check }) => reproduce(&scenarios, &out, quiet, check),
         Some(Command::Simulate(a)) => simulate(a, false),
         Some(Command::Compare(a)) => simulate(a, true),
         Some(Command::Demo { scheduler, cpus }) => demo(&scheduler.0, cpus),
@@ -319,7 +323,7 @@ fn find_scenarios(dir: &Path, out: &mut Vec<PathBuf>) -> std::io::Result<()> {
     Ok(())
 }
 
-fn reproduce(dir: &Path, out: &Path, quiet: bool) -> Result<(), Failure> {
+fn reproduce(dir: &Path, out: &Path, quiet: bool, check: bool) -> Result<(), Failure> {
     let mut files = Vec::new();
     find_scenarios(dir, &mut files).map_err(|e| {
         bad_input(anyhow::anyhow!("{}: {e} (run from the repository root, or pass --scenarios)", dir.display()))
@@ -353,26 +357,78 @@ fn reproduce(dir: &Path, out: &Path, quiet: bool) -> Result<(), Failure> {
         bench_note,
         &results,
     )?;
+    propshare_sim::output::write_claims(out, &results).map_err(|e| anyhow::anyhow!("{}: {e}", out.display()))?;
     for r in &results {
         print_verdicts(r);
     }
-    println!("report: {}", out.join("index.html").display());
+    println!("report: {} (claims as data: claims.csv, claims.json)", out.join("index.html").display());
+    let verdicts: Vec<_> = results.iter().flat_map(|r| &r.verdicts).collect();
+    let off: Vec<_> = verdicts.iter().filter(|v| !v.as_pinned()).collect();
+    if check {
+        for v in &off {
+            let c = &v.claim;
+            eprintln!(
+                "{}: {} {} ({}): pinned {}, got {}: ours {}, claim {}",
+                c.at,
+                c.scheduler,
+                c.metric.name(),
+                c.source,
+                if c.expect == Expect::Match { "MATCH" } else { "DIFFER" },
+                if v.matches { "MATCH" } else { "DIFFER" },
+                ours_text(v.ours),
+                c.bounds_text()
+            );
+        }
+        if !off.is_empty() {
+            return Err(Failure {
+                code: 1,
+                error: anyhow::anyhow!(
+                    "{} of {} claims differ from the verdict their scenario pins (listed above)",
+                    off.len(),
+                    verdicts.len()
+                ),
+            });
+        }
+        println!("check: all {} claims have the verdict their scenario pins", verdicts.len());
+    }
     Ok(())
 }
 
+fn ours_text(ours: Option<(f64, f64)>) -> String {
+    match ours {
+        Some((a, b)) if a == b => format!("{a:.3}"),
+        Some((a, b)) => format!("{a:.3} to {b:.3}"),
+        None => "nothing measured".into(),
+    }
+}
+
+/// One line per claim: verdict, scenario, scheduler, metric, our figure,
+/// the claim's bounds and source; `(expected)` marks a pinned difference.
 fn print_verdicts(r: &ScenarioResult) {
     for v in &r.verdicts {
-        let ours = v.ours.map(|(a, b)| format!("{a:.3} to {b:.3}")).unwrap_or_else(|| "n/a".into());
         println!(
-            "{} {:<28} {:<14} {:<14} ours {:<24} paper {:?}..{:?}  ({})",
+            "{} {:<28} {:<14} {:<14} ours {:<24} paper {}  ({}){}",
             if v.matches { "MATCH " } else { "DIFFER" },
             r.scenario.name,
             v.claim.scheduler,
             v.claim.metric.name(),
-            ours,
-            v.claim.min,
-            v.claim.max,
-            v.claim.source
+            ours_text(v.ours),
+            v.claim.bounds_text(),
+            v.claim.source,
+            match (&v.claim.expect, v.as_pinned()) {
+                (Expect::Differ { .. }, true) => " (expected)",
+                (_, false) => " (NOT AS PINNED)",
+                _ => "",
+            }
+        );
+    }
+    for c in &r.unjudged {
+        eprintln!(
+            "warning: {}: claim on {} ({}) not judged: {} was not run (see --scheduler)",
+            c.at,
+            c.scheduler,
+            c.metric.name(),
+            c.scheduler
         );
     }
 }

@@ -3,7 +3,8 @@
 
 use std::path::{Path, PathBuf};
 
-use propshare::{SchedConfig, Time};
+use propshare::registry::BuildError;
+use propshare::{SchedConfig, Scheduler, Time};
 
 use crate::engine::{Engine, SimError, TraceEvent};
 use crate::metrics::{self, duration_label, window_lag_of, RunMetrics};
@@ -65,6 +66,22 @@ pub fn run_scenario(
     opts: &RunOptions,
     progress: &mut dyn FnMut(usize, usize),
 ) -> Result<ScenarioResult, RunError> {
+    run_scenario_with(scn, only, opts, &|name, cfg| scn.build_scheduler(name, cfg), progress)
+}
+
+/// Builds the scheduler a scenario calls `name` for one run.
+pub type BuildScheduler<'a> = dyn Fn(&str, SchedConfig) -> Result<Box<dyn Scheduler>, BuildError> + 'a;
+
+/// [`run_scenario`] with the schedulers built by `build(name, config)`
+/// instead of [`Scenario::build_scheduler`] (the claims' mutation test runs
+/// deliberately broken schedulers under the names the claims use).
+pub fn run_scenario_with(
+    scn: &Scenario,
+    only: Option<&[String]>,
+    opts: &RunOptions,
+    build: &BuildScheduler,
+    progress: &mut dyn FnMut(usize, usize),
+) -> Result<ScenarioResult, RunError> {
     let schedulers: Vec<String> = only.map(|o| o.to_vec()).unwrap_or_else(|| scn.schedulers.clone());
     if let Some(dir) = &opts.out {
         std::fs::create_dir_all(dir).map_err(io_err(dir))?;
@@ -82,8 +99,7 @@ pub fn run_scenario(
             let cfg = scn.config(k);
             let clients = scn.clients(k);
             let mut names: Vec<String> = clients.iter().map(|c| c.name.clone()).collect();
-            let sched = scn
-                .build_scheduler(name, SchedConfig { cpus: cfg.cpus, quantum: cfg.quantum, seed: cfg.seed })
+            let sched = build(name, SchedConfig { cpus: cfg.cpus, quantum: cfg.quantum, seed: cfg.seed })
                 .map_err(|e| SimError::Config(e.to_string()))?;
             let mut engine = Engine::new(sched, cfg.clone(), clients)?;
             engine.chains(scn.chains())?;
@@ -245,8 +261,11 @@ pub fn run_scenario(
             output::write_window_lag_csv(&w, &runs).map_err(io_err(&w))?;
         }
     }
-    let verdicts = scn.claims.iter().map(|c| judge(c, &windows, &runs)).collect();
-    Ok(ScenarioResult { scenario: scn.clone(), runs, verdicts, plots, costs })
+    // A claim on a scheduler this run left out (`--scheduler`) is not judged.
+    let (judged, unjudged): (Vec<_>, Vec<_>) =
+        scn.claims.iter().cloned().partition(|c| schedulers.contains(&c.scheduler));
+    let verdicts = judged.iter().map(|c| judge(c, &windows, &runs)).collect();
+    Ok(ScenarioResult { scenario: scn.clone(), runs, verdicts, unjudged, plots, costs })
 }
 
 /// The grouped bar chart of the DWRR paper's Fig. 5: per window length, one

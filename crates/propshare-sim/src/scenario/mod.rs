@@ -24,7 +24,7 @@ use propshare::{SchedConfig, Scheduler, Time};
 use crate::engine::{ChainSpec, ClientSpec, SimConfig};
 use draw::{Class, Poisson};
 
-pub use claims::{judge, names_client, Claim, ClaimMetric, Verdict};
+pub use claims::{judge, names_client, Claim, ClaimMetric, Expect, Verdict};
 pub use propshare::parse_duration;
 pub use raw::{Dur, WeightDist};
 pub use validate::MAX_WINDOWS;
