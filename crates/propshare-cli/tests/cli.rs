@@ -552,3 +552,69 @@ fn an_interrupted_run_keeps_what_finished() {
         }
     }
 }
+
+/// Validation gaps and messages that named the wrong thing: each is a
+/// located error naming the field, with a message saying what is accepted.
+#[test]
+fn validation_gaps_are_located_errors() {
+    let dir = tmp("gaps");
+    const AB: &str = "[[client]]\nname = \"a\"\nweight = 1\n[[client]]\nname = \"b\"\nweight = 3\nrun = \"3ms\"\nsleep = { dist = \"exponential\", mean = \"10ms\" }";
+    let cases: &[(&str, &str, &str, &str, &str)] = &[
+        (
+            "member",
+            "name = \"a\"",
+            "name = \"c0\"\nweight = 1\n[[class]]\nprefix = \"c\"\ncount = 2\nweight = 1\n[[client]]\nname = \"a\"",
+            "client[0].name",
+            "member of class[0]",
+        ),
+        ("emptysched", "[\"wfq\"]", "[]", "schedulers", "leave `schedulers` out"),
+        ("emptyname", "name = \"t\"", "name = \"\"", "name", "must not be empty"),
+        ("fewoffsets", "cpus = 2", "cpus = 2\noffsets = [\"5ms\"]", "machine.offsets", "1 offsets for 2 CPUs"),
+        ("lateoffset", "cpus = 2", "cpus = 2\noffsets = [\"0\", \"2s\"]", "machine.offsets[1]", "never run"),
+        ("badoffset", "cpus = 2", "cpus = 2\noffsets = 5", "machine.offsets", "\"staggered\""),
+        ("switch", "cpus = 2", "cpus = 2\nswitch_cost = \"10ms\"", "machine.switch_cost", "not below the quantum"),
+        ("nomachine", "[machine]\ncpus = 2\nquantum = \"10ms\"\nhorizon = \"1s\"\n", "", "machine", "missing table [machine]"),
+        ("nohorizon", "horizon = \"1s\"\n", "", "machine.horizon", "missing field"),
+        ("gamma", "\"exponential\"", "\"gamma\"", "client[1].sleep", "expected one of `constant`, `uniform`, `exponential`"),
+        ("runtype", "run = \"3ms\"", "run = true", "client[1].run", "{ dist = \"exponential\", mean = D }"),
+        ("weighttype", "weight = 3", "weight = \"3\"", "client[1].weight", "expected i64"),
+        ("single", AB, "[client]\nname = \"a\"\nweight = 1", "client", "write [[client]]"),
+        ("quantumunit", "quantum = \"10ms\"", "quantum = \"10\"", "machine.quantum", "needs a unit"),
+        (
+            "clash",
+            "name = \"a\"",
+            "name = \"a\"\nweight = 1\n[[class]]\nprefix = \"x\"\ncount = 20\nweight = 1\n[[class]]\nprefix = \"x1\"\ncount = 2\nweight = 1\n[[client]]\nname = \"a2\"",
+            "class[1].prefix",
+            "e.g. \"x10\"",
+        ),
+    ];
+    for (name, from, to, field, says) in cases {
+        assert!(GOOD.contains(from), "{name}: test text");
+        let file = dir.join(format!("{name}.toml"));
+        std::fs::write(&file, GOOD.replacen(from, to, 1)).unwrap();
+        let out = propshare(&["simulate", file.to_str().unwrap(), "--quiet", "--out", dir.join("o").to_str().unwrap()]);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{name}: {err}");
+        let at = format!("{}:", file.display());
+        let rest = err.split(&at).nth(1).unwrap_or_else(|| panic!("{name}: no file in {err}"));
+        let mut parts = rest.splitn(4, ':');
+        let (line, col) = (parts.next().unwrap_or(""), parts.next().unwrap_or(""));
+        assert!(line.parse::<usize>().is_ok() && col.parse::<usize>().is_ok(), "{name}: no line:col in {err}");
+        assert_eq!(parts.next().map(str::trim), Some(*field), "{name}: {err}");
+        assert!(err.contains(says), "{name}: {says:?} not in {err}");
+        assert!(!err.contains("untagged"), "{name}: {err}");
+    }
+    // OS errors once, with the path: --out naming a file.
+    let file = dir.join("plain");
+    std::fs::write(&file, "x").unwrap();
+    let good = dir.join("good.toml");
+    std::fs::write(&good, GOOD).unwrap();
+    let out = propshare(&["simulate", good.to_str().unwrap(), "--quiet", "--out", file.to_str().unwrap()]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.code() == Some(1) && err.contains(file.to_str().unwrap()), "{err}");
+    assert_eq!(err.matches("os error").count(), 1, "{err}");
+    let out = propshare(&["bench", "--quick", "--scheduler", "rr", "--quiet", "--out", file.to_str().unwrap()]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.code() == Some(1) && err.contains(file.to_str().unwrap()), "{err}");
+    assert_eq!(err.matches("os error").count(), 1, "{err}");
+}
