@@ -7,6 +7,8 @@ use std::path::Path;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
+use anyhow::Context;
+
 use propshare::{registry, Weight, MS};
 use propshare_sim::bench::{measure_balancing, measure_driver, BalancingResult, BenchDriver, BenchResult};
 use propshare_sim::engine::{ClientSpec, Engine, SimConfig};
@@ -96,7 +98,7 @@ pub fn bench(
     out: &Path,
     quiet: bool,
 ) -> anyhow::Result<()> {
-    std::fs::create_dir_all(out)?;
+    std::fs::create_dir_all(out).with_context(|| format!("--out {}", out.display()))?;
     let (batches, batch) = if quick { (30, 200) } else { (200, 1000) };
     let cfgs = sizes.unwrap_or_else(|| configs(quick, grid));
     let mut results: Vec<(BenchResult, f64)> = Vec::new();
@@ -125,6 +127,7 @@ pub fn bench(
     let balancing = balancing(schedulers, &cfgs, Duration::from_millis(if quick { 200 } else { 1500 }), out)?;
     let elapsed = started.elapsed().as_secs_f64();
     let csv_path = out.join("bench.csv");
+    let csv_err = || csv_path.display().to_string();
     write_atomic(&csv_path, |w| {
         writeln!(w, "scheduler,clients,cpus,median_ns,p99_ns,bytes_per_client,decisions")?;
         for (r, b) in &results {
@@ -135,7 +138,8 @@ pub fn bench(
             )?;
         }
         Ok(())
-    })?;
+    })
+    .with_context(csv_err)?;
     let by = |pred: &dyn Fn(&BenchResult) -> bool, x: &dyn Fn(&BenchResult) -> f64| -> Vec<Series> {
         schedulers
             .iter()
@@ -162,7 +166,8 @@ pub fn bench(
         &vs_n,
         (Scale::Log, Scale::Log),
     )
-    .map_err(plot_err)?;
+    .map_err(plot_err)
+    .with_context(|| out.display().to_string())?;
     line_chart(
         &out.join("bench_vs_p.svg"),
         &format!("ns per decision against P (N = {n_mid})"),
@@ -171,7 +176,8 @@ pub fn bench(
         &vs_p,
         (Scale::Log, Scale::Log),
     )
-    .map_err(plot_err)?;
+    .map_err(plot_err)
+    .with_context(|| out.display().to_string())?;
     let mut html = String::new();
     let _ = write!(
         html,
@@ -221,7 +227,8 @@ pub fn bench(
         html.push_str("</table>");
     }
     html.push_str("<script>window.addEventListener('load',function(){var i=document.images,n=0;for(var k=0;k<i.length;k++){if(i[k].complete&&i[k].naturalWidth>0)n++;}document.body.setAttribute('data-plots',n+'/'+i.length);});</script></body></html>\n");
-    write_atomic(&out.join("bench.html"), |w| w.write_all(html.as_bytes()))?;
+    write_atomic(&out.join("bench.html"), |w| w.write_all(html.as_bytes()))
+        .with_context(|| out.join("bench.html").display().to_string())?;
     println!("\n{} configurations in {elapsed:.0} s; table, CSV and plots in {}", results.len(), out.display());
     Ok(())
 }

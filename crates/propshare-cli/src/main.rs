@@ -1,11 +1,20 @@
 //! `propshare`: simulate, compare and reproduce proportional-share schedulers.
 //!
 //! Exit codes: 0 success; 2 bad input (a scenario file, a scheduler name, an
-//! option); 1 anything else (a scheduler that broke its contract, I/O).
+//! option, a scenario or size that would need more than `--max-memory` or
+//! `--max-events`); 130 or 143 interrupted by SIGINT or SIGTERM (complete
+//! output files kept, partial ones removed); 1 anything else (a scheduler
+//! that broke its contract, I/O).
 
 mod bench_cmd;
 
+use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::Context;
 
 use clap::{Args, Parser, Subcommand};
 use indicatif::{ProgressBar, ProgressStyle};
@@ -14,8 +23,8 @@ use propshare_sim::engine::{simulate as simulate_one, ClientSpec, SimConfig, Sim
 use propshare_sim::metrics::RunMetrics;
 use propshare_sim::report::write_report;
 use propshare_sim::results::ScenarioResult;
-use propshare_sim::run::{run_scenario, RunOptions};
-use propshare_sim::scenario::{Expect, Scenario};
+use propshare_sim::run::{run_scenario, Progress, RunOptions};
+use propshare_sim::scenario::{bytes_label, parse_bytes, Expect, Limits, Scenario, CLIENT_BYTES};
 
 #[global_allocator]
 static ALLOC: bench_cmd::CountingAlloc = bench_cmd::CountingAlloc;
@@ -54,13 +63,15 @@ enum Command {
         /// scenario pins (`expect`), listing each with its file and line.
         #[arg(long)]
         check: bool,
+        #[command(flatten)]
+        limits: LimitArgs,
     },
     /// Run the built-in demo workload and print a per-client table.
     Demo {
         /// Schedulers to run (comma-separated names or specs such as `gdq(delta=8)`).
         #[arg(long, value_parser = spec_list, default_value = "rr,wfq,wfq+readjust")]
         scheduler: SpecList,
-        /// Number of CPUs.
+        /// Number of CPUs (1..=65536).
         #[arg(long, default_value_t = 2)]
         cpus: usize,
     },
@@ -87,6 +98,9 @@ enum Command {
         /// Less chatter.
         #[arg(long)]
         quiet: bool,
+        /// Refuse sizes whose clients would need more memory than this.
+        #[arg(long, value_parser = parse_bytes, default_value = "4GiB")]
+        max_memory: u64,
     },
     /// Simulator throughput (quanta per second) and memory per client at scale.
     BenchSim {
@@ -105,6 +119,8 @@ enum Command {
         /// Quanta per CPU to simulate, for --clients.
         #[arg(long, requires = "clients")]
         quanta: Option<u64>,
+        #[command(flatten)]
+        limits: LimitArgs,
     },
     /// Set up a steady workload and run exactly D decisions (for instruction counting under callgrind).
     BenchInsns {
@@ -120,6 +136,9 @@ enum Command {
         /// D.
         #[arg(long)]
         decisions: u64,
+        /// Refuse a size whose clients would need more memory than this.
+        #[arg(long, value_parser = parse_bytes, default_value = "4GiB")]
+        max_memory: u64,
     },
     /// List the registered schedulers (and, with --params, their parameters).
     List {
@@ -157,6 +176,41 @@ struct SimArgs {
     /// Measure wall-clock ns per decision.
     #[arg(long)]
     cost: bool,
+    #[command(flatten)]
+    limits: LimitArgs,
+}
+
+/// What a run may cost; a scenario estimated above either is refused before it starts.
+#[derive(Args, Clone, Copy)]
+struct LimitArgs {
+    /// Refuse a run estimated to need more memory than this (e.g. 16GiB).
+    #[arg(long, value_parser = parse_bytes, default_value = "4GiB")]
+    max_memory: u64,
+    /// Refuse a run estimated to handle more simulation events than this.
+    #[arg(long, default_value_t = propshare_sim::scenario::DEFAULT_MAX_EVENTS)]
+    max_events: u64,
+    /// Show progress on stderr even when it is not a terminal (plain lines, every 2 s).
+    #[arg(long)]
+    progress: bool,
+}
+
+impl LimitArgs {
+    fn limits(&self) -> Limits {
+        Limits { memory: self.max_memory, events: self.max_events }
+    }
+}
+
+/// Refuse `clients` clients (and `cpus` CPUs) whose memory would exceed `max_memory`.
+fn check_size(clients: usize, cpus: usize, max_memory: u64) -> Result<(), Failure> {
+    let need = (clients as u128 + cpus as u128) * CLIENT_BYTES as u128;
+    if need > max_memory as u128 {
+        return Err(bad_input(anyhow::anyhow!(
+            "{clients} clients on {cpus} CPUs would need about {} of memory ({CLIENT_BYTES} B each), above the limit of {} (--max-memory)",
+            bytes_label(u64::try_from(need).unwrap_or(u64::MAX)),
+            bytes_label(max_memory)
+        )));
+    }
+    Ok(())
 }
 
 /// An error with its exit code.
@@ -178,18 +232,33 @@ fn bad_input(e: impl Into<anyhow::Error>) -> Failure {
 fn main() {
     let cli = Cli::parse();
     let result = match cli.command {
-        None => reproduce(Path::new("scenarios/papers"), Path::new("report"), false, false),
-        Some(Command::Reproduce { scenarios, out, quiet, check }) => reproduce(&scenarios, &out, quiet, check),
+        None => reproduce(
+            Path::new("scenarios/papers"),
+            Path::new("report"),
+            false,
+            false,
+            LimitArgs {
+                max_memory: propshare_sim::scenario::DEFAULT_MAX_MEMORY,
+                max_events: propshare_sim::scenario::DEFAULT_MAX_EVENTS,
+                progress: false,
+            },
+        ),
+        Some(Command::Reproduce { scenarios, out, quiet, check, limits }) => {
+            reproduce(&scenarios, &out, quiet, check, limits)
+        }
         Some(Command::Simulate(a)) => simulate(a, false),
         Some(Command::Compare(a)) => simulate(a, true),
         Some(Command::Demo { scheduler, cpus }) => demo(&scheduler.0, cpus),
         Some(Command::Run(args)) => run_cmd::main(*args),
-        Some(Command::Bench { scheduler, quick, grid, clients, cpus, out, quiet }) => (|| {
+        Some(Command::Bench { scheduler, quick, grid, clients, cpus, out, quiet, max_memory }) => (|| {
             let sizes = match (clients, cpus) {
                 (Some(ns), Some(ps)) => {
                     let v: Vec<(usize, usize)> = ps.iter().flat_map(|&p| ns.iter().map(move |&n| (n, p))).collect();
-                    if v.iter().any(|&(n, p)| p == 0 || n < 2 * p) {
+                    if v.iter().any(|&(n, p)| p == 0 || n < p.saturating_mul(2)) {
                         return Err(bad_input(anyhow::anyhow!("need --cpus >= 1 and every --clients >= 2 x --cpus")));
+                    }
+                    for &(n, p) in &v {
+                        check_size(n, p, max_memory)?;
                     }
                     Some(v)
                 }
@@ -207,19 +276,32 @@ fn main() {
             };
             bench_cmd::bench(&list, quick, grid, sizes, &out, quiet).map_err(Failure::from)
         })(),
-        Some(Command::BenchSim { scheduler, quick, clients, cpus, quanta }) => {
+        Some(Command::BenchSim { scheduler, quick, clients, cpus, quanta, limits }) => {
             let only = clients.zip(cpus).zip(quanta).map(|((n, p), q)| (n, p, q));
             if only.is_some_and(|(n, p, q)| n == 0 || p == 0 || q == 0) {
                 Err(bad_input(anyhow::anyhow!("--clients, --cpus and --quanta must be at least 1")))
+            } else if let Some(Err(e)) = only.map(|(n, p, q)| {
+                check_size(n, p, limits.max_memory)?;
+                if (p as u128) * (q as u128) > limits.max_events as u128 {
+                    return Err(bad_input(anyhow::anyhow!(
+                        "{p} CPUs x {q} quanta is more than {} simulation events (--max-events)",
+                        limits.max_events
+                    )));
+                }
+                Ok(())
+            }) {
+                Err(e)
             } else {
                 registry::check(&scheduler)
                     .map_err(bad_input)
                     .and_then(|_| bench_cmd::bench_sim(&scheduler, quick, only).map_err(Failure::from))
             }
         }
-        Some(Command::BenchInsns { scheduler, clients, cpus, decisions }) => {
-            if clients < 2 * cpus || cpus == 0 {
+        Some(Command::BenchInsns { scheduler, clients, cpus, decisions, max_memory }) => {
+            if clients < cpus.saturating_mul(2) || cpus == 0 {
                 Err(bad_input(anyhow::anyhow!("need --cpus >= 1 and --clients >= 2 x --cpus")))
+            } else if let Err(e) = check_size(clients, cpus, max_memory) {
+                Err(e)
             } else {
                 registry::check(&scheduler)
                     .map_err(bad_input)
@@ -263,16 +345,78 @@ fn spec_list(s: &str) -> Result<SpecList, String> {
     Ok(SpecList(list))
 }
 
-fn progress_bar(total: u64, quiet: bool) -> ProgressBar {
-    if quiet {
-        return ProgressBar::hidden();
+/// Progress on stderr: a bar when stderr is a terminal, plain lines every
+/// 2 s with `--progress` otherwise, nothing with `--quiet` (or neither).
+struct Reporter {
+    bar: Option<ProgressBar>,
+    plain: bool,
+    last: Instant,
+    /// Runs finished by earlier scenarios (reproduce), and all runs.
+    before: u64,
+    total: u64,
+}
+
+impl Reporter {
+    /// Steps per run: progress within a run, in thousandths.
+    const STEPS: u64 = 1000;
+
+    fn new(total: u64, quiet: bool, force: bool) -> Reporter {
+        let terminal = std::io::stderr().is_terminal();
+        let bar = (!quiet && terminal).then(|| {
+            let pb = ProgressBar::new(total * Self::STEPS);
+            pb.set_style(
+                ProgressStyle::with_template("{spinner} [{elapsed_precise}] {bar:40} {percent:>3}% {msg}")
+                    .expect("valid template"),
+            );
+            pb
+        });
+        Reporter { bar, plain: !quiet && !terminal && force, last: Instant::now(), before: 0, total }
     }
-    let pb = ProgressBar::new(total);
-    pb.set_style(
-        ProgressStyle::with_template("{spinner} [{elapsed_precise}] {bar:40} {pos}/{len} runs {msg}")
-            .expect("valid template"),
-    );
-    pb
+
+    fn update(&mut self, p: Progress, label: &str) {
+        let at = (self.before + p.runs_done as u64) * Self::STEPS
+            + (p.now as u128 * Self::STEPS as u128 / p.horizon.max(1) as u128) as u64;
+        let run = (p.runs_done + 1).min(p.runs);
+        let msg = format!(
+            "{label} run {run}/{}, {:.1} s of {:.1} s simulated",
+            p.runs,
+            p.now as f64 / 1e9,
+            p.horizon as f64 / 1e9
+        );
+        if let Some(pb) = &self.bar {
+            pb.set_position(at.min(self.total * Self::STEPS));
+            pb.set_message(msg);
+        } else if self.plain && self.last.elapsed() >= Duration::from_secs(2) {
+            self.last = Instant::now();
+            eprintln!("propshare: {:>3}% {msg}", at * 100 / (self.total * Self::STEPS).max(1));
+        }
+    }
+
+    fn finish(&self) {
+        if let Some(pb) = &self.bar {
+            pb.finish_and_clear();
+        }
+    }
+}
+
+/// The signal (SIGINT or SIGTERM) that asked the run to stop; 0: none.
+/// A second one ends the process at once (exit 130), partial files and all.
+fn stop_on_signals() -> Arc<AtomicUsize> {
+    let got = Arc::new(AtomicUsize::new(0));
+    let twice = Arc::new(AtomicBool::new(false));
+    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        // Registered first, so it sees `twice` as it was before this signal.
+        let _ = signal_hook::flag::register_conditional_shutdown(sig, 130, Arc::clone(&twice));
+        let _ = signal_hook::flag::register(sig, Arc::clone(&twice));
+        let _ = signal_hook::flag::register_usize(sig, Arc::clone(&got), sig as usize);
+    }
+    got
+}
+
+/// A run's error as a failure: exit 128 + the signal when interrupted.
+fn run_failure(e: propshare_sim::run::RunError, signal: &AtomicUsize) -> Failure {
+    let code = if e.interrupted() { 128 + signal.load(Ordering::Relaxed).max(2) as i32 } else { 1 };
+    Failure { code, error: e.into() }
 }
 
 fn simulate(a: SimArgs, html: bool) -> Result<(), Failure> {
@@ -287,12 +431,19 @@ fn simulate(a: SimArgs, html: bool) -> Result<(), Failure> {
             registry::check(s).map_err(bad_input)?;
         }
     }
+    let count = only.as_ref().map_or(scn.schedulers.len(), Vec::len);
+    scn.check_cost(&a.scenario.display().to_string(), count, true, a.limits.limits()).map_err(bad_input)?;
     let out = a.out.clone().unwrap_or_else(|| Path::new("out").join(&scn.name));
     let opts = RunOptions { out: Some(out.clone()), traces: !a.no_traces, plots: true, measure_cost: a.cost };
-    let total = only.as_ref().map_or(scn.schedulers.len(), Vec::len) * scn.repeat as usize;
-    let pb = progress_bar(total as u64, a.quiet);
-    let result = run_scenario(&scn, only.as_deref(), &opts, &mut |d, _| pb.set_position(d as u64))?;
-    pb.finish_and_clear();
+    let total = count * scn.repeat as usize;
+    let mut reporter = Reporter::new(total as u64, a.quiet, a.limits.progress);
+    let signal = stop_on_signals();
+    let result = run_scenario(&scn, only.as_deref(), &opts, &mut |p| {
+        reporter.update(p, &scn.name);
+        signal.load(Ordering::Relaxed) == 0
+    });
+    reporter.finish();
+    let result = result.map_err(|e| run_failure(e, &signal))?;
     for run in &result.runs {
         print_metrics(run);
     }
@@ -301,7 +452,8 @@ fn simulate(a: SimArgs, html: bool) -> Result<(), Failure> {
     }
     print_verdicts(&result);
     if html {
-        write_report(&out, &format!("propshare: {}", scn.name), &scn.description, "", std::slice::from_ref(&result))?;
+        write_report(&out, &format!("propshare: {}", scn.name), &scn.description, "", std::slice::from_ref(&result))
+            .with_context(|| out.join("index.html").display().to_string())?;
         println!("\nreport: {}", out.join("index.html").display());
     } else {
         println!("\noutputs in {}", out.display());
@@ -323,7 +475,7 @@ fn find_scenarios(dir: &Path, out: &mut Vec<PathBuf>) -> std::io::Result<()> {
     Ok(())
 }
 
-fn reproduce(dir: &Path, out: &Path, quiet: bool, check: bool) -> Result<(), Failure> {
+fn reproduce(dir: &Path, out: &Path, quiet: bool, check: bool, limits: LimitArgs) -> Result<(), Failure> {
     let mut files = Vec::new();
     find_scenarios(dir, &mut files).map_err(|e| {
         bad_input(anyhow::anyhow!("{}: {e} (run from the repository root, or pass --scenarios)", dir.display()))
@@ -333,18 +485,24 @@ fn reproduce(dir: &Path, out: &Path, quiet: bool, check: bool) -> Result<(), Fai
     }
     let scenarios: Vec<Scenario> =
         files.iter().map(|f| Scenario::load(f)).collect::<Result<_, _>>().map_err(bad_input)?;
+    for (f, s) in files.iter().zip(&scenarios) {
+        s.check_cost(&f.display().to_string(), s.schedulers.len(), true, limits.limits()).map_err(bad_input)?;
+    }
     let total: u64 = scenarios.iter().map(|s| (s.schedulers.len() * s.repeat as usize) as u64).sum();
-    let pb = progress_bar(total, quiet);
+    let mut reporter = Reporter::new(total, quiet, limits.progress);
+    let signal = stop_on_signals();
     let opts = RunOptions { out: Some(out.to_path_buf()), traces: false, plots: true, measure_cost: true };
     let mut results: Vec<ScenarioResult> = Vec::new();
-    let mut before = 0;
     for scn in &scenarios {
-        pb.set_message(scn.name.clone());
-        let r = run_scenario(scn, None, &opts, &mut |d, _| pb.set_position(before + d as u64))?;
-        before += r.runs.len() as u64;
+        let r = run_scenario(scn, None, &opts, &mut |p| {
+            reporter.update(p, &scn.name);
+            signal.load(Ordering::Relaxed) == 0
+        });
+        let r = r.map_err(|e| run_failure(e, &signal))?;
+        reporter.before += r.runs.len() as u64;
         results.push(r);
     }
-    pb.finish_and_clear();
+    reporter.finish();
     let bench_note = if out.join("bench.html").exists() {
         " Decision cost: see bench.html (written by `propshare bench --out` this directory)."
     } else {
@@ -356,7 +514,8 @@ fn reproduce(dir: &Path, out: &Path, quiet: bool, check: bool) -> Result<(), Fai
         "Each section runs a scenario from scenarios/papers/ on the schedulers it names, and compares our figures with the paper's claims. Lag is ideal (exact fluid reference with weight readjustment) minus received service; service error is the papers' own metric for static sets.",
         bench_note,
         &results,
-    )?;
+    )
+    .with_context(|| out.join("index.html").display().to_string())?;
     propshare_sim::output::write_claims(out, &results).map_err(|e| anyhow::anyhow!("{}: {e}", out.display()))?;
     for r in &results {
         print_verdicts(r);
@@ -475,8 +634,8 @@ fn demo(schedulers: &[String], cpus: usize) -> Result<(), Failure> {
     for s in schedulers {
         registry::check(s).map_err(bad_input)?;
     }
-    if cpus == 0 {
-        return Err(bad_input(anyhow::anyhow!("--cpus must be at least 1")));
+    if cpus == 0 || cpus > 1 << 16 {
+        return Err(bad_input(anyhow::anyhow!("--cpus must be between 1 and 65536, got {cpus}")));
     }
     println!("{cpus} CPUs, quantum 10 ms, 10 s, CPU-bound clients; shares in % of one CPU, lag in quanta");
     for name in schedulers {

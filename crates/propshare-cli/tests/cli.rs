@@ -414,3 +414,286 @@ fn reproduce_check_fails_on_a_claim_off_its_pin() {
     assert!(err.contains(&format!("warning: {}:{line}: claim on wfq", file.display())), "{err}");
     assert!(!String::from_utf8_lossy(&only.stdout).contains("MATCH"));
 }
+
+/// Run `propshare` with a watchdog: a child still running after `secs` is
+/// killed and the test fails (on code that does the work first, these cases
+/// ran for minutes and tens of GB).
+fn propshare_watched(args: &[&str], secs: u64) -> Output {
+    let child = Command::new(env!("CARGO_BIN_EXE_propshare"))
+        .args(args)
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("runs");
+    let id = child.id();
+    let done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let flag = done.clone();
+    let killer = std::thread::spawn(move || {
+        let until = std::time::Instant::now() + std::time::Duration::from_secs(secs);
+        while std::time::Instant::now() < until {
+            if flag.load(std::sync::atomic::Ordering::Relaxed) {
+                return false;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+        // SAFETY: kill(2) on our own child's pid.
+        unsafe { libc::kill(id as i32, libc::SIGKILL) };
+        true
+    });
+    let out = child.wait_with_output().expect("waits");
+    done.store(true, std::sync::atomic::Ordering::Relaxed);
+    assert!(!killer.join().unwrap(), "propshare {args:?} still ran after {secs} s: the cost was not refused up front");
+    out
+}
+
+/// Inputs whose cost grows without bound are refused before any work, with
+/// an exit code of 2 and how much they would need; a FIFO, a device, a
+/// directory or an oversized file is not read as a scenario.
+#[test]
+fn unbounded_inputs_are_refused_before_work() {
+    let dir = tmp("limits");
+    let o = dir.join("o");
+    let cases: &[(&str, &str, &str)] = &[
+        ("sample", "[report]\nsample_every = \"1ns\"", "report.sample_every"),
+        (
+            "flood",
+            "[[poisson]]\nprefix = \"p\"\nmean_interarrival = \"1ns\"\nlifetime = \"1s\"\nweight = 1\nstop = \"1s\"",
+            "poisson[0].mean_interarrival",
+        ),
+        ("chain", "[[chain]]\nprefix = \"s\"\nweight = 1\nlifetime = \"1ns\"", "chain[0].lifetime"),
+    ];
+    for (name, extra, field) in cases {
+        let f = dir.join(format!("{name}.toml"));
+        std::fs::write(&f, format!("{}\n{extra}\n", GOOD.replace("\"1s\"", "\"60s\""))).unwrap();
+        let out = propshare_watched(&["simulate", f.to_str().unwrap(), "--quiet", "--out", o.to_str().unwrap()], 60);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{name}: {err}");
+        assert!(
+            err.contains(&format!("{}: {field}: ", f.display())) && err.contains("would need about"),
+            "{name}: {err}"
+        );
+    }
+    let f = dir.join("repeat.toml");
+    std::fs::write(&f, format!("repeat = 1000000000\n{GOOD}")).unwrap();
+    let out = propshare_watched(&["simulate", f.to_str().unwrap(), "--quiet", "--out", o.to_str().unwrap()], 60);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.code() == Some(2) && err.contains("repeat: ") && err.contains("GiB"), "{err}");
+
+    // Not files, or too long: refused without reading.
+    let fifo = dir.join("fifo.toml");
+    let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+    // SAFETY: mkfifo(3) with a valid NUL-terminated path.
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+    let big = dir.join("big.toml");
+    std::fs::write(&big, format!("{GOOD}\n{}", "# padding\n".repeat(200_000))).unwrap();
+    for (path, says) in [
+        ("/dev/urandom", "not a scenario file"),
+        ("/dev/zero", "not a scenario file"),
+        (fifo.to_str().unwrap(), "not a scenario file"),
+        (dir.to_str().unwrap(), "is a directory"),
+        (big.to_str().unwrap(), "more than a scenario file may have"),
+    ] {
+        let out = propshare_watched(&["simulate", path, "--quiet", "--out", o.to_str().unwrap()], 60);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{path}: {err}");
+        assert!(err.contains(path) && err.contains(says), "{path}: {err}");
+    }
+
+    // Sizes on the command line.
+    for (args, says) in [
+        (&["bench", "--clients", "18446744073709551615", "--cpus", "1"][..], "would need about"),
+        (&["bench-sim", "--clients", "100000000000", "--cpus", "1", "--quanta", "1"][..], "would need about"),
+        (
+            &["bench-insns", "--scheduler", "rr", "--clients", "100000000000", "--decisions", "1"][..],
+            "would need about",
+        ),
+        (&["demo", "--cpus", "4294967295"][..], "between 1 and 65536"),
+    ] {
+        let out = propshare_watched(args, 60);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.contains(says), "{args:?}: {err}");
+    }
+}
+
+/// `--max-memory` sets the limit: a scenario refused under 1 MiB runs under the default.
+#[test]
+fn max_memory_raises_or_lowers_the_limit() {
+    let dir = tmp("maxmem");
+    let f = dir.join("s.toml");
+    std::fs::write(&f, format!("{GOOD}\n[report]\nsample_every = \"10us\"\n")).unwrap();
+    let o = dir.join("o");
+    let low =
+        propshare(&["simulate", f.to_str().unwrap(), "--quiet", "--max-memory", "1MiB", "--out", o.to_str().unwrap()]);
+    let err = String::from_utf8_lossy(&low.stderr);
+    assert!(low.status.code() == Some(2) && err.contains("report.sample_every") && err.contains("1.0 MiB"), "{err}");
+    let ok = propshare(&["simulate", f.to_str().unwrap(), "--out", o.to_str().unwrap()]);
+    assert!(ok.status.success(), "{}", String::from_utf8_lossy(&ok.stderr));
+    // Not a terminal and no --progress: no progress output at all.
+    assert!(ok.stderr.is_empty(), "{}", String::from_utf8_lossy(&ok.stderr));
+}
+
+/// Every file in `dir` (hidden ones included): none is a temporary file,
+/// and each is complete (JSON parses, JSON Lines parse line by line, SVGs close).
+fn assert_only_complete_files(dir: &Path) -> Vec<String> {
+    let mut names = Vec::new();
+    for e in std::fs::read_dir(dir).unwrap() {
+        let p = e.unwrap().path();
+        let name = p.file_name().unwrap().to_string_lossy().into_owned();
+        assert!(!name.ends_with(".tmp"), "temporary file left behind: {name}");
+        let text = std::fs::read_to_string(&p).unwrap();
+        if name.ends_with(".jsonl") {
+            for line in text.lines() {
+                serde_json::from_str::<serde_json::Value>(line).unwrap_or_else(|e| panic!("{name}: {e}: {line}"));
+            }
+        } else if name.ends_with(".json") {
+            serde_json::from_str::<serde_json::Value>(&text).unwrap_or_else(|e| panic!("{name}: {e}"));
+        } else if name.ends_with(".svg") {
+            assert!(text.trim_end().ends_with("</svg>"), "{name} is cut short");
+        }
+        names.push(name);
+    }
+    names
+}
+
+/// A write error part way (a file size limit: writes past 64 KiB fail with
+/// EFBIG, as on a full disk) leaves no temporary file, only complete files,
+/// and says which file failed and what was kept.
+#[test]
+fn a_write_error_leaves_no_partial_file() {
+    use std::os::unix::process::CommandExt;
+    let dir = tmp("efbig");
+    let f = dir.join("t.toml");
+    std::fs::write(&f, GOOD.replace("\"1s\"", "\"30s\"").replace("[\"wfq\"]", "[\"wfq\", \"rr\"]")).unwrap();
+    let o = dir.join("o");
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_propshare"));
+    cmd.args(["simulate", f.to_str().unwrap(), "--quiet", "--out", o.to_str().unwrap()]);
+    // SAFETY: only async-signal-safe calls between fork and exec.
+    unsafe {
+        cmd.pre_exec(|| {
+            let lim = libc::rlimit { rlim_cur: 64 << 10, rlim_max: 64 << 10 };
+            libc::setrlimit(libc::RLIMIT_FSIZE, &lim);
+            libc::signal(libc::SIGXFSZ, libc::SIG_IGN);
+            Ok(())
+        });
+    }
+    let out = cmd.output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("t__wfq.trace.jsonl") && err.contains("File too large"), "{err}");
+    assert!(err.contains("no output file was complete"), "{err}");
+    assert!(err.matches("os error").count() == 1, "OS error printed twice: {err}");
+    let names = assert_only_complete_files(&o);
+    assert!(names.is_empty(), "{names:?}");
+}
+
+/// SIGINT part way keeps the files that were complete, removes the one
+/// being written, lists what was kept and exits 130; SIGTERM exits 143.
+#[test]
+fn an_interrupted_run_keeps_what_finished() {
+    let dir = tmp("sigint");
+    let f = dir.join("t.toml");
+    let scn =
+        "name = \"t\"\nschedulers = [\"wfq\", \"rr\"]\n[machine]\ncpus = 8\nquantum = \"100us\"\nhorizon = \"100s\"\n\
+               [[class]]\nprefix = \"c\"\ncount = 20\nweight = 3\n[report]\ntrace = [\"0s\", \"100ms\"]\n";
+    std::fs::write(&f, scn).unwrap();
+    for (sig, code) in [(libc::SIGINT, 130), (libc::SIGTERM, 143)] {
+        let o = dir.join(format!("o{sig}"));
+        let child = Command::new(env!("CARGO_BIN_EXE_propshare"))
+            .args(["simulate", f.to_str().unwrap(), "--quiet", "--out", o.to_str().unwrap()])
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let finished = o.join("t__wfq.trace.jsonl");
+        let started = std::time::Instant::now();
+        if sig == libc::SIGINT {
+            // Wait for the first scheduler's files, then interrupt the second's run.
+            while !finished.exists() {
+                assert!(started.elapsed().as_secs() < 120, "the first run never finished");
+                std::thread::sleep(std::time::Duration::from_millis(20));
+            }
+        } else {
+            std::thread::sleep(std::time::Duration::from_millis(300));
+        }
+        // SAFETY: kill(2) on our own child's pid.
+        unsafe { libc::kill(child.id() as i32, sig) };
+        let out = child.wait_with_output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(code), "{err}");
+        assert!(err.contains("interrupted"), "{err}");
+        let names = assert_only_complete_files(&o);
+        assert!(!names.iter().any(|n| n.contains("metrics") || n.contains("__rr.trace")), "{names:?}");
+        if sig == libc::SIGINT {
+            assert!(names.contains(&"t__wfq.trace.jsonl".to_string()), "{names:?}");
+            assert!(err.contains("t__wfq.trace.jsonl") && err.contains("kept"), "{err}");
+        }
+    }
+}
+
+/// Validation gaps and messages that named the wrong thing: each is a
+/// located error naming the field, with a message saying what is accepted.
+#[test]
+fn validation_gaps_are_located_errors() {
+    let dir = tmp("gaps");
+    const AB: &str = "[[client]]\nname = \"a\"\nweight = 1\n[[client]]\nname = \"b\"\nweight = 3\nrun = \"3ms\"\nsleep = { dist = \"exponential\", mean = \"10ms\" }";
+    let cases: &[(&str, &str, &str, &str, &str)] = &[
+        (
+            "member",
+            "name = \"a\"",
+            "name = \"c0\"\nweight = 1\n[[class]]\nprefix = \"c\"\ncount = 2\nweight = 1\n[[client]]\nname = \"a\"",
+            "client[0].name",
+            "member of class[0]",
+        ),
+        ("emptysched", "[\"wfq\"]", "[]", "schedulers", "leave `schedulers` out"),
+        ("emptyname", "name = \"t\"", "name = \"\"", "name", "must not be empty"),
+        ("fewoffsets", "cpus = 2", "cpus = 2\noffsets = [\"5ms\"]", "machine.offsets", "1 offsets for 2 CPUs"),
+        ("lateoffset", "cpus = 2", "cpus = 2\noffsets = [\"0\", \"2s\"]", "machine.offsets[1]", "never run"),
+        ("badoffset", "cpus = 2", "cpus = 2\noffsets = 5", "machine.offsets", "\"staggered\""),
+        ("switch", "cpus = 2", "cpus = 2\nswitch_cost = \"10ms\"", "machine.switch_cost", "not below the quantum"),
+        ("nomachine", "[machine]\ncpus = 2\nquantum = \"10ms\"\nhorizon = \"1s\"\n", "", "machine", "missing table [machine]"),
+        ("nohorizon", "horizon = \"1s\"\n", "", "machine.horizon", "missing field"),
+        ("gamma", "\"exponential\"", "\"gamma\"", "client[1].sleep", "expected one of `constant`, `uniform`, `exponential`"),
+        ("runtype", "run = \"3ms\"", "run = true", "client[1].run", "{ dist = \"exponential\", mean = D }"),
+        ("weighttype", "weight = 3", "weight = \"3\"", "client[1].weight", "expected i64"),
+        ("single", AB, "[client]\nname = \"a\"\nweight = 1", "client", "write [[client]]"),
+        ("quantumunit", "quantum = \"10ms\"", "quantum = \"10\"", "machine.quantum", "needs a unit"),
+        (
+            "clash",
+            "name = \"a\"",
+            "name = \"a\"\nweight = 1\n[[class]]\nprefix = \"x\"\ncount = 20\nweight = 1\n[[class]]\nprefix = \"x1\"\ncount = 2\nweight = 1\n[[client]]\nname = \"a2\"",
+            "class[1].prefix",
+            "e.g. \"x10\"",
+        ),
+    ];
+    for (name, from, to, field, says) in cases {
+        assert!(GOOD.contains(from), "{name}: test text");
+        let file = dir.join(format!("{name}.toml"));
+        std::fs::write(&file, GOOD.replacen(from, to, 1)).unwrap();
+        let out = propshare(&["simulate", file.to_str().unwrap(), "--quiet", "--out", dir.join("o").to_str().unwrap()]);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{name}: {err}");
+        let at = format!("{}:", file.display());
+        let rest = err.split(&at).nth(1).unwrap_or_else(|| panic!("{name}: no file in {err}"));
+        let mut parts = rest.splitn(4, ':');
+        let (line, col) = (parts.next().unwrap_or(""), parts.next().unwrap_or(""));
+        assert!(line.parse::<usize>().is_ok() && col.parse::<usize>().is_ok(), "{name}: no line:col in {err}");
+        assert_eq!(parts.next().map(str::trim), Some(*field), "{name}: {err}");
+        assert!(err.contains(says), "{name}: {says:?} not in {err}");
+        assert!(!err.contains("untagged"), "{name}: {err}");
+    }
+    // OS errors once, with the path: --out naming a file.
+    let file = dir.join("plain");
+    std::fs::write(&file, "x").unwrap();
+    let good = dir.join("good.toml");
+    std::fs::write(&good, GOOD).unwrap();
+    let out = propshare(&["simulate", good.to_str().unwrap(), "--quiet", "--out", file.to_str().unwrap()]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.code() == Some(1) && err.contains(file.to_str().unwrap()), "{err}");
+    assert_eq!(err.matches("os error").count(), 1, "{err}");
+    let out = propshare(&["bench", "--quick", "--scheduler", "rr", "--quiet", "--out", file.to_str().unwrap()]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.code() == Some(1) && err.contains(file.to_str().unwrap()), "{err}");
+    assert_eq!(err.matches("os error").count(), 1, "{err}");
+}

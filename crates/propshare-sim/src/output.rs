@@ -1,7 +1,10 @@
 //! Outputs of a run: the metrics summary ([`crate::metrics`], as JSON and
 //! tidy CSV), the JSON Lines trace, and the Chrome/Perfetto trace. Every
-//! file is written to a temporary name and renamed into place, so a reader
-//! never sees half a file.
+//! file is written to a temporary file beside it ([`Pending`], named
+//! `.NAME.XXXXXX.tmp`) and renamed into place once complete, so a reader
+//! never sees half a file; a temporary file is removed on every other path
+//! (a write error, a full disk, an interrupted run, a panic), since it is
+//! deleted when dropped.
 //!
 //! The trace schema is fixed (other tools read it); times are integer ns:
 //!
@@ -13,7 +16,6 @@
 //! {"ev":"run","cpu":K,"client":ID,"start":T0,"end":T1}
 //! ```
 
-use std::fs::File;
 use std::io::{self, BufWriter, Write};
 use std::path::{Path, PathBuf};
 
@@ -24,27 +26,62 @@ use crate::metrics::RunMetrics;
 use crate::results::ScenarioResult;
 use crate::scenario::Expect;
 
-/// Write `path` atomically: into `path.tmp`, then rename.
-pub fn write_atomic(path: &Path, write: impl FnOnce(&mut BufWriter<File>) -> io::Result<()>) -> io::Result<()> {
-    let tmp = tmp_path(path);
-    let result = (|| {
-        let mut w = BufWriter::new(File::create(&tmp)?);
-        write(&mut w)?;
-        w.into_inner().map_err(|e| e.into_error())?.sync_all()
-    })();
-    match result {
-        Ok(()) => std::fs::rename(&tmp, path),
-        Err(e) => {
-            let _ = std::fs::remove_file(&tmp);
-            Err(e)
+/// A file being written: a temporary file in `path`'s directory, moved to
+/// `path` by [`Pending::keep`] and deleted if dropped before.
+pub struct Pending {
+    tmp: tempfile::NamedTempFile,
+    path: PathBuf,
+}
+
+impl Pending {
+    /// Start writing `path`.
+    pub fn new(path: &Path) -> io::Result<Pending> {
+        let dir = match path.parent() {
+            Some(d) if !d.as_os_str().is_empty() => d,
+            _ => Path::new("."),
+        };
+        let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+        let prefix = format!(".{name}.");
+        let mut b = tempfile::Builder::new();
+        b.prefix(&prefix).suffix(".tmp");
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            // Not tempfile's 0600: the finished file is an ordinary output (the umask applies).
+            b.permissions(std::fs::Permissions::from_mode(0o666));
         }
+        Ok(Pending { tmp: b.tempfile_in(dir)?, path: path.to_path_buf() })
+    }
+
+    /// The temporary file's path (for writers that open it by name).
+    pub fn tmp_path(&self) -> &Path {
+        self.tmp.path()
+    }
+
+    /// Flush to disk and move into place.
+    pub fn keep(self) -> io::Result<()> {
+        self.tmp.as_file().sync_all()?;
+        self.tmp.persist(&self.path).map_err(|e| e.error)?;
+        Ok(())
     }
 }
 
-fn tmp_path(path: &Path) -> PathBuf {
-    let mut name = path.file_name().map(|n| n.to_os_string()).unwrap_or_default();
-    name.push(".tmp");
-    path.with_file_name(name)
+/// Writes go to the file itself: its errors name no temporary path (the
+/// caller names the file it was writing).
+impl Write for Pending {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        self.tmp.as_file_mut().write(buf)
+    }
+    fn flush(&mut self) -> io::Result<()> {
+        self.tmp.as_file_mut().flush()
+    }
+}
+
+/// Write `path` atomically ([`Pending`]): complete, or not at all.
+pub fn write_atomic(path: &Path, write: impl FnOnce(&mut BufWriter<Pending>) -> io::Result<()>) -> io::Result<()> {
+    let mut w = BufWriter::new(Pending::new(path)?);
+    write(&mut w)?;
+    w.into_inner().map_err(|e| e.into_error())?.keep()
 }
 
 /// Metrics of several runs as pretty JSON.
@@ -277,9 +314,11 @@ pub fn trace_line(e: &TraceEvent) -> String {
 /// Streams trace events to a JSON Lines file and, optionally, a Perfetto
 /// (Chrome trace event) JSON file, with the run intervals as complete
 /// events ("ph":"X") on one track per CPU.
+/// Both files are [`Pending`] until [`TraceWriter::finish`]: dropped
+/// before, they leave nothing behind.
 pub struct TraceWriter {
-    jsonl: Option<(PathBuf, BufWriter<File>)>,
-    perfetto: Option<(PathBuf, BufWriter<File>, bool)>,
+    jsonl: Option<BufWriter<Pending>>,
+    perfetto: Option<(BufWriter<Pending>, bool)>,
     error: Option<io::Error>,
 }
 
@@ -288,13 +327,13 @@ impl TraceWriter {
     pub fn create(jsonl: Option<&Path>, perfetto: Option<&Path>, meta: &TraceMeta) -> io::Result<TraceWriter> {
         let mut t = TraceWriter { jsonl: None, perfetto: None, error: None };
         if let Some(p) = jsonl {
-            let mut w = BufWriter::new(File::create(tmp_path(p))?);
+            let mut w = BufWriter::new(Pending::new(p)?);
             serde_json::to_writer(&mut w, meta)?;
             writeln!(w)?;
-            t.jsonl = Some((p.to_path_buf(), w));
+            t.jsonl = Some(w);
         }
         if let Some(p) = perfetto {
-            let mut w = BufWriter::new(File::create(tmp_path(p))?);
+            let mut w = BufWriter::new(Pending::new(p)?);
             write!(w, "{{\"displayTimeUnit\":\"ns\",\"traceEvents\":[")?;
             for cpu in 0..meta.cpus {
                 write!(
@@ -303,7 +342,7 @@ impl TraceWriter {
                     if cpu == 0 { "" } else { "," }
                 )?;
             }
-            t.perfetto = Some((p.to_path_buf(), w, meta.cpus > 0));
+            t.perfetto = Some((w, meta.cpus > 0));
         }
         Ok(t)
     }
@@ -314,10 +353,10 @@ impl TraceWriter {
             return;
         }
         let r = (|| -> io::Result<()> {
-            if let Some((_, w)) = &mut self.jsonl {
+            if let Some(w) = &mut self.jsonl {
                 writeln!(w, "{}", trace_line(e))?;
             }
-            if let (Some((_, w, comma)), TraceEvent::Run { cpu, client, start, end }) = (&mut self.perfetto, e) {
+            if let (Some((w, comma)), TraceEvent::Run { cpu, client, start, end }) = (&mut self.perfetto, e) {
                 write!(
                     w,
                     "{}{{\"name\":{},\"ph\":\"X\",\"pid\":1,\"tid\":{},\"ts\":{},\"dur\":{}}}",
@@ -336,19 +375,22 @@ impl TraceWriter {
         }
     }
 
-    /// Close the files and move them into place.
+    /// Close the files and move them into place; an unfinished one is
+    /// never left behind.
     pub fn finish(self) -> io::Result<()> {
         if let Some(e) = self.error {
             return Err(e);
         }
-        if let Some((p, w)) = self.jsonl {
-            w.into_inner().map_err(|e| e.into_error())?.sync_all()?;
-            std::fs::rename(tmp_path(&p), &p)?;
-        }
-        if let Some((p, mut w, _)) = self.perfetto {
-            writeln!(w, "]}}")?;
-            w.into_inner().map_err(|e| e.into_error())?.sync_all()?;
-            std::fs::rename(tmp_path(&p), &p)?;
+        let jsonl = self.jsonl.map(|w| w.into_inner().map_err(|e| e.into_error())).transpose()?;
+        let perfetto = match self.perfetto {
+            Some((mut w, _)) => {
+                writeln!(w, "]}}")?;
+                Some(w.into_inner().map_err(|e| e.into_error())?)
+            }
+            None => None,
+        };
+        for p in [jsonl, perfetto].into_iter().flatten() {
+            p.keep()?;
         }
         Ok(())
     }

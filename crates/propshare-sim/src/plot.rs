@@ -1,9 +1,11 @@
 //! SVG plots for reports (plotters, SVG backend: no fonts or system
-//! libraries needed).
+//! libraries needed), each written to a [`Pending`] file: whole or not at all.
 
 use std::path::Path;
 
 use plotters::prelude::*;
+
+use crate::output::Pending;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
 
 /// A named series of (x, y) points.
@@ -92,7 +94,9 @@ pub fn line_chart(
     series: &[Series],
     scales: (Scale, Scale),
 ) -> PlotResult {
-    let root = SVGBackend::new(path, (900, 480)).into_drawing_area();
+    let file = Pending::new(path)?;
+    let target = file.tmp_path().to_path_buf();
+    let root = SVGBackend::new(&target, (900, 480)).into_drawing_area();
     root.fill(&WHITE)?;
     let (x0, x1) = bounds(series, |p| p.0, scales.0);
     let (y0, y1) = bounds(series, |p| p.1, scales.1);
@@ -128,6 +132,7 @@ pub fn line_chart(
         (Scale::Log, Scale::Log) => draw!(builder.build_cartesian_2d((x0..x1).log_scale(), (y0..y1).log_scale())?),
     }
     root.present()?;
+    file.keep()?;
     Ok(())
 }
 
@@ -152,7 +157,9 @@ pub fn gantt(path: &Path, title: &str, x_label: &str, cpus: usize, bars: &[Bar],
     seen.dedup();
     seen.truncate(12);
     let height = (120 + 40 * cpus.min(32)).max(110 + 19 * seen.len());
-    let root = SVGBackend::new(path, (900, height as u32)).into_drawing_area();
+    let file = Pending::new(path)?;
+    let target = file.tmp_path().to_path_buf();
+    let root = SVGBackend::new(&target, (900, height as u32)).into_drawing_area();
     root.fill(&WHITE)?;
     let x0 = bars.iter().map(|b| b.start).fold(f64::INFINITY, f64::min);
     let x1 = bars.iter().map(|b| b.end).fold(f64::NEG_INFINITY, f64::max);
@@ -185,12 +192,15 @@ pub fn gantt(path: &Path, title: &str, x_label: &str, cpus: usize, bars: &[Bar],
     }
     chart.configure_series_labels().background_style(WHITE.mix(0.85)).border_style(BLACK).draw()?;
     root.present()?;
+    file.keep()?;
     Ok(())
 }
 
 /// A histogram of values (one series per label), `bins` equal-width bins.
 pub fn histogram(path: &Path, title: &str, x_label: &str, series: &[Series], bins: usize) -> PlotResult {
-    let root = SVGBackend::new(path, (900, 480)).into_drawing_area();
+    let file = Pending::new(path)?;
+    let target = file.tmp_path().to_path_buf();
+    let root = SVGBackend::new(&target, (900, 480)).into_drawing_area();
     root.fill(&WHITE)?;
     let (lo, hi) = bounds(series, |p| p.0, Scale::Linear);
     let width = (hi - lo) / bins.max(1) as f64;
@@ -226,6 +236,7 @@ pub fn histogram(path: &Path, title: &str, x_label: &str, series: &[Series], bin
     }
     chart.configure_series_labels().background_style(WHITE.mix(0.85)).border_style(BLACK).draw()?;
     root.present()?;
+    file.keep()?;
     Ok(())
 }
 
@@ -257,7 +268,9 @@ pub fn grouped_bars(
     series: &[BarSeries],
     y_scale: Scale,
 ) -> PlotResult {
-    let root = SVGBackend::new(path, (900, 480)).into_drawing_area();
+    let file = Pending::new(path)?;
+    let target = file.tmp_path().to_path_buf();
+    let root = SVGBackend::new(&target, (900, 480)).into_drawing_area();
     root.fill(&WHITE)?;
     let n = groups.len().max(1);
     let values = || series.iter().flat_map(|s| s.values.iter().flatten()).copied().filter(|v| v.is_finite());
@@ -324,6 +337,7 @@ pub fn grouped_bars(
         _ => draw!(builder.build_cartesian_2d(x, 0f64..if hi > 0.0 { hi * 1.4 } else { 1.0 })?, 0.0),
     }
     root.present()?;
+    file.keep()?;
     Ok(())
 }
 

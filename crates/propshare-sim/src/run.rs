@@ -26,6 +26,19 @@ pub struct RunOptions {
     pub measure_cost: bool,
 }
 
+/// Where a scenario's runs stand ([`run_scenario`]'s progress callback).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Progress {
+    /// Runs finished.
+    pub runs_done: usize,
+    /// Runs in all (schedulers × repeat).
+    pub runs: usize,
+    /// Simulated time reached in the run in progress (the horizon once it is done), ns.
+    pub now: Time,
+    /// The horizon, ns.
+    pub horizon: Time,
+}
+
 /// Run error: simulation or I/O.
 #[derive(Debug, thiserror::Error)]
 pub enum RunError {
@@ -33,12 +46,12 @@ pub enum RunError {
     #[error(transparent)]
     Sim(#[from] SimError),
     /// Writing outputs failed.
-    #[error("{path}: {source}")]
+    #[error("{path}: {cause}")]
     Io {
         /// File.
         path: String,
-        /// Cause.
-        source: std::io::Error,
+        /// Cause (shown in the message, so not an error source: printed once).
+        cause: std::io::Error,
     },
     /// Plotting failed.
     #[error("plot {path}: {message}")]
@@ -48,10 +61,50 @@ pub enum RunError {
         /// Cause.
         message: String,
     },
+    /// The progress callback asked to stop (Ctrl-C).
+    #[error("interrupted during run {run} of {runs} ({scheduler}, at {t} ns of simulated time)")]
+    Interrupted {
+        /// Scheduler of the run in progress.
+        scheduler: String,
+        /// 1-based number of that run.
+        run: usize,
+        /// Runs in all.
+        runs: usize,
+        /// Simulated time it had reached.
+        t: Time,
+    },
+    /// A scenario that stopped part way: why, and the output files that
+    /// were complete then (kept). Files being written were removed.
+    #[error("{cause}; {}", kept(written))]
+    Incomplete {
+        /// What stopped it.
+        cause: Box<RunError>,
+        /// The files written in full before it stopped.
+        written: Vec<PathBuf>,
+    },
+}
+
+impl RunError {
+    /// Whether the run was interrupted on request (not a failure of its own).
+    pub fn interrupted(&self) -> bool {
+        match self {
+            RunError::Interrupted { .. } => true,
+            RunError::Incomplete { cause, .. } => cause.interrupted(),
+            _ => false,
+        }
+    }
+}
+
+fn kept(written: &[PathBuf]) -> String {
+    if written.is_empty() {
+        return "no output file was complete (partial files removed)".into();
+    }
+    let list: Vec<String> = written.iter().map(|p| p.display().to_string()).collect();
+    format!("kept {} complete file(s), partial files removed: {}", list.len(), list.join(", "))
 }
 
 fn io_err(path: &Path) -> impl FnOnce(std::io::Error) -> RunError + '_ {
-    move |source| RunError::Io { path: path.display().to_string(), source }
+    move |cause| RunError::Io { path: path.display().to_string(), cause }
 }
 
 fn slug(s: &str) -> String {
@@ -59,12 +112,16 @@ fn slug(s: &str) -> String {
 }
 
 /// Run every scheduler of `scn` (or `only`, if given) on every repeat.
-/// `progress(done, total)` is called after each run.
+/// `progress` is called during runs (about every millisecond of work) and
+/// after each; when it returns false the scenario stops with
+/// [`RunError::Interrupted`]. With an output directory, any error comes as
+/// [`RunError::Incomplete`], listing the complete files kept; a file being
+/// written when it stopped is removed.
 pub fn run_scenario(
     scn: &Scenario,
     only: Option<&[String]>,
     opts: &RunOptions,
-    progress: &mut dyn FnMut(usize, usize),
+    progress: &mut dyn FnMut(Progress) -> bool,
 ) -> Result<ScenarioResult, RunError> {
     run_scenario_with(scn, only, opts, &|name, cfg| scn.build_scheduler(name, cfg), progress)
 }
@@ -80,7 +137,22 @@ pub fn run_scenario_with(
     only: Option<&[String]>,
     opts: &RunOptions,
     build: &BuildScheduler,
-    progress: &mut dyn FnMut(usize, usize),
+    progress: &mut dyn FnMut(Progress) -> bool,
+) -> Result<ScenarioResult, RunError> {
+    let mut written = Vec::new();
+    run_all(scn, only, opts, build, progress, &mut written).map_err(|cause| match opts.out {
+        Some(_) => RunError::Incomplete { cause: Box::new(cause), written },
+        None => cause,
+    })
+}
+
+fn run_all(
+    scn: &Scenario,
+    only: Option<&[String]>,
+    opts: &RunOptions,
+    build: &BuildScheduler,
+    progress: &mut dyn FnMut(Progress) -> bool,
+    written: &mut Vec<PathBuf>,
 ) -> Result<ScenarioResult, RunError> {
     let schedulers: Vec<String> = only.map(|o| o.to_vec()).unwrap_or_else(|| scn.schedulers.clone());
     if let Some(dir) = &opts.out {
@@ -139,34 +211,47 @@ pub fn run_scenario_with(
                     };
                     let j = dir.join(format!("{base}.trace.jsonl"));
                     let p = dir.join(format!("{base}.perfetto.json"));
-                    Some(TraceWriter::create(Some(&j), Some(&p), &meta).map_err(io_err(&j))?)
+                    Some((TraceWriter::create(Some(&j), Some(&p), &meta).map_err(io_err(&j))?, [j, p]))
                 }
                 _ => None,
             };
-            let report = engine.run(&mut |e: TraceEvent| {
-                if let Some(w) = writer.as_mut() {
-                    let in_window = match scn.report.trace {
-                        Some(window) => e.within(window),
-                        None => true,
-                    };
-                    if in_window {
-                        w.event(&e);
+            let runs_done = done;
+            let horizon = cfg.horizon;
+            let mut watch = |t: Time| progress(Progress { runs_done, runs: total, now: t, horizon });
+            let report = engine.run_watched(
+                &mut |e: TraceEvent| {
+                    if let Some((w, _)) = writer.as_mut() {
+                        let in_window = match scn.report.trace {
+                            Some(window) => e.within(window),
+                            None => true,
+                        };
+                        if in_window {
+                            w.event(&e);
+                        }
                     }
-                }
-                if let (true, true, TraceEvent::Run { cpu, client, start, end }) = (first, opts.plots, e) {
-                    if end > window.0 && start < window.1 && bars.len() < 20_000 {
-                        // Chain members are not in the client list: they get the next index.
-                        let client = names.iter().position(|m| m == client).unwrap_or_else(|| {
-                            names.push(client.to_string());
-                            names.len() - 1
-                        });
-                        let ms = |t: Time| t as f64 / 1e6;
-                        bars.push(Bar { cpu, client, start: ms(start.max(window.0)), end: ms(end.min(window.1)) });
+                    if let (true, true, TraceEvent::Run { cpu, client, start, end }) = (first, opts.plots, e) {
+                        if end > window.0 && start < window.1 && bars.len() < 20_000 {
+                            // Chain members are not in the client list: they get the next index.
+                            let client = names.iter().position(|m| m == client).unwrap_or_else(|| {
+                                names.push(client.to_string());
+                                names.len() - 1
+                            });
+                            let ms = |t: Time| t as f64 / 1e6;
+                            bars.push(Bar { cpu, client, start: ms(start.max(window.0)), end: ms(end.min(window.1)) });
+                        }
                     }
+                },
+                &mut watch,
+            );
+            let report = match report {
+                Err(SimError::Interrupted { scheduler, t }) => {
+                    return Err(RunError::Interrupted { scheduler, run: done + 1, runs: total, t })
                 }
-            })?;
-            if let Some(w) = writer {
-                w.finish().map_err(io_err(opts.out.as_deref().unwrap_or(Path::new("."))))?;
+                r => r?,
+            };
+            if let Some((w, files)) = writer {
+                w.finish().map_err(io_err(&files[0]))?;
+                written.extend(files);
             }
             if let Some(h) = &report.decision_cost {
                 let acc = cost_hist.get_or_insert_with(Default::default);
@@ -198,12 +283,15 @@ pub fn run_scenario_with(
                         &names,
                     )
                     .map_err(|e| RunError::Plot { path: file.clone(), message: e.to_string() })?;
+                    written.push(dir.join(&file));
                     plots.push((file, format!("{name}: which client ran on each CPU")));
                 }
             }
             runs.push(metrics::metrics(&scn.name, &report));
             done += 1;
-            progress(done, total);
+            if !progress(Progress { runs_done: done, runs: total, now: horizon, horizon }) {
+                return Err(RunError::Interrupted { scheduler: name.clone(), run: done, runs: total, t: horizon });
+            }
         }
         if let Some(h) = cost_hist {
             costs.push((name.clone(), h.quantile(0.5), h.quantile(0.99)));
@@ -221,6 +309,7 @@ pub fn run_scenario_with(
                 (Scale::Linear, Scale::Linear),
             )
             .map_err(|e| RunError::Plot { path: file.clone(), message: e.to_string() })?;
+            written.push(dir.join(&file));
             plots.push((file, format!("{name}: lag (ideal − received) of each client, in quanta")));
         }
         let file = format!("{}__lagdist.svg", slug(&scn.name));
@@ -237,11 +326,13 @@ pub fn run_scenario_with(
             .collect();
         plot::histogram(&dir.join(&file), "distribution of per-client max and min lag", "lag (quanta)", &dist, 30)
             .map_err(|e| RunError::Plot { path: file.clone(), message: e.to_string() })?;
+        written.push(dir.join(&file));
         plots.push((file, "distribution of each client's largest and smallest lag, all schedulers".into()));
         if !scn.report.lag_windows.is_empty() {
             let file = format!("{}__window_lag.svg", slug(&scn.name));
             window_lag_chart(&dir.join(&file), &scn.report.lag_windows, &schedulers, &runs)
                 .map_err(|e| RunError::Plot { path: file.clone(), message: e.to_string() })?;
+            written.push(dir.join(&file));
             plots.push((
                 file,
                 "largest |lag| over every client and every window of each length, per scheduler (the DWRR paper's \
@@ -254,11 +345,14 @@ pub fn run_scenario_with(
         let base = slug(&scn.name);
         let j = dir.join(format!("{base}.metrics.json"));
         output::write_metrics_json(&j, &runs).map_err(io_err(&j))?;
+        written.push(j);
         let c = dir.join(format!("{base}.metrics.csv"));
         output::write_metrics_csv(&c, &runs).map_err(io_err(&c))?;
+        written.push(c);
         if !scn.report.lag_windows.is_empty() {
             let w = dir.join(format!("{base}.window_lag.csv"));
             output::write_window_lag_csv(&w, &runs).map_err(io_err(&w))?;
+            written.push(w);
         }
     }
     // A claim on a scheduler this run left out (`--scheduler`) is not judged.

@@ -247,7 +247,7 @@ fn bad_chain_fields_are_located() {
             "work = \"300ms\"\nstart = \"2s\"\nuntil = \"1s\"",
             "12:9: chain[0].until: times out of order",
         ),
-        ("work = \"300ms\"", "work = \"300ms\"\ncolour = 1", "11:1: colour: unknown field"),
+        ("work = \"300ms\"", "work = \"300ms\"\ncolour = 1", "11:1: chain[0].colour: unknown field"),
     ];
     for (from, to, want) in cases {
         let text = BASE.replacen(from, to, 1);
@@ -265,10 +265,10 @@ fn bad_chain_fields_are_located() {
 #[test]
 fn durations_need_units_and_refuse_signs() {
     let cases: &[(&str, &str, &str)] = &[
-        ("quantum = \"10ms\"", "quantum = 3", "5:11: quantum: duration 3 needs a unit"),
-        ("quantum = \"10ms\"", "quantum = \"-5ms\"", "5:11: quantum: duration \"-5ms\" must not be negative"),
-        ("quantum = \"10ms\"", "quantum = \"5\"", "5:11: quantum: duration \"5\" needs a unit"),
-        ("quantum = \"10ms\"", "quantum = \"1.5ns\"", "5:11: quantum: duration \"1.5ns\" is finer than 1 ns"),
+        ("quantum = \"10ms\"", "quantum = 3", "5:11: machine.quantum: duration 3 needs a unit"),
+        ("quantum = \"10ms\"", "quantum = \"-5ms\"", "5:11: machine.quantum: duration \"-5ms\" must not be negative"),
+        ("quantum = \"10ms\"", "quantum = \"5\"", "5:11: machine.quantum: duration \"5\" needs a unit"),
+        ("quantum = \"10ms\"", "quantum = \"1.5ns\"", "5:11: machine.quantum: duration \"1.5ns\" is finer than 1 ns"),
     ];
     for (from, to, want) in cases {
         let text = BASE.replacen(from, to, 1);

@@ -157,7 +157,7 @@ fn every_claim_turns_on_a_broken_scheduler() {
         for (sched, mut left) in by_scheduler {
             let only = [sched.to_string()];
             let real =
-                run_scenario_with(&scn, Some(&only), &opts, &|n, cfg| scn.build_scheduler(n, cfg), &mut |_, _| {})
+                run_scenario_with(&scn, Some(&only), &opts, &|n, cfg| scn.build_scheduler(n, cfg), &mut |_| true)
                     .unwrap_or_else(|e| panic!("{} on {sched}: {e}", scn.name));
             for mutant in MUTANTS {
                 if left.is_empty() {
@@ -169,7 +169,7 @@ fn every_claim_turns_on_a_broken_scheduler() {
                     Some(&only),
                     &opts,
                     &|n, cfg| build_mutant(&scn, mutant, n, cfg),
-                    &mut |_, _| {},
+                    &mut |_| true,
                 ) {
                     Ok(b) => b,
                     Err(e) => {

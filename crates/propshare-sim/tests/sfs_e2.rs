@@ -110,7 +110,7 @@ fn the_scenario_claims_hold_or_differ_as_stated() {
         ("frequent-arrivals-4.3-wall.toml", &["sfs T1/short*", "sfs one*/short*"][..]),
     ] {
         let scn = scenario(file);
-        let result = run_scenario(&scn, None, &RunOptions::default(), &mut |_, _| {}).unwrap();
+        let result = run_scenario(&scn, None, &RunOptions::default(), &mut |_| true).unwrap();
         let got: Vec<String> = result
             .verdicts
             .iter()

@@ -13,13 +13,36 @@ use super::workload::{ClientSpec, MemberLeaves};
 use super::{Engine, Running, SimError};
 use crate::fluid::ns_of_service;
 
+/// Instants between two calls of [`Engine::run_watched`]'s watch: about a
+/// millisecond of simulation.
+pub const WATCH_EVERY: u32 = 1 << 14;
+
 impl<S: Scheduler> Engine<S> {
     /// Run to the horizon, reporting trace events to `trace`.
-    pub fn run(mut self, trace: &mut dyn FnMut(TraceEvent)) -> Result<SimReport, SimError> {
+    pub fn run(self, trace: &mut dyn FnMut(TraceEvent)) -> Result<SimReport, SimError> {
+        self.run_watched(trace, &mut |_| true)
+    }
+
+    /// [`Engine::run`], calling `watch(now)` every [`WATCH_EVERY`] instants
+    /// (progress, interruption): when it returns false the run stops there
+    /// with [`SimError::Interrupted`].
+    pub fn run_watched(
+        mut self,
+        trace: &mut dyn FnMut(TraceEvent),
+        watch: &mut dyn FnMut(Time) -> bool,
+    ) -> Result<SimReport, SimError> {
         let horizon = self.cfg.horizon;
+        let mut countdown = WATCH_EVERY;
         while let Some(t) = self.next_instant() {
             if t > horizon {
                 break;
+            }
+            countdown -= 1;
+            if countdown == 0 {
+                countdown = WATCH_EVERY;
+                if !watch(t) {
+                    return Err(SimError::Interrupted { scheduler: self.report.scheduler.clone(), t });
+                }
             }
             self.account_idle(t);
             self.now = t;

@@ -88,6 +88,7 @@ use client::{SimClient, NONE};
 use events::{Event, EventQueue, StopQueue};
 use windows::WindowState;
 
+pub use event_loop::WATCH_EVERY;
 pub use stats::{ClientStats, CostHistogram, SimReport, WindowLag};
 pub use trace::TraceEvent;
 pub use workload::{Behavior, ChainSpec, ClientSpec, Dist, MemberLeaves, SimConfig};
@@ -118,6 +119,14 @@ pub enum SimError {
     /// Invalid settings.
     #[error("invalid simulation: {0}")]
     Config(String),
+    /// Stopped before the horizon by [`Engine::run_watched`]'s watch.
+    #[error("run of {scheduler} interrupted at t={t} ns")]
+    Interrupted {
+        /// Scheduler.
+        scheduler: String,
+        /// Simulated time reached.
+        t: Time,
+    },
 }
 
 /// The run in progress on a CPU.

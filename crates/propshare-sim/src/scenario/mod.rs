@@ -12,6 +12,7 @@
 //! should reproduce, and the [`judge`] of what a run measured).
 
 mod claims;
+mod cost;
 mod draw;
 mod raw;
 mod validate;
@@ -25,17 +26,61 @@ use crate::engine::{ChainSpec, ClientSpec, SimConfig};
 use draw::{Class, Poisson};
 
 pub use claims::{judge, names_client, Claim, ClaimMetric, Expect, Verdict};
+pub use cost::{
+    bytes_label, parse_bytes, Cost, CostError, Limits, CLIENT_BYTES, DEFAULT_MAX_EVENTS, DEFAULT_MAX_MEMORY,
+    RESULT_BYTES,
+};
 pub use propshare::parse_duration;
 pub use raw::{Dur, WeightDist};
 pub use validate::MAX_WINDOWS;
 
+/// The largest scenario file read (1 MiB; the largest under scenarios/ is
+/// a few KiB): [`Scenario::load`] refuses a longer one without reading past it.
+pub const MAX_SCENARIO_BYTES: u64 = 1 << 20;
+
+/// The text of a scenario file, or why it cannot be one.
+fn read_bounded(path: &Path) -> Result<String, String> {
+    use std::io::Read;
+    let what = |m: &std::fs::Metadata| {
+        let t = m.file_type();
+        if t.is_dir() {
+            "a directory"
+        } else if t.is_file() {
+            "a file"
+        } else {
+            "a FIFO, socket or device"
+        }
+    };
+    // Metadata first: opening a FIFO would block until a writer comes.
+    let meta = std::fs::metadata(path).map_err(|e| format!("cannot read: {e}"))?;
+    if !meta.is_file() {
+        return Err(format!("is {}, not a scenario file (a regular TOML file)", what(&meta)));
+    }
+    if meta.len() > MAX_SCENARIO_BYTES {
+        return Err(format!("{} bytes, more than a scenario file may have ({MAX_SCENARIO_BYTES})", meta.len()));
+    }
+    let f = std::fs::File::open(path).map_err(|e| format!("cannot read: {e}"))?;
+    let mut bytes = Vec::new();
+    f.take(MAX_SCENARIO_BYTES + 1).read_to_end(&mut bytes).map_err(|e| format!("cannot read: {e}"))?;
+    if bytes.len() as u64 > MAX_SCENARIO_BYTES {
+        return Err(format!("more than {MAX_SCENARIO_BYTES} bytes, more than a scenario file may have"));
+    }
+    String::from_utf8(bytes).map_err(|e| format!("not UTF-8 text (byte {} is not)", e.utf8_error().valid_up_to()))
+}
+
 /// A scenario that could not be loaded: where and why.
+/// Shown as `file:line:column: field: message`; `file: message` when the
+/// fault has no place in the text (line 0: the file could not be read).
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-#[error("{file}:{line}:{column}: {field}{sep}{message}", sep = if field.is_empty() { "" } else { ": " })]
+#[error(
+    "{file}{at}: {field}{sep}{message}",
+    at = if *line == 0 { String::new() } else { format!(":{line}:{column}") },
+    sep = if field.is_empty() { "" } else { ": " }
+)]
 pub struct ScenarioError {
     /// The file.
     pub file: String,
-    /// 1-based line.
+    /// 1-based line (0: no place in the text).
     pub line: usize,
     /// 1-based column.
     pub column: usize,
@@ -102,15 +147,17 @@ impl Scenario {
         }
     }
 
-    /// Load and validate a scenario file.
+    /// Load and validate a scenario file: a regular file (a FIFO, a device
+    /// or a directory is refused before it is opened) of at most
+    /// [`MAX_SCENARIO_BYTES`], read through a bounded reader, in UTF-8.
     pub fn load(path: &Path) -> Result<Scenario, ScenarioError> {
         let file = path.display().to_string();
-        let text = std::fs::read_to_string(path).map_err(|e| ScenarioError {
+        let text = read_bounded(path).map_err(|message| ScenarioError {
             file: file.clone(),
             line: 0,
             column: 0,
             field: String::new(),
-            message: format!("cannot read: {e}"),
+            message,
         })?;
         let stem = path.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
         Scenario::parse(&file, &text, &stem)

@@ -45,10 +45,10 @@ impl<'de> Deserialize<'de> for Dur {
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(super) struct RawScenario {
-    pub(super) name: Option<String>,
+    pub(super) name: Option<Spanned<String>>,
     pub(super) description: Option<String>,
     pub(super) paper: Option<String>,
-    pub(super) schedulers: Option<Vec<Spanned<String>>>,
+    pub(super) schedulers: Option<Spanned<Vec<Spanned<String>>>>,
     /// `[scheduler.NAME]` tables: parameters of the scheduler NAME.
     #[serde(default, rename = "scheduler")]
     pub(super) scheduler_params: std::collections::BTreeMap<String, Spanned<toml::Table>>,
@@ -77,16 +77,35 @@ pub(super) struct RawMachine {
     #[serde(default)]
     pub(super) offsets: Option<Spanned<RawOffsets>>,
     #[serde(default)]
-    pub(super) switch_cost: Option<Dur>,
+    pub(super) switch_cost: Option<Spanned<Dur>>,
     #[serde(default)]
     pub(super) migration_cost: Option<Dur>,
 }
 
-#[derive(Deserialize)]
-#[serde(untagged)]
 pub(super) enum RawOffsets {
     List(Vec<Dur>),
     Named(String),
+}
+
+/// An error naming the forms a field accepts, for a value of none of them
+/// (serde's untagged enums say only "did not match any variant").
+fn expected<E: de::Error>(what: &str, got: &toml::Value) -> E {
+    E::custom(format!("expected {what}, got {} {got}", got.type_str()))
+}
+
+/// The message of an error from deserializing a value, without its decoration.
+fn inner<E: de::Error>(e: toml::de::Error) -> E {
+    E::custom(e.message().trim())
+}
+
+impl<'de> Deserialize<'de> for RawOffsets {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<RawOffsets, D::Error> {
+        match toml::Value::deserialize(d)? {
+            v @ toml::Value::Array(_) => Vec::<Dur>::deserialize(v).map(RawOffsets::List).map_err(inner),
+            toml::Value::String(s) => Ok(RawOffsets::Named(s)),
+            v => Err(expected("a list of durations, one per CPU (e.g. [\"0ms\", \"5ms\"]), or \"staggered\"", &v)),
+        }
+    }
 }
 
 #[derive(Deserialize)]
@@ -132,11 +151,25 @@ pub(super) struct RawWeightChange {
     pub(super) weight: Spanned<i64>,
 }
 
-#[derive(Deserialize)]
-#[serde(untagged)]
 pub(super) enum RawTimeDist {
     Fixed(Dur),
     Dist(RawTimeDistTable),
+}
+
+impl<'de> Deserialize<'de> for RawTimeDist {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<RawTimeDist, D::Error> {
+        match toml::Value::deserialize(d)? {
+            v @ (toml::Value::String(_) | toml::Value::Integer(_)) => {
+                Dur::deserialize(v).map(RawTimeDist::Fixed).map_err(inner)
+            }
+            v @ toml::Value::Table(_) => RawTimeDistTable::deserialize(v).map(RawTimeDist::Dist).map_err(inner),
+            v => Err(expected(
+                "a duration (e.g. \"10ms\") or a table { dist = \"constant\", value = D }, \
+                 { dist = \"uniform\", min = D, max = D } or { dist = \"exponential\", mean = D }",
+                &v,
+            )),
+        }
+    }
 }
 
 #[derive(Deserialize)]
@@ -193,11 +226,23 @@ pub enum WeightDist {
     },
 }
 
-#[derive(Deserialize)]
-#[serde(untagged)]
 pub(super) enum RawWeightDist {
     Fixed(i64),
     Dist(WeightDist),
+}
+
+impl<'de> Deserialize<'de> for RawWeightDist {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<RawWeightDist, D::Error> {
+        match toml::Value::deserialize(d)? {
+            toml::Value::Integer(w) => Ok(RawWeightDist::Fixed(w)),
+            v @ toml::Value::Table(_) => WeightDist::deserialize(v).map(RawWeightDist::Dist).map_err(inner),
+            v => Err(expected(
+                "a weight (a positive integer) or a table { dist = \"constant\", value = W }, \
+                 { dist = \"uniform\" or \"log-uniform\", min = A, max = B } or { dist = \"heavy\", percent = X, total = T }",
+                &v,
+            )),
+        }
+    }
 }
 
 #[derive(Deserialize)]

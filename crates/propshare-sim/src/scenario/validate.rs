@@ -39,6 +39,29 @@ impl KnownNames {
             }
     }
 
+    /// Two numbered groups that can name the same client: (first, second,
+    /// a shared name). Group q's members are p_q followed by a member
+    /// number; if p_b = p_a + d, the smallest name of b that a could also
+    /// make is p_b + "0", i.e. a's member number d·10, so they clash iff that
+    /// is one of a's numbers (equal prefixes: d empty, "0").
+    fn clashing_groups(&self) -> Option<(usize, usize, String)> {
+        for (b, (pb, nb)) in self.numbered.iter().enumerate() {
+            if nb == &Some(0) {
+                continue;
+            }
+            for (a, (pa, na)) in self.numbered.iter().enumerate() {
+                if a == b || (pa == pb && a > b) {
+                    continue;
+                }
+                let first = format!("{pb}0");
+                if first.strip_prefix(pa.as_str()).is_some_and(|d| Self::member_number(d, *na)) {
+                    return Some((a, b, first));
+                }
+            }
+        }
+        None
+    }
+
     /// Whether `name` is a client present from the start (a lag plot can follow it).
     fn is_static(&self, name: &str) -> bool {
         self.explicit.iter().any(|n| n == name)
@@ -79,6 +102,56 @@ impl Ctx<'_> {
         let line = upto.matches('\n').count() + 1;
         let column = upto.rsplit('\n').next().map_or(0, |l| l.chars().count()) + 1;
         ScenarioError { file: self.file.to_string(), line, column, field: field.to_string(), message: message.into() }
+    }
+
+    /// A TOML or type error, with the dotted path of the field at fault:
+    /// the table the offending line is in (`client[2]` for the third
+    /// `[[client]]`) and the key written on that line.
+    fn toml_err(&self, e: &toml::de::Error) -> ScenarioError {
+        let text = self.text;
+        let span = e.span().unwrap_or(0..0);
+        let start = text[..span.start.min(text.len())].rfind('\n').map_or(0, |i| i + 1);
+        let line = text[start..].lines().next().unwrap_or("").trim();
+        let mut message = e.message().trim().to_string();
+        // The table: the last header at or above the line, numbered if it is an array of tables.
+        let header = |l: &str| -> Option<(String, bool)> {
+            let l = l.split('#').next().unwrap_or("").trim();
+            let array = l.starts_with("[[") && l.ends_with("]]");
+            let name = l.strip_prefix('[')?.strip_suffix(']')?.trim_matches(|c| c == '[' || c == ']').trim();
+            Some((name.to_string(), array))
+        };
+        let upto = &text[..(start + line.len()).min(text.len())];
+        let mut table = String::new();
+        if let Some((name, array)) = upto.lines().rev().find_map(header) {
+            table = name.clone();
+            if array {
+                let k = upto.lines().filter(|l| header(l) == Some((name.clone(), true))).count();
+                table = format!("{name}[{}]", k.saturating_sub(1));
+            }
+            if !array && message.contains("expected a sequence") {
+                message = format!("{message}: write [[{name}]], one such table per entry");
+            }
+        }
+        let key = line
+            .split_once('=')
+            .map(|(k, _)| k.trim())
+            .filter(|k| !k.is_empty() && k.chars().all(|c| c.is_ascii_alphanumeric() || "_-.\"".contains(c)));
+        let missing = message.strip_prefix("missing field `").and_then(|m| m.split('`').next()).map(str::to_string);
+        let is_header = header(line).is_some();
+        let field = match (missing, key) {
+            // A missing field belongs to the table the error points at; `machine`
+            // is the only one required at the top level.
+            (Some(f), _) if f == "machine" => {
+                message = "missing table [machine] (cpus, quantum and horizon are required)".into();
+                f
+            }
+            (Some(f), _) if !is_header => f,
+            (Some(f), _) => format!("{table}.{f}"),
+            (None, Some(k)) if !table.is_empty() => format!("{table}.{k}"),
+            (None, Some(k)) => k.to_string(),
+            (None, None) => table,
+        };
+        self.err(span, &field, message)
     }
 
     fn weight(&self, v: &Spanned<i64>, field: &str) -> Result<Weight, ScenarioError> {
@@ -216,17 +289,7 @@ impl Scenario {
     /// Parse and validate scenario text; `file` names it in errors.
     pub fn parse(file: &str, text: &str, default_name: &str) -> Result<Scenario, ScenarioError> {
         let cx = Ctx { file, text };
-        let raw: RawScenario = toml::from_str(text).map_err(|e| {
-            let span = e.span().unwrap_or(0..0);
-            // Name the key written on the offending line, when there is one.
-            let start = text[..span.start.min(text.len())].rfind('\n').map_or(0, |i| i + 1);
-            let line = text[start..].lines().next().unwrap_or("");
-            let key = line
-                .split_once('=')
-                .map(|(k, _)| k.trim())
-                .filter(|k| !k.is_empty() && k.chars().all(|c| c.is_ascii_alphanumeric() || "_-.\"".contains(c)));
-            cx.err(span, key.unwrap_or(""), e.message().trim().to_string())
-        })?;
+        let raw: RawScenario = toml::from_str(text).map_err(|e| cx.toml_err(&e))?;
         let m = raw.machine.get_ref();
         let cpus = *m.cpus.get_ref();
         if cpus <= 0 || cpus > 1 << 16 {
@@ -244,7 +307,26 @@ impl Scenario {
         let offsets = match &m.offsets {
             None => Vec::new(),
             Some(o) => match o.get_ref() {
-                RawOffsets::List(l) => l.iter().map(|d| d.0).collect(),
+                RawOffsets::List(l) if l.len() != cpus => {
+                    return Err(cx.err(
+                        o.span(),
+                        "machine.offsets",
+                        format!("{} offsets for {cpus} CPUs: give one per CPU, or \"staggered\"", l.len()),
+                    ))
+                }
+                RawOffsets::List(l) => {
+                    if let Some((k, d)) = l.iter().enumerate().find(|(_, d)| d.0 >= horizon) {
+                        return Err(cx.err(
+                            o.span(),
+                            &format!("machine.offsets[{k}]"),
+                            format!(
+                                "CPU {k} would start at {} ns, not before the horizon ({horizon} ns): it would never run",
+                                d.0
+                            ),
+                        ));
+                    }
+                    l.iter().map(|d| d.0).collect()
+                }
                 RawOffsets::Named(n) if n == "staggered" => {
                     (0..cpus as u64).map(|k| k * quantum / cpus as u64).collect()
                 }
@@ -262,7 +344,19 @@ impl Scenario {
             quantum,
             horizon,
             cpu_offsets: offsets,
-            switch_cost: m.switch_cost.map_or(0, |d| d.0),
+            switch_cost: match &m.switch_cost {
+                Some(c) if c.get_ref().0 >= quantum => {
+                    return Err(cx.err(
+                        c.span(),
+                        "machine.switch_cost",
+                        format!(
+                            "{} ns is not below the quantum ({quantum} ns): every run would be mostly switch cost",
+                            c.get_ref().0
+                        ),
+                    ))
+                }
+                c => c.as_ref().map_or(0, |c| c.get_ref().0),
+            },
             migration_cost: m.migration_cost.map_or(0, |d| d.0),
             seed: 0,
         };
@@ -413,7 +507,15 @@ impl Scenario {
 
         let schedulers: Vec<String> = match &raw.schedulers {
             None => propshare::registry::names().map(String::from).collect(),
+            Some(list) if list.get_ref().is_empty() => {
+                return Err(cx.err(
+                    list.span(),
+                    "schedulers",
+                    "an empty list runs nothing: name at least one, or leave `schedulers` out to run every registered scheduler",
+                ))
+            }
             Some(list) => {
+                let list = list.get_ref();
                 for s in list {
                     if let Err(e) = propshare::registry::check(s.get_ref()) {
                         return Err(cx.err(s.span(), "schedulers", e.to_string()));
@@ -456,6 +558,41 @@ impl Scenario {
                 .chain(chains.iter().map(|c| (c.prefix.clone(), None)))
                 .collect(),
         };
+        let group_spans = raw
+            .classes
+            .iter()
+            .enumerate()
+            .map(|(i, c)| (format!("class[{i}]"), c.get_ref().prefix.span()))
+            .chain(raw.poisson.iter().enumerate().map(|(i, p)| (format!("poisson[{i}]"), p.get_ref().prefix.span())))
+            .chain(raw.chains.iter().enumerate().map(|(i, c)| (format!("chain[{i}]"), c.get_ref().prefix.span())));
+        let group_spans: Vec<(String, Range<usize>)> = group_spans.collect();
+        for (i, c) in raw.clients.iter().enumerate() {
+            let name = c.get_ref().name.get_ref();
+            if let Some(g) = known
+                .numbered
+                .iter()
+                .position(|(p, n)| name.strip_prefix(p.as_str()).is_some_and(|d| KnownNames::member_number(d, *n)))
+            {
+                return Err(cx.err(
+                    c.get_ref().name.span(),
+                    &format!("client[{i}].name"),
+                    format!(
+                        "{name:?} is also the name of a member of {} (prefix {:?})",
+                        group_spans[g].0, known.numbered[g].0
+                    ),
+                ));
+            }
+        }
+        if let Some((a, b, example)) = known.clashing_groups() {
+            return Err(cx.err(
+                group_spans[b].1.clone(),
+                &format!("{}.prefix", group_spans[b].0),
+                format!(
+                    "{:?} names members that {} (prefix {:?}) names too, e.g. {example:?}",
+                    known.numbered[b].0, group_spans[a].0, known.numbered[a].0
+                ),
+            ));
+        }
         if let Some(r) = &raw.report {
             if let Some((k, n)) = r.lag_clients.iter().enumerate().find(|(_, n)| !known.is_static(n.get_ref())) {
                 return Err(cx.err(
@@ -595,7 +732,13 @@ impl Scenario {
             ));
         }
         Ok(Scenario {
-            name: raw.name.unwrap_or_else(|| default_name.to_string()),
+            name: match raw.name {
+                Some(n) if n.get_ref().trim().is_empty() => {
+                    return Err(cx.err(n.span(), "name", "must not be empty: it names the output files"))
+                }
+                Some(n) => n.into_inner(),
+                None => default_name.to_string(),
+            },
             description: raw.description.unwrap_or_default(),
             paper: raw.paper,
             schedulers,
