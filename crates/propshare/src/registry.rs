@@ -674,6 +674,19 @@ pub fn build_as(display: &str, spec: &SchedSpec, cfg: SchedConfig) -> Result<Box
     build_parsed(spec, Some(display.to_string()), cfg)
 }
 
+/// The round slice of `spec` on `cfg` for a client of weight `w`, for the
+/// schedulers that pay weights per round (the DWRR family: `w·B/U`; see
+/// `DwrrOptions::round_slice`), `None` for the others. Hosts warn when it
+/// is long next to the run: a raised weight is paid from the next round.
+pub fn round_slice(spec: &SchedSpec, cfg: SchedConfig, w: u64) -> Result<Option<Time>, BuildError> {
+    let entry = find(&spec.name)?;
+    if !entry.name.starts_with("dwrr") {
+        return Ok(None);
+    }
+    let params = resolve(entry, &spec.given)?;
+    Ok(Some(dwrr_options(cfg, &params, false).round_slice(w)))
+}
+
 /// Check a spec without building it (for validating input up front).
 pub fn check(spec: &str) -> Result<(), BuildError> {
     let parsed = parse_spec(spec)?;
