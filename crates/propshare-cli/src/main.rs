@@ -433,6 +433,9 @@ fn simulate(a: SimArgs, html: bool) -> Result<(), Failure> {
     }
     let count = only.as_ref().map_or(scn.schedulers.len(), Vec::len);
     scn.check_cost(&a.scenario.display().to_string(), count, true, a.limits.limits()).map_err(bad_input)?;
+    for w in scn.warnings(only.as_deref()) {
+        eprintln!("propshare: warning: {w}");
+    }
     let out = a.out.clone().unwrap_or_else(|| Path::new("out").join(&scn.name));
     let opts = RunOptions { out: Some(out.clone()), traces: !a.no_traces, plots: true, measure_cost: a.cost };
     let total = count * scn.repeat as usize;
