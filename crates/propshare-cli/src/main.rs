@@ -12,7 +12,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 use propshare::{registry, Weight, MS};
 use propshare_sim::engine::{simulate as simulate_one, ClientSpec, SimConfig, SimReport};
 use propshare_sim::metrics::RunMetrics;
-use propshare_sim::report::write_report;
+use propshare_sim::report::{write_report, write_reproduction};
 use propshare_sim::results::ScenarioResult;
 use propshare_sim::run::{run_scenario, RunOptions};
 use propshare_sim::scenario::{Expect, Scenario};
@@ -54,6 +54,10 @@ enum Command {
         /// scenario pins (`expect`), listing each with its file and line.
         #[arg(long)]
         check: bool,
+        /// Also write per-client metrics (JSON and CSV; hundreds of MB for
+        /// the 8192-client scenarios).
+        #[arg(long)]
+        per_client: bool,
     },
     /// Run the built-in demo workload and print a per-client table.
     Demo {
@@ -178,8 +182,10 @@ fn bad_input(e: impl Into<anyhow::Error>) -> Failure {
 fn main() {
     let cli = Cli::parse();
     let result = match cli.command {
-        None => reproduce(Path::new("scenarios/papers"), Path::new("report"), false, false),
-        Some(Command::Reproduce { scenarios, out, quiet, check }) => reproduce(&scenarios, &out, quiet, check),
+        None => reproduce(Path::new("scenarios/papers"), Path::new("report"), false, false, false),
+        Some(Command::Reproduce { scenarios, out, quiet, check, per_client }) => {
+            reproduce(&scenarios, &out, quiet, check, per_client)
+        }
         Some(Command::Simulate(a)) => simulate(a, false),
         Some(Command::Compare(a)) => simulate(a, true),
         Some(Command::Demo { scheduler, cpus }) => demo(&scheduler.0, cpus),
@@ -288,7 +294,13 @@ fn simulate(a: SimArgs, html: bool) -> Result<(), Failure> {
         }
     }
     let out = a.out.clone().unwrap_or_else(|| Path::new("out").join(&scn.name));
-    let opts = RunOptions { out: Some(out.clone()), traces: !a.no_traces, plots: true, measure_cost: a.cost };
+    let opts = RunOptions {
+        out: Some(out.clone()),
+        traces: !a.no_traces,
+        plots: true,
+        measure_cost: a.cost,
+        per_client: true,
+    };
     let total = only.as_ref().map_or(scn.schedulers.len(), Vec::len) * scn.repeat as usize;
     let pb = progress_bar(total as u64, a.quiet);
     let result = run_scenario(&scn, only.as_deref(), &opts, &mut |d, _| pb.set_position(d as u64))?;
@@ -323,7 +335,12 @@ fn find_scenarios(dir: &Path, out: &mut Vec<PathBuf>) -> std::io::Result<()> {
     Ok(())
 }
 
-fn reproduce(dir: &Path, out: &Path, quiet: bool, check: bool) -> Result<(), Failure> {
+/// A file or folder name for `s`: letters, digits and `-` kept, the rest `_`.
+fn slug(s: &str) -> String {
+    s.chars().map(|c| if c.is_ascii_alphanumeric() || c == '-' { c } else { '_' }).collect()
+}
+
+fn reproduce(dir: &Path, out: &Path, quiet: bool, check: bool, per_client: bool) -> Result<(), Failure> {
     let mut files = Vec::new();
     find_scenarios(dir, &mut files).map_err(|e| {
         bad_input(anyhow::anyhow!("{}: {e} (run from the repository root, or pass --scenarios)", dir.display()))
@@ -335,13 +352,19 @@ fn reproduce(dir: &Path, out: &Path, quiet: bool, check: bool) -> Result<(), Fai
         files.iter().map(|f| Scenario::load(f)).collect::<Result<_, _>>().map_err(bad_input)?;
     let total: u64 = scenarios.iter().map(|s| (s.schedulers.len() * s.repeat as usize) as u64).sum();
     let pb = progress_bar(total, quiet);
-    let opts = RunOptions { out: Some(out.to_path_buf()), traces: false, plots: true, measure_cost: true };
     let mut results: Vec<ScenarioResult> = Vec::new();
     let mut before = 0;
     for scn in &scenarios {
         pb.set_message(scn.name.clone());
-        let r = run_scenario(scn, None, &opts, &mut |d, _| pb.set_position(before + d as u64))?;
+        // Each experiment's plots and metrics in a folder of its own.
+        let folder = slug(&scn.name);
+        let opts =
+            RunOptions { out: Some(out.join(&folder)), traces: false, plots: true, measure_cost: true, per_client };
+        let mut r = run_scenario(scn, None, &opts, &mut |d, _| pb.set_position(before + d as u64))?;
         before += r.runs.len() as u64;
+        for (file, _) in &mut r.plots {
+            *file = format!("{folder}/{file}");
+        }
         results.push(r);
     }
     pb.finish_and_clear();
@@ -350,10 +373,9 @@ fn reproduce(dir: &Path, out: &Path, quiet: bool, check: bool) -> Result<(), Fai
     } else {
         " Decision cost: run `propshare bench` (writes bench.html here)."
     };
-    write_report(
+    write_reproduction(
         out,
-        "propshare: the papers reproduced",
-        "Each section runs a scenario from scenarios/papers/ on the schedulers it names, and compares our figures with the paper's claims. Lag is ideal (exact fluid reference with weight readjustment) minus received service; service error is the papers' own metric for static sets.",
+        "Each paper's page runs its scenarios from scenarios/papers/ on the schedulers they name, and compares our figures with the paper's claims. Lag is ideal (exact fluid reference with weight readjustment) minus received service; service error is the papers' own metric for static sets. Each experiment's folder holds its plots and per-run metrics (per-client detail with `propshare reproduce --per-client`).",
         bench_note,
         &results,
     )?;

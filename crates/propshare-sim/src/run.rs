@@ -24,6 +24,11 @@ pub struct RunOptions {
     pub plots: bool,
     /// Measure wall-clock cost per decision.
     pub measure_cost: bool,
+    /// Write per-client detail (`metrics.json` with every client,
+    /// `metrics.csv`, `window_lag.csv`); without it `metrics.json` holds
+    /// each run's summary only (`reproduce` without `--per-client`: a
+    /// scenario of 8192 clients would write 150 MB).
+    pub per_client: bool,
 }
 
 /// Run error: simulation or I/O.
@@ -253,10 +258,16 @@ pub fn run_scenario_with(
     if let Some(dir) = &opts.out {
         let base = slug(&scn.name);
         let j = dir.join(format!("{base}.metrics.json"));
-        output::write_metrics_json(&j, &runs).map_err(io_err(&j))?;
-        let c = dir.join(format!("{base}.metrics.csv"));
-        output::write_metrics_csv(&c, &runs).map_err(io_err(&c))?;
-        if !scn.report.lag_windows.is_empty() {
+        if !opts.per_client {
+            let summary: Vec<RunMetrics> =
+                runs.iter().map(|r| RunMetrics { clients: Vec::new(), ..r.clone() }).collect();
+            output::write_metrics_json(&j, &summary).map_err(io_err(&j))?;
+        } else {
+            output::write_metrics_json(&j, &runs).map_err(io_err(&j))?;
+            let c = dir.join(format!("{base}.metrics.csv"));
+            output::write_metrics_csv(&c, &runs).map_err(io_err(&c))?;
+        }
+        if opts.per_client && !scn.report.lag_windows.is_empty() {
             let w = dir.join(format!("{base}.window_lag.csv"));
             output::write_window_lag_csv(&w, &runs).map_err(io_err(&w))?;
         }
