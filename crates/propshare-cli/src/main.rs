@@ -21,7 +21,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 use propshare::{registry, Weight, MS};
 use propshare_sim::engine::{simulate as simulate_one, ClientSpec, SimConfig, SimReport};
 use propshare_sim::metrics::RunMetrics;
-use propshare_sim::report::write_report;
+use propshare_sim::report::{write_report, write_reproduction};
 use propshare_sim::results::ScenarioResult;
 use propshare_sim::run::{run_scenario, Progress, RunOptions};
 use propshare_sim::scenario::{bytes_label, parse_bytes, Expect, Limits, Scenario, CLIENT_BYTES};
@@ -65,6 +65,10 @@ enum Command {
         check: bool,
         #[command(flatten)]
         limits: LimitArgs,
+        /// Also write per-client metrics (JSON and CSV; hundreds of MB for
+        /// the 8192-client scenarios).
+        #[arg(long)]
+        per_client: bool,
     },
     /// Run the built-in demo workload and print a per-client table.
     Demo {
@@ -237,14 +241,15 @@ fn main() {
             Path::new("report"),
             false,
             false,
+            false,
             LimitArgs {
                 max_memory: propshare_sim::scenario::DEFAULT_MAX_MEMORY,
                 max_events: propshare_sim::scenario::DEFAULT_MAX_EVENTS,
                 progress: false,
             },
         ),
-        Some(Command::Reproduce { scenarios, out, quiet, check, limits }) => {
-            reproduce(&scenarios, &out, quiet, check, limits)
+        Some(Command::Reproduce { scenarios, out, quiet, check, per_client, limits }) => {
+            reproduce(&scenarios, &out, quiet, check, per_client, limits)
         }
         Some(Command::Simulate(a)) => simulate(a, false),
         Some(Command::Compare(a)) => simulate(a, true),
@@ -437,7 +442,13 @@ fn simulate(a: SimArgs, html: bool) -> Result<(), Failure> {
         eprintln!("propshare: warning: {w}");
     }
     let out = a.out.clone().unwrap_or_else(|| Path::new("out").join(&scn.name));
-    let opts = RunOptions { out: Some(out.clone()), traces: !a.no_traces, plots: true, measure_cost: a.cost };
+    let opts = RunOptions {
+        out: Some(out.clone()),
+        traces: !a.no_traces,
+        plots: true,
+        measure_cost: a.cost,
+        per_client: true,
+    };
     let total = count * scn.repeat as usize;
     let mut reporter = Reporter::new(total as u64, a.quiet, a.limits.progress);
     let signal = stop_on_signals();
@@ -478,7 +489,19 @@ fn find_scenarios(dir: &Path, out: &mut Vec<PathBuf>) -> std::io::Result<()> {
     Ok(())
 }
 
-fn reproduce(dir: &Path, out: &Path, quiet: bool, check: bool, limits: LimitArgs) -> Result<(), Failure> {
+/// A file or folder name for `s`: letters, digits and `-` kept, the rest `_`.
+fn slug(s: &str) -> String {
+    s.chars().map(|c| if c.is_ascii_alphanumeric() || c == '-' { c } else { '_' }).collect()
+}
+
+fn reproduce(
+    dir: &Path,
+    out: &Path,
+    quiet: bool,
+    check: bool,
+    per_client: bool,
+    limits: LimitArgs,
+) -> Result<(), Failure> {
     let mut files = Vec::new();
     find_scenarios(dir, &mut files).map_err(|e| {
         bad_input(anyhow::anyhow!("{}: {e} (run from the repository root, or pass --scenarios)", dir.display()))
@@ -494,15 +517,21 @@ fn reproduce(dir: &Path, out: &Path, quiet: bool, check: bool, limits: LimitArgs
     let total: u64 = scenarios.iter().map(|s| (s.schedulers.len() * s.repeat as usize) as u64).sum();
     let mut reporter = Reporter::new(total, quiet, limits.progress);
     let signal = stop_on_signals();
-    let opts = RunOptions { out: Some(out.to_path_buf()), traces: false, plots: true, measure_cost: true };
     let mut results: Vec<ScenarioResult> = Vec::new();
     for scn in &scenarios {
+        // Each experiment's plots and metrics in a folder of its own.
+        let folder = slug(&scn.name);
+        let opts =
+            RunOptions { out: Some(out.join(&folder)), traces: false, plots: true, measure_cost: true, per_client };
         let r = run_scenario(scn, None, &opts, &mut |p| {
             reporter.update(p, &scn.name);
             signal.load(Ordering::Relaxed) == 0
         });
-        let r = r.map_err(|e| run_failure(e, &signal))?;
+        let mut r = r.map_err(|e| run_failure(e, &signal))?;
         reporter.before += r.runs.len() as u64;
+        for (file, _) in &mut r.plots {
+            *file = format!("{folder}/{file}");
+        }
         results.push(r);
     }
     reporter.finish();
@@ -511,10 +540,9 @@ fn reproduce(dir: &Path, out: &Path, quiet: bool, check: bool, limits: LimitArgs
     } else {
         " Decision cost: run `propshare bench` (writes bench.html here)."
     };
-    write_report(
+    write_reproduction(
         out,
-        "propshare: the papers reproduced",
-        "Each section runs a scenario from scenarios/papers/ on the schedulers it names, and compares our figures with the paper's claims. Lag is ideal (exact fluid reference with weight readjustment) minus received service; service error is the papers' own metric for static sets.",
+        "Each paper's page runs its scenarios from scenarios/papers/ on the schedulers they name, and compares our figures with the paper's claims. Lag is ideal (exact fluid reference with weight readjustment) minus received service; service error is the papers' own metric for static sets. Each experiment's folder holds its plots and per-run metrics (per-client detail with `propshare reproduce --per-client`).",
         bench_note,
         &results,
     )

@@ -259,9 +259,81 @@ fn chromium() -> Option<PathBuf> {
     })
 }
 
+/// Load `page` in headless Chromium; its DOM after load and Chromium's log.
+fn render(browser: &Path, page: &Path, profile: &Path) -> (String, String) {
+    let out = Command::new(browser)
+        .args([
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-quic",
+            "--no-first-run",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--disable-sync",
+            "--allow-file-access-from-files",
+            "--enable-logging=stderr",
+            "--v=0",
+            "--virtual-time-budget=5000",
+        ])
+        .arg(format!("--user-data-dir={}", profile.display()))
+        .arg("--dump-dom")
+        .arg(format!("file://{}", page.display()))
+        .output()
+        .expect("chromium runs");
+    (String::from_utf8_lossy(&out.stdout).into_owned(), String::from_utf8_lossy(&out.stderr).into_owned())
+}
+
+/// The page rendered with every image loaded and no error (script errors,
+/// resources that failed, console errors); returns its DOM.
+fn renders_clean(browser: &Path, page: &Path, profile: &Path, min_images: u32) -> String {
+    let (dom, log) = render(browser, page, profile);
+    let attr =
+        |name: &str| dom.split(&format!("{name}=\"")).nth(1).and_then(|s| s.split('"').next()).map(str::to_string);
+    let plots = attr("data-plots").unwrap_or_else(|| panic!("{}: no data-plots marker; log: {log}", page.display()));
+    let (loaded, total) = plots.split_once('/').unwrap();
+    assert!(total.parse::<u32>().unwrap() >= min_images, "{}: {plots}", page.display());
+    assert_eq!(loaded, total, "{}: images that failed to load: {plots}", page.display());
+    assert_eq!(attr("data-errors").as_deref(), Some("0"), "{}: errors on the page; log: {log}", page.display());
+    for bad in ["Uncaught", "CONSOLE(", "Failed to load resource"] {
+        let console: Vec<&str> = log.lines().filter(|l| l.contains(bad) && !l.contains("Fontconfig")).collect();
+        assert!(console.is_empty(), "{}: console: {console:?}", page.display());
+    }
+    dom
+}
+
+/// Every local link (`href`, `src`) of the HTML pages in `dir` names a file
+/// that exists, and every `#anchor` an `id` on its page.
+fn links_resolve(dir: &Path) {
+    let pages: Vec<PathBuf> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|x| x == "html"))
+        .collect();
+    assert!(!pages.is_empty());
+    for page in &pages {
+        let html = std::fs::read_to_string(page).unwrap();
+        for attr in ["href=\"", "src=\""] {
+            for link in html.split(attr).skip(1).filter_map(|s| s.split('"').next()) {
+                if link.starts_with("http://") || link.starts_with("https://") {
+                    continue;
+                }
+                let (file, anchor) = link.split_once('#').unwrap_or((link, ""));
+                let target = if file.is_empty() { page.clone() } else { dir.join(file.replace("&amp;", "&")) };
+                assert!(target.is_file(), "{}: broken link {link:?}", page.display());
+                if !anchor.is_empty() {
+                    let text = std::fs::read_to_string(&target).unwrap();
+                    assert!(text.contains(&format!("id=\"{anchor}\"")), "{}: no anchor for {link:?}", page.display());
+                }
+            }
+        }
+    }
+}
+
 /// `compare` writes a report that opens in headless Chromium with every plot
 /// loaded: a paper scenario, and the example with windowed lag (its bar chart
-/// and table).
+/// and table). `reproduce` writes a front page and one page per paper that
+/// all render with every image loaded, no error, and no broken link.
 #[test]
 fn report_renders_in_headless_chromium() {
     let Some(browser) = chromium() else {
@@ -279,39 +351,43 @@ fn report_renders_in_headless_chromium() {
         let dir = tmp(name);
         let o = propshare(&["compare", scenario, "--quiet", "--out", dir.to_str().unwrap()]);
         assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-        let index = dir.join("index.html");
-        let profile = dir.join("profile");
-        let out = Command::new(&browser)
-            .args([
-                "--headless",
-                "--no-sandbox",
-                "--disable-gpu",
-                "--disable-quic",
-                "--no-first-run",
-                "--disable-background-networking",
-                "--disable-component-update",
-                "--disable-sync",
-                "--allow-file-access-from-files",
-                "--virtual-time-budget=5000",
-            ])
-            .arg(format!("--user-data-dir={}", profile.display()))
-            .arg("--dump-dom")
-            .arg(format!("file://{}", index.display()))
-            .output()
-            .expect("chromium runs");
-        let dom = String::from_utf8_lossy(&out.stdout);
-        let marker = dom
-            .split("data-plots=\"")
-            .nth(1)
-            .and_then(|s| s.split('"').next())
-            .unwrap_or_else(|| panic!("no data-plots marker; stderr: {}", String::from_utf8_lossy(&out.stderr)));
-        let (loaded, total) = marker.split_once('/').unwrap();
-        assert!(total.parse::<u32>().unwrap() >= 5, "{scenario}: {marker}");
-        assert_eq!(loaded, total, "{scenario}: plots that failed to load: {marker}");
+        let dom = renders_clean(&browser, &dir.join("index.html"), &dir.join("profile"), 5);
         if name == "html-windows" {
             assert!(dom.contains("window_lag.svg") && dom.contains("500 ms windows"), "no windowed lag in the report");
         }
+        links_resolve(&dir);
     }
+    // The reproduction, on one small experiment of each paper.
+    let dir = tmp("html-reproduce");
+    let scenarios = dir.join("scenarios");
+    for (paper, file) in [
+        ("dfs", "starvation-t18.toml"),
+        ("dwrr", "top-10-on-8.toml"),
+        ("gdq", "n512-p1.toml"),
+        ("gr3", "s1-n32-w16384.toml"),
+        ("sfs", "readjust-4.2.toml"),
+    ] {
+        std::fs::create_dir_all(scenarios.join(paper)).unwrap();
+        std::fs::copy(format!("../../scenarios/papers/{paper}/{file}"), scenarios.join(paper).join(file)).unwrap();
+    }
+    let report = dir.join("report");
+    let o = propshare(&[
+        "reproduce",
+        "--check",
+        "--quiet",
+        "--scenarios",
+        scenarios.to_str().unwrap(),
+        "--out",
+        report.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let front = renders_clean(&browser, &report.join("index.html"), &dir.join("profile"), 0);
+    for page in ["dfs.html", "dwrr.html", "gdq.html", "gr3_and_gr3mp.html", "sfs.html"] {
+        assert!(front.contains(&format!("href=\"{page}")), "front page does not link {page}");
+        renders_clean(&browser, &report.join(page), &dir.join("profile"), 3);
+    }
+    assert!(front.contains("claims.csv") && front.contains("DIFFER (expected)"), "front page: no claims table");
+    links_resolve(&report);
 }
 
 /// `[report] trace` keeps exactly the events inside the window (runs that

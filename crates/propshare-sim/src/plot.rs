@@ -1,12 +1,61 @@
 //! SVG plots for reports (plotters, SVG backend: no fonts or system
-//! libraries needed), each written to a [`Pending`] file: whole or not at all.
+//! libraries needed), each written to a [`Pending`] file: whole or not at
+//! all. Every chart is 900 px of plot with its legend in a column of its
+//! own to the right ([`side_legend`]), so a legend never covers data.
 
 use std::path::Path;
 
+use plotters::coord::Shift;
 use plotters::prelude::*;
 
 use crate::output::Pending;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
+
+/// Width of the plot part of a chart, px.
+const PLOT_WIDTH: u32 = 900;
+/// Width of the legend column right of it, px.
+const LEGEND_WIDTH: u32 = 180;
+
+/// How a legend entry is drawn: a filled box (bars) or a line (series).
+#[derive(Clone, Copy, PartialEq)]
+enum Mark {
+    Box,
+    Line,
+}
+
+/// The legend, in its own column `area` right of the plot: one entry per
+/// name, as many as fit, then how many more there are.
+fn side_legend<DB: DrawingBackend>(
+    area: &DrawingArea<DB, Shift>,
+    entries: &[(String, RGBAColor)],
+    mark: Mark,
+) -> PlotResult
+where
+    DB::ErrorType: 'static,
+{
+    let style = TextStyle::from(("sans-serif", 12).into_font()).pos(Pos::new(HPos::Left, VPos::Center));
+    let (_, height) = area.dim_in_pixel();
+    let fit = ((height as i32 - 50) / 18).max(1) as usize;
+    let shown = if entries.len() > fit { fit - 1 } else { entries.len() };
+    for (k, (name, color)) in entries.iter().take(shown).enumerate() {
+        let y = 44 + 18 * k as i32;
+        match mark {
+            Mark::Box => area.draw(&Rectangle::new([(6, y - 5), (18, y + 5)], color.filled()))?,
+            Mark::Line => area.draw(&PathElement::new(vec![(4, y), (20, y)], color.stroke_width(2)))?,
+        }
+        let label: String = if name.chars().count() > 24 {
+            name.chars().take(23).chain(std::iter::once('…')).collect()
+        } else {
+            name.clone()
+        };
+        area.draw(&Text::new(label, (26, y), style.clone()))?;
+    }
+    if shown < entries.len() {
+        let y = 44 + 18 * shown as i32;
+        area.draw(&Text::new(format!("… {} more", entries.len() - shown), (26, y), style))?;
+    }
+    Ok(())
+}
 
 /// A named series of (x, y) points.
 pub struct Series {
@@ -96,11 +145,12 @@ pub fn line_chart(
 ) -> PlotResult {
     let file = Pending::new(path)?;
     let target = file.tmp_path().to_path_buf();
-    let root = SVGBackend::new(&target, (900, 480)).into_drawing_area();
+    let root = SVGBackend::new(&target, (PLOT_WIDTH + LEGEND_WIDTH, 480)).into_drawing_area();
     root.fill(&WHITE)?;
+    let (plot, legend) = root.split_horizontally(PLOT_WIDTH);
     let (x0, x1) = bounds(series, |p| p.0, scales.0);
     let (y0, y1) = bounds(series, |p| p.1, scales.1);
-    let mut builder = ChartBuilder::on(&root);
+    let mut builder = ChartBuilder::on(&plot);
     builder.caption(title, ("sans-serif", 20)).margin(12).x_label_area_size(40).y_label_area_size(70);
     macro_rules! draw {
         ($chart:expr) => {{
@@ -114,15 +164,11 @@ pub fn line_chart(
                     .copied()
                     .filter(|p| (scales.0 == Scale::Linear || p.0 > 0.0) && (scales.1 == Scale::Linear || p.1 > 0.0))
                     .collect();
-                chart
-                    .draw_series(LineSeries::new(pts.clone(), color.stroke_width(2)))?
-                    .label(s.name.clone())
-                    .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], color.stroke_width(2)));
+                chart.draw_series(LineSeries::new(pts.clone(), color.stroke_width(2)))?;
                 if pts.len() <= 40 {
                     chart.draw_series(pts.iter().map(|&p| Circle::new(p, 3, color.filled())))?;
                 }
             }
-            chart.configure_series_labels().background_style(WHITE.mix(0.85)).border_style(BLACK).draw()?;
         }};
     }
     match scales {
@@ -131,6 +177,9 @@ pub fn line_chart(
         (Scale::Linear, Scale::Log) => draw!(builder.build_cartesian_2d(x0..x1, (y0..y1).log_scale())?),
         (Scale::Log, Scale::Log) => draw!(builder.build_cartesian_2d((x0..x1).log_scale(), (y0..y1).log_scale())?),
     }
+    let entries: Vec<(String, RGBAColor)> =
+        series.iter().enumerate().map(|(k, s)| (s.name.clone(), Palette99::pick(k).to_rgba())).collect();
+    side_legend(&legend, &entries, Mark::Line)?;
     root.present()?;
     file.keep()?;
     Ok(())
@@ -159,13 +208,14 @@ pub fn gantt(path: &Path, title: &str, x_label: &str, cpus: usize, bars: &[Bar],
     let height = (120 + 40 * cpus.min(32)).max(110 + 19 * seen.len());
     let file = Pending::new(path)?;
     let target = file.tmp_path().to_path_buf();
-    let root = SVGBackend::new(&target, (900, height as u32)).into_drawing_area();
+    let root = SVGBackend::new(&target, (PLOT_WIDTH + LEGEND_WIDTH, height as u32)).into_drawing_area();
     root.fill(&WHITE)?;
+    let (plot, legend) = root.split_horizontally(PLOT_WIDTH);
     let x0 = bars.iter().map(|b| b.start).fold(f64::INFINITY, f64::min);
     let x1 = bars.iter().map(|b| b.end).fold(f64::NEG_INFINITY, f64::max);
     let (x0, x1) = if x0.is_finite() && x1 > x0 { (x0, x1) } else { (0.0, 1.0) };
     let rows = cpus.min(32);
-    let mut chart = ChartBuilder::on(&root)
+    let mut chart = ChartBuilder::on(&plot)
         .caption(title, ("sans-serif", 20))
         .margin(12)
         .x_label_area_size(40)
@@ -182,15 +232,11 @@ pub fn gantt(path: &Path, title: &str, x_label: &str, cpus: usize, bars: &[Bar],
         let color = Palette99::pick(b.client).to_rgba();
         Rectangle::new([(b.start, b.cpu as f64 + 0.1), (b.end, b.cpu as f64 + 0.9)], color.filled())
     }))?;
-    for &c in &seen {
-        let color = Palette99::pick(c).to_rgba();
-        let name = names.get(c).cloned().unwrap_or_else(|| format!("#{c}"));
-        chart
-            .draw_series(std::iter::once(Rectangle::new([(x0, -1.0), (x0, -1.0)], color.filled())))?
-            .label(name)
-            .legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 12, y + 5)], color.filled()));
-    }
-    chart.configure_series_labels().background_style(WHITE.mix(0.85)).border_style(BLACK).draw()?;
+    let entries: Vec<(String, RGBAColor)> = seen
+        .iter()
+        .map(|&c| (names.get(c).cloned().unwrap_or_else(|| format!("#{c}")), Palette99::pick(c).to_rgba()))
+        .collect();
+    side_legend(&legend, &entries, Mark::Box)?;
     root.present()?;
     file.keep()?;
     Ok(())
@@ -200,8 +246,9 @@ pub fn gantt(path: &Path, title: &str, x_label: &str, cpus: usize, bars: &[Bar],
 pub fn histogram(path: &Path, title: &str, x_label: &str, series: &[Series], bins: usize) -> PlotResult {
     let file = Pending::new(path)?;
     let target = file.tmp_path().to_path_buf();
-    let root = SVGBackend::new(&target, (900, 480)).into_drawing_area();
+    let root = SVGBackend::new(&target, (PLOT_WIDTH + LEGEND_WIDTH, 480)).into_drawing_area();
     root.fill(&WHITE)?;
+    let (plot, legend) = root.split_horizontally(PLOT_WIDTH);
     let (lo, hi) = bounds(series, |p| p.0, Scale::Linear);
     let width = (hi - lo) / bins.max(1) as f64;
     let counts: Vec<Vec<u32>> = series
@@ -216,7 +263,7 @@ pub fn histogram(path: &Path, title: &str, x_label: &str, series: &[Series], bin
         })
         .collect();
     let top = counts.iter().flatten().copied().max().unwrap_or(1).max(1) as f64;
-    let mut chart = ChartBuilder::on(&root)
+    let mut chart = ChartBuilder::on(&plot)
         .caption(title, ("sans-serif", 20))
         .margin(12)
         .x_label_area_size(40)
@@ -224,17 +271,16 @@ pub fn histogram(path: &Path, title: &str, x_label: &str, series: &[Series], bin
         .build_cartesian_2d(lo..hi, 0f64..top * 1.1)?;
     chart.configure_mesh().x_desc(x_label).y_desc("count").draw()?;
     let k = series.len().max(1) as f64;
-    for (si, s) in series.iter().enumerate() {
+    for (si, count) in counts.iter().enumerate() {
         let color = Palette99::pick(si).to_rgba();
-        chart
-            .draw_series(counts[si].iter().enumerate().filter(|(_, &n)| n > 0).map(|(b, &n)| {
-                let x = lo + b as f64 * width + si as f64 * width / k;
-                Rectangle::new([(x, 0.0), (x + width / k, n as f64)], color.filled())
-            }))?
-            .label(s.name.clone())
-            .legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 12, y + 5)], color.filled()));
+        chart.draw_series(count.iter().enumerate().filter(|(_, &n)| n > 0).map(|(b, &n)| {
+            let x = lo + b as f64 * width + si as f64 * width / k;
+            Rectangle::new([(x, 0.0), (x + width / k, n as f64)], color.filled())
+        }))?;
     }
-    chart.configure_series_labels().background_style(WHITE.mix(0.85)).border_style(BLACK).draw()?;
+    let entries: Vec<(String, RGBAColor)> =
+        series.iter().enumerate().map(|(k, s)| (s.name.clone(), Palette99::pick(k).to_rgba())).collect();
+    side_legend(&legend, &entries, Mark::Box)?;
     root.present()?;
     file.keep()?;
     Ok(())
@@ -270,15 +316,16 @@ pub fn grouped_bars(
 ) -> PlotResult {
     let file = Pending::new(path)?;
     let target = file.tmp_path().to_path_buf();
-    let root = SVGBackend::new(&target, (900, 480)).into_drawing_area();
+    let root = SVGBackend::new(&target, (PLOT_WIDTH + LEGEND_WIDTH, 480)).into_drawing_area();
     root.fill(&WHITE)?;
+    let (plot, legend) = root.split_horizontally(PLOT_WIDTH);
     let n = groups.len().max(1);
     let values = || series.iter().flat_map(|s| s.values.iter().flatten()).copied().filter(|v| v.is_finite());
     let hi = values().fold(0.0, f64::max);
     let lo = values().filter(|v| *v > 0.0).fold(f64::INFINITY, f64::min);
     // Group k is centred on x = k, its bars share [k - 0.4, k + 0.4].
     let x = -0.5f64..n as f64 - 0.5;
-    let mut builder = ChartBuilder::on(&root);
+    let mut builder = ChartBuilder::on(&plot);
     builder.caption(title, ("sans-serif", 20)).margin(12).x_label_area_size(40).y_label_area_size(70);
     let name_at = |x: &f64| {
         let k = x.round();
@@ -307,27 +354,18 @@ pub fn grouped_bars(
                 let color = Palette99::pick(si).to_rgba();
                 let left = |g: usize| g as f64 - 0.4 + si as f64 * width;
                 let shown = |v: &Option<f64>| v.filter(|v| v.is_finite()).map(|v| v.max(floor));
-                chart
-                    .draw_series(s.values.iter().enumerate().filter_map(|(g, v)| {
-                        let v = shown(v).filter(|&v| v > floor)?;
-                        Some(Rectangle::new([(left(g), floor), (left(g) + width * 0.9, v)], color.filled()))
-                    }))?
-                    .label(s.name.clone())
-                    .legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 12, y + 5)], color.filled()));
+                chart.draw_series(s.values.iter().enumerate().filter_map(|(g, v)| {
+                    let v = shown(v).filter(|&v| v > floor)?;
+                    Some(Rectangle::new([(left(g), floor), (left(g) + width * 0.9, v)], color.filled()))
+                }))?;
                 chart.draw_series(s.values.iter().zip(&s.labels).enumerate().filter_map(|(g, (v, l))| {
                     let v = shown(v).filter(|_| !l.is_empty())?;
                     Some(Text::new(l.clone(), (left(g) + width * 0.45, v), above.clone()))
                 }))?;
             }
-            chart
-                .configure_series_labels()
-                .position(SeriesLabelPosition::UpperLeft)
-                .background_style(WHITE.mix(0.85))
-                .border_style(BLACK)
-                .draw()?;
         }};
     }
-    // Headroom above the tallest bar for its label and the legend.
+    // Headroom above the tallest bar for its label.
     match y_scale {
         Scale::Log if lo.is_finite() => {
             // At most five decades: smaller values sit on the floor.
@@ -336,6 +374,9 @@ pub fn grouped_bars(
         }
         _ => draw!(builder.build_cartesian_2d(x, 0f64..if hi > 0.0 { hi * 1.4 } else { 1.0 })?, 0.0),
     }
+    let entries: Vec<(String, RGBAColor)> =
+        series.iter().enumerate().map(|(k, s)| (s.name.clone(), Palette99::pick(k).to_rgba())).collect();
+    side_legend(&legend, &entries, Mark::Box)?;
     root.present()?;
     file.keep()?;
     Ok(())

@@ -24,6 +24,11 @@ pub struct RunOptions {
     pub plots: bool,
     /// Measure wall-clock cost per decision.
     pub measure_cost: bool,
+    /// Write per-client detail (`metrics.json` with every client,
+    /// `metrics.csv`, `window_lag.csv`); without it `metrics.json` holds
+    /// each run's summary only (`reproduce` without `--per-client`: a
+    /// scenario of 8192 clients would write 150 MB).
+    pub per_client: bool,
 }
 
 /// Where a scenario's runs stand ([`run_scenario`]'s progress callback).
@@ -344,12 +349,19 @@ fn run_all(
     if let Some(dir) = &opts.out {
         let base = slug(&scn.name);
         let j = dir.join(format!("{base}.metrics.json"));
-        output::write_metrics_json(&j, &runs).map_err(io_err(&j))?;
-        written.push(j);
-        let c = dir.join(format!("{base}.metrics.csv"));
-        output::write_metrics_csv(&c, &runs).map_err(io_err(&c))?;
-        written.push(c);
-        if !scn.report.lag_windows.is_empty() {
+        if !opts.per_client {
+            let summary: Vec<RunMetrics> =
+                runs.iter().map(|r| RunMetrics { clients: Vec::new(), ..r.clone() }).collect();
+            output::write_metrics_json(&j, &summary).map_err(io_err(&j))?;
+            written.push(j);
+        } else {
+            output::write_metrics_json(&j, &runs).map_err(io_err(&j))?;
+            written.push(j);
+            let c = dir.join(format!("{base}.metrics.csv"));
+            output::write_metrics_csv(&c, &runs).map_err(io_err(&c))?;
+            written.push(c);
+        }
+        if opts.per_client && !scn.report.lag_windows.is_empty() {
             let w = dir.join(format!("{base}.window_lag.csv"));
             output::write_window_lag_csv(&w, &runs).map_err(io_err(&w))?;
             written.push(w);

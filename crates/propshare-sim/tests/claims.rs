@@ -216,3 +216,19 @@ fn every_claim_turns_on_a_broken_scheduler() {
     println!("claims turned, by mutant: {turned_by:?}");
     assert!(unturned.is_empty(), "claims no broken scheduler turns ({}):\n{}", unturned.len(), unturned.join("\n"));
 }
+
+/// Every claim says which figure or sentence of the paper it encodes, and
+/// every expected difference why (the loader refuses `differ` without a
+/// reason; this checks the note).
+#[test]
+fn every_claim_says_what_it_encodes() {
+    let mut bare = Vec::new();
+    for scn in paper_scenarios() {
+        for c in &scn.claims {
+            if c.note.as_deref().is_none_or(|n| n.trim().len() < 20) {
+                bare.push(format!("{}: {} {} ({})", c.at, c.scheduler, c.metric.name(), c.source));
+            }
+        }
+    }
+    assert!(bare.is_empty(), "claims with no note saying what they encode:\n{}", bare.join("\n"));
+}
