@@ -536,7 +536,11 @@ fn an_interrupted_run_keeps_what_finished() {
                 std::thread::sleep(std::time::Duration::from_millis(20));
             }
         } else {
-            std::thread::sleep(std::time::Duration::from_millis(300));
+            // The output directory is made once the signal handlers are in place.
+            while !o.exists() {
+                assert!(started.elapsed().as_secs() < 120, "the run never started");
+                std::thread::sleep(std::time::Duration::from_millis(5));
+            }
         }
         // SAFETY: kill(2) on our own child's pid.
         unsafe { libc::kill(child.id() as i32, sig) };
