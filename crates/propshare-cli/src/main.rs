@@ -24,7 +24,7 @@ use propshare_sim::metrics::RunMetrics;
 use propshare_sim::report::write_report;
 use propshare_sim::results::ScenarioResult;
 use propshare_sim::run::{run_scenario, Progress, RunOptions};
-use propshare_sim::scenario::{bytes_label, parse_bytes, Limits, Scenario, CLIENT_BYTES};
+use propshare_sim::scenario::{bytes_label, parse_bytes, Expect, Limits, Scenario, CLIENT_BYTES};
 
 #[global_allocator]
 static ALLOC: bench_cmd::CountingAlloc = bench_cmd::CountingAlloc;
@@ -59,6 +59,10 @@ enum Command {
         /// No progress bar.
         #[arg(long)]
         quiet: bool,
+        /// Fail (exit 1) when any claim's verdict differs from the one its
+        /// scenario pins (`expect`), listing each with its file and line.
+        #[arg(long)]
+        check: bool,
         #[command(flatten)]
         limits: LimitArgs,
     },
@@ -232,13 +236,16 @@ fn main() {
             Path::new("scenarios/papers"),
             Path::new("report"),
             false,
+            false,
             LimitArgs {
                 max_memory: propshare_sim::scenario::DEFAULT_MAX_MEMORY,
                 max_events: propshare_sim::scenario::DEFAULT_MAX_EVENTS,
                 progress: false,
             },
         ),
-        Some(Command::Reproduce { scenarios, out, quiet, limits }) => reproduce(&scenarios, &out, quiet, limits),
+        Some(Command::Reproduce { scenarios, out, quiet, check, limits }) => {
+            reproduce(&scenarios, &out, quiet, check, limits)
+        }
         Some(Command::Simulate(a)) => simulate(a, false),
         Some(Command::Compare(a)) => simulate(a, true),
         Some(Command::Demo { scheduler, cpus }) => demo(&scheduler.0, cpus),
@@ -426,6 +433,9 @@ fn simulate(a: SimArgs, html: bool) -> Result<(), Failure> {
     }
     let count = only.as_ref().map_or(scn.schedulers.len(), Vec::len);
     scn.check_cost(&a.scenario.display().to_string(), count, true, a.limits.limits()).map_err(bad_input)?;
+    for w in scn.warnings(only.as_deref()) {
+        eprintln!("propshare: warning: {w}");
+    }
     let out = a.out.clone().unwrap_or_else(|| Path::new("out").join(&scn.name));
     let opts = RunOptions { out: Some(out.clone()), traces: !a.no_traces, plots: true, measure_cost: a.cost };
     let total = count * scn.repeat as usize;
@@ -468,7 +478,7 @@ fn find_scenarios(dir: &Path, out: &mut Vec<PathBuf>) -> std::io::Result<()> {
     Ok(())
 }
 
-fn reproduce(dir: &Path, out: &Path, quiet: bool, limits: LimitArgs) -> Result<(), Failure> {
+fn reproduce(dir: &Path, out: &Path, quiet: bool, check: bool, limits: LimitArgs) -> Result<(), Failure> {
     let mut files = Vec::new();
     find_scenarios(dir, &mut files).map_err(|e| {
         bad_input(anyhow::anyhow!("{}: {e} (run from the repository root, or pass --scenarios)", dir.display()))
@@ -509,26 +519,78 @@ fn reproduce(dir: &Path, out: &Path, quiet: bool, limits: LimitArgs) -> Result<(
         &results,
     )
     .with_context(|| out.join("index.html").display().to_string())?;
+    propshare_sim::output::write_claims(out, &results).map_err(|e| anyhow::anyhow!("{}: {e}", out.display()))?;
     for r in &results {
         print_verdicts(r);
     }
-    println!("report: {}", out.join("index.html").display());
+    println!("report: {} (claims as data: claims.csv, claims.json)", out.join("index.html").display());
+    let verdicts: Vec<_> = results.iter().flat_map(|r| &r.verdicts).collect();
+    let off: Vec<_> = verdicts.iter().filter(|v| !v.as_pinned()).collect();
+    if check {
+        for v in &off {
+            let c = &v.claim;
+            eprintln!(
+                "{}: {} {} ({}): pinned {}, got {}: ours {}, claim {}",
+                c.at,
+                c.scheduler,
+                c.metric.name(),
+                c.source,
+                if c.expect == Expect::Match { "MATCH" } else { "DIFFER" },
+                if v.matches { "MATCH" } else { "DIFFER" },
+                ours_text(v.ours),
+                c.bounds_text()
+            );
+        }
+        if !off.is_empty() {
+            return Err(Failure {
+                code: 1,
+                error: anyhow::anyhow!(
+                    "{} of {} claims differ from the verdict their scenario pins (listed above)",
+                    off.len(),
+                    verdicts.len()
+                ),
+            });
+        }
+        println!("check: all {} claims have the verdict their scenario pins", verdicts.len());
+    }
     Ok(())
 }
 
+fn ours_text(ours: Option<(f64, f64)>) -> String {
+    match ours {
+        Some((a, b)) if a == b => format!("{a:.3}"),
+        Some((a, b)) => format!("{a:.3} to {b:.3}"),
+        None => "nothing measured".into(),
+    }
+}
+
+/// One line per claim: verdict, scenario, scheduler, metric, our figure,
+/// the claim's bounds and source; `(expected)` marks a pinned difference.
 fn print_verdicts(r: &ScenarioResult) {
     for v in &r.verdicts {
-        let ours = v.ours.map(|(a, b)| format!("{a:.3} to {b:.3}")).unwrap_or_else(|| "n/a".into());
         println!(
-            "{} {:<28} {:<14} {:<14} ours {:<24} paper {:?}..{:?}  ({})",
+            "{} {:<28} {:<14} {:<14} ours {:<24} paper {}  ({}){}",
             if v.matches { "MATCH " } else { "DIFFER" },
             r.scenario.name,
             v.claim.scheduler,
             v.claim.metric.name(),
-            ours,
-            v.claim.min,
-            v.claim.max,
-            v.claim.source
+            ours_text(v.ours),
+            v.claim.bounds_text(),
+            v.claim.source,
+            match (&v.claim.expect, v.as_pinned()) {
+                (Expect::Differ { .. }, true) => " (expected)",
+                (_, false) => " (NOT AS PINNED)",
+                _ => "",
+            }
+        );
+    }
+    for c in &r.unjudged {
+        eprintln!(
+            "warning: {}: claim on {} ({}) not judged: {} was not run (see --scheduler)",
+            c.at,
+            c.scheduler,
+            c.metric.name(),
+            c.scheduler
         );
     }
 }

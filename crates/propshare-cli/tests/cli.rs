@@ -81,6 +81,15 @@ fn bad_scenarios_exit_2_with_file_line_and_field() {
             SLEEP,
             &format!("{SLEEP}\n[report]\nlag_windows = [\"100ms\"]\n{CLAIM}metric = \"window_lag_growth\"\nmax = 1.0"),
         ),
+        ("minmax", SLEEP, &format!("{SLEEP}\n{CLAIM}metric = \"lag\"\nmin = 2.0\nmax = 1.0")),
+        ("minnan", SLEEP, &format!("{SLEEP}\n{CLAIM}metric = \"lag\"\nmin = nan\nmax = 1.0")),
+        ("maxinf", SLEEP, &format!("{SLEEP}\n{CLAIM}metric = \"lag\"\nmax = inf")),
+        ("reachout", SLEEP, &format!("{SLEEP}\n{CLAIM}metric = \"lag\"\nmin = -1.0\nmax = 1.0\nreach = 3.0")),
+        ("reachscalar", SLEEP, &format!("{SLEEP}\n{CLAIM}metric = \"idle_fraction\"\nreach = 0.5")),
+        ("nobounds", SLEEP, &format!("{SLEEP}\n{CLAIM}metric = \"lag\"\nnote = \"no bound\"")),
+        ("notrun", SLEEP, &format!("{SLEEP}\n[[claim]]\npaper = \"p\"\nsource = \"s\"\nscheduler = \"sfq\"\nmetric = \"lag\"\nmax = 1.0")),
+        ("differnoreason", SLEEP, &format!("{SLEEP}\n{CLAIM}metric = \"lag\"\nmax = 1.0\nexpect = \"differ\"")),
+        ("expectword", SLEEP, &format!("{SLEEP}\n{CLAIM}metric = \"lag\"\nmax = 1.0\nexpect = \"maybe\"")),
     ];
     let expect_field = [
         "colour",
@@ -106,6 +115,15 @@ fn bad_scenarios_exit_2_with_file_line_and_field() {
         "report.trace",
         "report.gantt",
         "claim[0].metric",
+        "claim[0].min",
+        "claim[0].min",
+        "claim[0].max",
+        "claim[0].reach",
+        "claim[0].reach",
+        "claim[0]",
+        "claim[0].scheduler",
+        "claim[0].reason",
+        "claim[0].expect",
     ];
     assert_eq!(cases.len(), expect_field.len());
     for ((name, from, to), field) in cases.iter().zip(expect_field) {
@@ -334,6 +352,67 @@ fn trace_window_and_no_traces() {
     assert!(out.status.success());
     assert!(quiet_dir.join("t.metrics.json").exists());
     assert!(!quiet_dir.join("t__wfq.trace.jsonl").exists() && !quiet_dir.join("t__wfq.perfetto.json").exists());
+}
+
+/// `reproduce --check` exits 0 when every verdict is as its scenario pins
+/// and 1 when one is not, naming the claim's file and line; the claims are
+/// written as data (claims.csv, claims.json); verdict lines print bounds as
+/// numbers, never `Some(..)`; a claim on a scheduler left out of the run is
+/// a warning with its line, not a verdict.
+#[test]
+fn reproduce_check_fails_on_a_claim_off_its_pin() {
+    let dir = tmp("check");
+    let scenarios = dir.join("scenarios");
+    std::fs::create_dir_all(&scenarios).unwrap();
+    // wfq on a and b (1:3, both CPU-bound part of the time): b's share of 2 CPUs is near 1.
+    const CLAIMS: &str = "\n[[claim]]\npaper = \"p\"\nsource = \"s\"\nscheduler = \"wfq\"\nmetric = \"share\"\nclient = \"a\"\nmin = 0.5\nmax = 1.0\n";
+    let file = scenarios.join("t.toml");
+    std::fs::write(&file, format!("{GOOD}{CLAIMS}")).unwrap();
+    let out_dir = dir.join("report");
+    let run = || {
+        propshare(&[
+            "reproduce",
+            "--check",
+            "--quiet",
+            "--scenarios",
+            scenarios.to_str().unwrap(),
+            "--out",
+            out_dir.to_str().unwrap(),
+        ])
+    };
+    let ok = run();
+    let stdout = String::from_utf8_lossy(&ok.stdout);
+    assert_eq!(ok.status.code(), Some(0), "{stdout}{}", String::from_utf8_lossy(&ok.stderr));
+    assert!(stdout.contains("MATCH") && stdout.contains("paper 0.5 to 1") && !stdout.contains("Some("), "{stdout}");
+    let csv = std::fs::read_to_string(out_dir.join("claims.csv")).unwrap();
+    assert!(csv.starts_with("paper,source,scenario,scheduler,metric,"), "{csv}");
+    assert!(csv.lines().nth(1).unwrap().contains(",share,a,0.5,1,,"), "{csv}");
+    let json: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out_dir.join("claims.json")).unwrap()).unwrap();
+    assert_eq!(json[0]["verdict"], "match");
+    // The same claim pinned as a difference: the check fails and names the line.
+    let pinned = CLAIMS.replace("max = 1.0\n", "max = 1.0\nexpect = \"differ\"\nreason = \"r\"\n");
+    std::fs::write(&file, format!("{GOOD}{pinned}")).unwrap();
+    let line = format!("{GOOD}{CLAIMS}").lines().position(|l| l == "[[claim]]").unwrap() + 1;
+    let bad = run();
+    let err = String::from_utf8_lossy(&bad.stderr);
+    assert_eq!(bad.status.code(), Some(1), "{err}");
+    assert!(err.contains(&format!("{}:{line}: wfq share", file.display())), "{err}");
+    assert!(err.contains("pinned DIFFER, got MATCH") && err.contains("1 of 1 claims"), "{err}");
+    // A claim whose figure moved out of its bounds fails too.
+    std::fs::write(&file, format!("{GOOD}{}", CLAIMS.replace("max = 1.0", "max = 0.6"))).unwrap();
+    let moved = run();
+    assert_eq!(moved.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&moved.stderr).contains("pinned MATCH, got DIFFER"));
+    // simulate --scheduler without the claim's scheduler: a warning, no verdict.
+    std::fs::write(&file, format!("{}{CLAIMS}", GOOD.replacen("[\"wfq\"]", "[\"wfq\", \"sfq\"]", 1))).unwrap();
+    let o = dir.join("o");
+    let only =
+        propshare(&["simulate", file.to_str().unwrap(), "--scheduler", "sfq", "--quiet", "--out", o.to_str().unwrap()]);
+    let err = String::from_utf8_lossy(&only.stderr);
+    assert_eq!(only.status.code(), Some(0), "{err}");
+    assert!(err.contains(&format!("warning: {}:{line}: claim on wfq", file.display())), "{err}");
+    assert!(!String::from_utf8_lossy(&only.stdout).contains("MATCH"));
 }
 
 /// Run `propshare` with a watchdog: a child still running after `secs` is

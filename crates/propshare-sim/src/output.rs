@@ -23,6 +23,8 @@ use serde::Serialize;
 
 use crate::engine::TraceEvent;
 use crate::metrics::RunMetrics;
+use crate::results::ScenarioResult;
+use crate::scenario::Expect;
 
 /// A file being written: a temporary file in `path`'s directory, moved to
 /// `path` by [`Pending::keep`] and deleted if dropped before.
@@ -153,6 +155,116 @@ pub fn write_window_lag_csv(path: &Path, runs: &[RunMetrics]) -> io::Result<()> 
                     )?;
                 }
             }
+        }
+        Ok(())
+    })
+}
+
+/// One claim and its verdict, as a row of `claims.csv` and an object of
+/// `claims.json`: bounds and our range are numbers (empty when absent).
+#[derive(Serialize)]
+pub struct ClaimRow<'a> {
+    /// The paper.
+    pub paper: &'a str,
+    /// Where in the paper.
+    pub source: &'a str,
+    /// The scenario that reproduces it.
+    pub scenario: &'a str,
+    /// The scheduler the claim is about.
+    pub scheduler: &'a str,
+    /// The metric (`docs/SCENARIOS.md`).
+    pub metric: &'a str,
+    /// The client, group or `first/second` pair it is about (empty: all clients).
+    pub clients: String,
+    /// Lower bound.
+    pub min: Option<f64>,
+    /// Upper bound.
+    pub max: Option<f64>,
+    /// Values our range must reach, `;`-separated.
+    pub reach: String,
+    /// Our lowest value over clients and runs.
+    pub ours_low: Option<f64>,
+    /// Our highest value.
+    pub ours_high: Option<f64>,
+    /// `match` or `differ`.
+    pub verdict: &'static str,
+    /// The verdict the scenario pins.
+    pub expected: &'static str,
+    /// Why we differ, for an expected difference.
+    pub reason: &'a str,
+    /// Which figure or sentence the claim encodes.
+    pub note: &'a str,
+    /// The claim in its file: `file:line`.
+    pub at: &'a str,
+}
+
+/// The claims of `results` as rows, in order.
+pub fn claim_rows(results: &[ScenarioResult]) -> Vec<ClaimRow<'_>> {
+    let word = |m: bool| if m { "match" } else { "differ" };
+    results
+        .iter()
+        .flat_map(|r| r.verdicts.iter().map(move |v| (r, v)))
+        .map(|(r, v)| {
+            let c = &v.claim;
+            ClaimRow {
+                paper: &c.paper,
+                source: &c.source,
+                scenario: &r.scenario.name,
+                scheduler: &c.scheduler,
+                metric: c.metric.name(),
+                clients: c.client.clone().unwrap_or_else(|| c.clients.join("/")),
+                min: c.min,
+                max: c.max,
+                reach: c.reach.iter().map(f64::to_string).collect::<Vec<_>>().join(";"),
+                ours_low: v.ours.map(|o| o.0),
+                ours_high: v.ours.map(|o| o.1),
+                verdict: word(v.matches),
+                expected: word(c.expect == Expect::Match),
+                reason: match &c.expect {
+                    Expect::Differ { reason } => reason,
+                    Expect::Match => "",
+                },
+                note: c.note.as_deref().unwrap_or(""),
+                at: &c.at,
+            }
+        })
+        .collect()
+}
+
+/// `claims.csv` and `claims.json` in `dir`: every claim of `results`.
+pub fn write_claims(dir: &Path, results: &[ScenarioResult]) -> io::Result<()> {
+    let rows = claim_rows(results);
+    write_atomic(&dir.join("claims.json"), |w| {
+        serde_json::to_writer_pretty(&mut *w, &rows)?;
+        writeln!(w)
+    })?;
+    write_atomic(&dir.join("claims.csv"), |w| {
+        writeln!(
+            w,
+            "paper,source,scenario,scheduler,metric,clients,min,max,reach,ours_low,ours_high,verdict,expected,reason,note,at"
+        )?;
+        let opt = |v: Option<f64>| v.map(|x| x.to_string()).unwrap_or_default();
+        for r in &rows {
+            writeln!(
+                w,
+                "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}",
+                csv(r.paper),
+                csv(r.source),
+                csv(r.scenario),
+                csv(r.scheduler),
+                r.metric,
+                csv(&r.clients),
+                opt(r.min),
+                opt(r.max),
+                r.reach,
+                opt(r.ours_low),
+                opt(r.ours_high),
+                r.verdict,
+                r.expected,
+                csv(r.reason),
+                csv(r.note),
+                csv(r.at)
+            )?;
         }
         Ok(())
     })

@@ -3,7 +3,7 @@
 //! command line read them.
 
 use crate::metrics::RunMetrics;
-use crate::scenario::{Scenario, Verdict};
+use crate::scenario::{Claim, Scenario, Verdict};
 
 /// Everything one scenario produced.
 #[derive(Clone, Debug)]
@@ -12,8 +12,10 @@ pub struct ScenarioResult {
     pub scenario: Scenario,
     /// Metrics of every run (scheduler × repeat).
     pub runs: Vec<RunMetrics>,
-    /// Claim verdicts.
+    /// Claim verdicts, of the claims on the schedulers that ran.
     pub verdicts: Vec<Verdict>,
+    /// Claims on schedulers this run left out (not judged).
+    pub unjudged: Vec<Claim>,
     /// Plot files written, relative to the output directory, with captions.
     pub plots: Vec<(String, String)>,
     /// Wall-clock median and p99 ns per decision, per scheduler (when measured).

@@ -3,7 +3,8 @@
 
 use std::path::{Path, PathBuf};
 
-use propshare::{SchedConfig, Time};
+use propshare::registry::BuildError;
+use propshare::{SchedConfig, Scheduler, Time};
 
 use crate::engine::{Engine, SimError, TraceEvent};
 use crate::metrics::{self, duration_label, window_lag_of, RunMetrics};
@@ -122,8 +123,24 @@ pub fn run_scenario(
     opts: &RunOptions,
     progress: &mut dyn FnMut(Progress) -> bool,
 ) -> Result<ScenarioResult, RunError> {
+    run_scenario_with(scn, only, opts, &|name, cfg| scn.build_scheduler(name, cfg), progress)
+}
+
+/// Builds the scheduler a scenario calls `name` for one run.
+pub type BuildScheduler<'a> = dyn Fn(&str, SchedConfig) -> Result<Box<dyn Scheduler>, BuildError> + 'a;
+
+/// [`run_scenario`] with the schedulers built by `build(name, config)`
+/// instead of [`Scenario::build_scheduler`] (the claims' mutation test runs
+/// deliberately broken schedulers under the names the claims use).
+pub fn run_scenario_with(
+    scn: &Scenario,
+    only: Option<&[String]>,
+    opts: &RunOptions,
+    build: &BuildScheduler,
+    progress: &mut dyn FnMut(Progress) -> bool,
+) -> Result<ScenarioResult, RunError> {
     let mut written = Vec::new();
-    run_all(scn, only, opts, progress, &mut written).map_err(|cause| match opts.out {
+    run_all(scn, only, opts, build, progress, &mut written).map_err(|cause| match opts.out {
         Some(_) => RunError::Incomplete { cause: Box::new(cause), written },
         None => cause,
     })
@@ -133,6 +150,7 @@ fn run_all(
     scn: &Scenario,
     only: Option<&[String]>,
     opts: &RunOptions,
+    build: &BuildScheduler,
     progress: &mut dyn FnMut(Progress) -> bool,
     written: &mut Vec<PathBuf>,
 ) -> Result<ScenarioResult, RunError> {
@@ -153,8 +171,7 @@ fn run_all(
             let cfg = scn.config(k);
             let clients = scn.clients(k);
             let mut names: Vec<String> = clients.iter().map(|c| c.name.clone()).collect();
-            let sched = scn
-                .build_scheduler(name, SchedConfig { cpus: cfg.cpus, quantum: cfg.quantum, seed: cfg.seed })
+            let sched = build(name, SchedConfig { cpus: cfg.cpus, quantum: cfg.quantum, seed: cfg.seed })
                 .map_err(|e| SimError::Config(e.to_string()))?;
             let mut engine = Engine::new(sched, cfg.clone(), clients)?;
             engine.chains(scn.chains())?;
@@ -338,8 +355,11 @@ fn run_all(
             written.push(w);
         }
     }
-    let verdicts = scn.claims.iter().map(|c| judge(c, &windows, &runs)).collect();
-    Ok(ScenarioResult { scenario: scn.clone(), runs, verdicts, plots, costs })
+    // A claim on a scheduler this run left out (`--scheduler`) is not judged.
+    let (judged, unjudged): (Vec<_>, Vec<_>) =
+        scn.claims.iter().cloned().partition(|c| schedulers.contains(&c.scheduler));
+    let verdicts = judged.iter().map(|c| judge(c, &windows, &runs)).collect();
+    Ok(ScenarioResult { scenario: scn.clone(), runs, verdicts, unjudged, plots, costs })
 }
 
 /// The grouped bar chart of the DWRR paper's Fig. 5: per window length, one

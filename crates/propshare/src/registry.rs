@@ -170,6 +170,17 @@ const LINUX_PARAMS: &[Param] = &[
     },
 ];
 
+const CFS_PARAMS: &[Param] = &[
+    LINUX_PARAMS[0],
+    LINUX_PARAMS[1],
+    Param {
+        name: "keeplag",
+        kind: ParamKind::Bool,
+        default: 0,
+        doc: "a weight change keeps the lag v - min_vruntime in service (scaled by w_old/w_new); the kernel keeps v (Gap CFS-6)",
+    },
+];
+
 /// A one-queue tag scheduler, plain or over readjusted weights.
 fn tagged<R: algo::one_queue::TagRules + 'static>(cfg: SchedConfig, p: &Params) -> Box<dyn Scheduler> {
     type S<R> = crate::shell::Shell<algo::one_queue::OneQueue<R>>;
@@ -190,10 +201,12 @@ fn variants<P: crate::shell::Variants + 'static>(cfg: SchedConfig, p: &Params) -
     }
 }
 
-/// CFS or EEVDF with the readjustment and balance-relaxation options.
-fn linux<R: algo::linux::FairRq + 'static>(cfg: SchedConfig, p: &Params) -> Box<dyn Scheduler> {
+/// CFS or EEVDF with the readjustment and balance-relaxation options (and
+/// CFS's `keeplag`).
+fn linux<R: algo::linux::FairRq + 'static>(cfg: SchedConfig, p: &Params, keep_lag: bool) -> Box<dyn Scheduler> {
     let tun = algo::linux::Tunables {
         balance_failed_relax: p.flag("lbfail"),
+        reweight_keeps_lag: keep_lag,
         ..algo::linux::Tunables::for_quantum(cfg.quantum)
     };
     Box::new(algo::linux::LinuxSched::<R>::with_options(cfg, tun, p.flag("readjust")))
@@ -344,14 +357,14 @@ pub const SCHEDULERS: &[Entry] = &[
     Entry {
         name: "cfs",
         summary: "Linux CFS (<= 6.5): per-CPU vruntime runqueues, load balancing of weighted load (kernel/sched/fair.c)",
-        params: LINUX_PARAMS,
-        build: |c, p| linux::<algo::cfs::CfsRq>(c, p),
+        params: CFS_PARAMS,
+        build: |c, p| linux::<algo::cfs::CfsRq>(c, p, p.flag("keeplag")),
     },
     Entry {
         name: "eevdf",
         summary: "Linux EEVDF (>= 6.6): per-CPU eligible earliest virtual deadline first with lag placement, load balancing (kernel/sched/fair.c)",
         params: LINUX_PARAMS,
-        build: |c, p| linux::<algo::eevdf::EevdfRq>(c, p),
+        build: |c, p| linux::<algo::eevdf::EevdfRq>(c, p, false),
     },
     Entry {
         name: "cfs+lbfail",
@@ -659,6 +672,19 @@ pub fn build(spec: &str, cfg: SchedConfig) -> Result<Box<dyn Scheduler>, BuildEr
 /// scheduler and gives its parameters in a table).
 pub fn build_as(display: &str, spec: &SchedSpec, cfg: SchedConfig) -> Result<Box<dyn Scheduler>, BuildError> {
     build_parsed(spec, Some(display.to_string()), cfg)
+}
+
+/// The round slice of `spec` on `cfg` for a client of weight `w`, for the
+/// schedulers that pay weights per round (the DWRR family: `w·B/U`; see
+/// `DwrrOptions::round_slice`), `None` for the others. Hosts warn when it
+/// is long next to the run: a raised weight is paid from the next round.
+pub fn round_slice(spec: &SchedSpec, cfg: SchedConfig, w: u64) -> Result<Option<Time>, BuildError> {
+    let entry = find(&spec.name)?;
+    if !entry.name.starts_with("dwrr") {
+        return Ok(None);
+    }
+    let params = resolve(entry, &spec.given)?;
+    Ok(Some(dwrr_options(cfg, &params, false).round_slice(w)))
 }
 
 /// Check a spec without building it (for validating input up front).

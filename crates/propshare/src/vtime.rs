@@ -16,6 +16,7 @@
 
 use crate::model::Time;
 use crate::readjust::{Phi, Readjustment};
+use crate::wide::mul_div;
 
 /// Virtual time: ns per unit weight, scaled by [`VT_SCALE`].
 pub type VTime = u128;
@@ -27,6 +28,39 @@ pub const VT_SCALE: u128 = 1 << 32;
 #[inline]
 pub fn tag_delta(ran: Time, phi: Phi) -> VTime {
     (ran as u128 * VT_SCALE * phi.den as u128) / phi.num.max(1) as u128
+}
+
+/// A tag after a weight change from `old` to `new`. A tag `S` stands for
+/// the service `φ(S − v)` ahead of (or, below `v`, behind) the virtual time
+/// `v`. When the weight is raised, the new tag keeps that lag in service:
+///
+/// ```text
+///     S' = v + (S − v) · φ_old / φ_new        (the distance rounded down, S' ≥ 0),
+/// ```
+///
+/// so `φ_new (S' − v) = φ_old (S − v)`. Keeping `S` instead would multiply
+/// the lead by `φ_new / φ_old`: a client that ran one quantum ahead at
+/// weight 1 and is raised to 1000 would be a thousand quanta ahead. This is
+/// stride scheduling's `client_modify` (remaining pass scaled by the stride
+/// ratio) and DFS's Gap DFS-8, in the tags of WFQ, WF2Q+, SFQ, SFS and VTRR.
+///
+/// When the weight is dropped (or unchanged) the tag is kept: the client's
+/// lead in service shrinks by `φ_new / φ_old`, so it never waits longer than
+/// it would have. Scaling on a drop too made a client dropped from weight
+/// 59201 to 1, a fraction of a quantum ahead, wait more than 13000 quanta in
+/// the contract harness (`tests/contract.rs`, liveness); whether that wait
+/// is what the fluid model owes it we have not settled.
+pub fn keep_lag(tag: VTime, v: VTime, old: Phi, new: Phi) -> VTime {
+    let ratio_num = old.num as u128 * new.den.max(1) as u128;
+    let ratio_den = old.den.max(1) as u128 * new.num.max(1) as u128;
+    if ratio_num >= ratio_den {
+        return tag;
+    }
+    if tag >= v {
+        v.saturating_add(mul_div(tag - v, ratio_num, ratio_den, false))
+    } else {
+        v.saturating_sub(mul_div(v - tag, ratio_num, ratio_den, false))
+    }
 }
 
 /// The fluid (GPS on one CPU, GMS on P) system virtual time: it advances at

@@ -165,6 +165,11 @@ impl<S: Scheduler> Engine<S> {
             Event::BandGrid => self.band_grid(),
             Event::WindowEdge(j) => self.window_edge(j),
             Event::SampleGrid => self.sample_grid(),
+            Event::ServiceStart(cpu, generation) => {
+                if let Some(r) = self.cpus[cpu as usize].filter(|r| r.generation == generation) {
+                    self.sample(r.client);
+                }
+            }
             Event::ChainStart(k) => self.chain_join(k as usize, trace)?,
             Event::CpuStart(cpu) => {
                 let cpu = cpu as usize;
@@ -306,7 +311,6 @@ impl<S: Scheduler> Engine<S> {
         if slice == 0 {
             return Err(self.broke(format!("zero slice for {client}")));
         }
-        self.sample(i);
         let mut cost = 0;
         if self.last_on_cpu[cpu] != i as u32 {
             cost += self.cfg.switch_cost;
@@ -334,6 +338,12 @@ impl<S: Scheduler> Engine<S> {
         self.running_start[cpu] = r.start;
         self.set_state(i, State::Running(cpu as u32));
         self.stops.push(Stop { t: now + cost + run_for, generation: r.generation, cpu: cpu as u32 });
+        // The lag grows until service starts, after the costs: sample there.
+        if cost == 0 {
+            self.sample(i);
+        } else {
+            self.push(r.start, Event::ServiceStart(cpu as u32, r.generation));
+        }
         Ok(())
     }
 

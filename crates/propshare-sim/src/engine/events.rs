@@ -21,6 +21,9 @@ pub(super) enum Event {
     BandGrid,
     /// An edge of the windows of length `lag_windows[j]`.
     WindowEdge(u32),
+    /// Service of the run `generation` on this CPU starts, its switch and
+    /// migration costs paid: its client's lag is at a maximum.
+    ServiceStart(u32, u64),
 }
 
 /// Order of events at one instant: client events, then CPU stops, then CPU
@@ -35,7 +38,7 @@ impl Event {
     pub(super) fn class(&self) -> u64 {
         match self {
             Event::CpuStart(_) => CLASS_CPU_START,
-            Event::SampleGrid | Event::BandGrid | Event::WindowEdge(_) => CLASS_SAMPLE,
+            Event::SampleGrid | Event::BandGrid | Event::WindowEdge(_) | Event::ServiceStart(..) => CLASS_SAMPLE,
             _ => CLASS_CLIENT,
         }
     }

@@ -57,7 +57,9 @@
 //! ideal − received, whose maximum and minimum are exact: while a client
 //! waits its lag only grows and while it runs its lag only shrinks (its ideal
 //! rate is at most one CPU), so the extremes are reached when it starts or
-//! stops running, which is where we sample. The papers' service error
+//! stops running, which is where we sample. It starts when its service
+//! starts, after any switch and migration cost, not when it is picked (a
+//! sample at the pick read the maximum low by the cost times its rate). The papers' service error
 //! e_C = w_C − W_T φ_C/Φ_T (static sets) is sampled at the same points for the
 //! same reason.
 //!

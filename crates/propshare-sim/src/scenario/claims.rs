@@ -1,6 +1,16 @@
 //! Claims: a paper's number that a scenario should reproduce ([`Claim`],
 //! about a [`ClaimMetric`]), and their judge: what we measured over the
 //! runs and whether it matches ([`judge`], [`Verdict`]).
+//!
+//! A claim bounds our figure from both sides where the paper's number is
+//! the point: `min`/`max` say what our figure must stay within, `reach`
+//! what our extremes must get to (for the range metrics: the range over
+//! clients must cover every value in `reach`, so "WFQ's error reaches
+//! +819" fails for a WFQ that became fair). Each claim pins the verdict
+//! we expect ([`Expect`]); `propshare reproduce --check` fails when a
+//! verdict differs from its pin.
+
+use std::ops::Range;
 
 use propshare::Time;
 
@@ -76,6 +86,13 @@ impl ClaimMetric {
         }
     }
 
+    /// Whether our figure is a range over clients (low end, high end), so a
+    /// claim may say which values it must `reach`; the other metrics are one
+    /// number per run.
+    pub fn is_range(self) -> bool {
+        matches!(self, ClaimMetric::ServiceError | ClaimMetric::Lag | ClaimMetric::WindowLag)
+    }
+
     /// Whether the metric is measured over `[report] lag_windows`.
     pub fn windowed(self) -> bool {
         self.takes_window_length() || self == ClaimMetric::WindowLagGrowth
@@ -114,16 +131,143 @@ pub struct Claim {
     pub client: Option<String>,
     /// Two clients or groups, for ratios.
     pub clients: Vec<String>,
-    /// Expected lower end.
+    /// Expected lower end: all our values are at least this.
     pub min: Option<f64>,
-    /// Expected upper end.
+    /// Expected upper end: all our values are at most this.
     pub max: Option<f64>,
-    /// Why we differ, if we know.
+    /// Values our range must reach (range metrics only): our low end is at
+    /// most, and our high end at least, each of them.
+    pub reach: Vec<f64>,
+    /// The verdict the scenario pins (`expect` in the file).
+    pub expect: Expect,
+    /// Which figure or sentence of the paper the claim encodes, and how.
     pub note: Option<String>,
+    /// Where the claim is written: `file:line` of its `[[claim]]`.
+    pub at: String,
     /// For share and share_ratio: measure only inside `[start, end)`, ns.
     pub window: Option<(Time, Time)>,
     /// For the window metrics: only windows of this length, ns (`None`: every length).
     pub window_length: Option<Time>,
+}
+
+/// The verdict a claim pins: `expect = "match"` (the default) or
+/// `expect = "differ"` with the written `reason`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Expect {
+    /// Our figure should match the paper's.
+    Match,
+    /// We know we differ, and why.
+    Differ {
+        /// Why we differ.
+        reason: String,
+    },
+}
+
+/// The bounds of a claim as written, checked by [`check_bounds`].
+pub(super) struct Bounds {
+    pub(super) min: Option<f64>,
+    pub(super) max: Option<f64>,
+    pub(super) reach: Vec<f64>,
+    pub(super) expect: Expect,
+}
+
+/// What is wrong with a claim's bounds: the span, the field (below the
+/// claim) and why.
+pub(super) type BoundsError = (Range<usize>, &'static str, String);
+
+/// Check a claim's `min`, `max`, `reach` and `expect`/`reason`: numbers are
+/// finite, `min <= max`, every reach value inside `[min, max]` and only on
+/// a range metric, at least one bound, a reason exactly when the claim
+/// expects to differ. `whole` is the claim's span, for errors with no
+/// field of their own.
+pub(super) fn check_bounds(
+    raw: &super::raw::RawClaim,
+    metric: ClaimMetric,
+    whole: Range<usize>,
+) -> Result<Bounds, BoundsError> {
+    let finite = |v: &Option<toml::Spanned<f64>>, field: &'static str| match v {
+        Some(x) if !x.get_ref().is_finite() => {
+            Err((x.span(), field, format!("must be a finite number, got {}", x.get_ref())))
+        }
+        x => Ok(x.as_ref().map(|x| *x.get_ref())),
+    };
+    let min = finite(&raw.min, "min")?;
+    let max = finite(&raw.max, "max")?;
+    if let (Some(lo), Some(hi), Some(span)) = (min, max, raw.min.as_ref().map(|m| m.span())) {
+        if lo > hi {
+            return Err((span, "min", format!("min {lo} is above max {hi}: no figure can match")));
+        }
+    }
+    let reach: Vec<f64> = match &raw.reach {
+        None => Vec::new(),
+        Some(r) => {
+            let values = match r.get_ref() {
+                super::raw::RawReach::One(v) => vec![*v],
+                super::raw::RawReach::Many(v) => v.clone(),
+            };
+            if !metric.is_range() {
+                return Err((
+                    r.span(),
+                    "reach",
+                    format!(
+                        "reach applies to the range metrics (service_error, lag, window_lag); {} is one number \
+                         per run: bound it with min and max",
+                        metric.name()
+                    ),
+                ));
+            }
+            if values.is_empty() {
+                return Err((r.span(), "reach", "give at least one value".into()));
+            }
+            for &v in &values {
+                if !v.is_finite() {
+                    return Err((r.span(), "reach", format!("must be finite numbers, got {v}")));
+                }
+                if min.is_some_and(|m| v < m) || max.is_some_and(|m| v > m) {
+                    return Err((r.span(), "reach", format!("{v} lies outside [min, max]: no figure can match")));
+                }
+            }
+            values
+        }
+    };
+    if min.is_none() && max.is_none() && reach.is_empty() {
+        return Err((whole, "", "a claim needs `min`, `max`, `reach` or some of them".into()));
+    }
+    let expect = match (raw.expect.as_ref().map(|e| (e.get_ref().as_str(), e.span())), &raw.reason) {
+        (None | Some(("match", _)), None) => Expect::Match,
+        (None | Some(("match", _)), Some(_)) => {
+            return Err((whole, "reason", "a reason goes with expect = \"differ\" only".into()))
+        }
+        (Some(("differ", _)), Some(reason)) if !reason.trim().is_empty() => Expect::Differ { reason: reason.clone() },
+        (Some(("differ", span)), _) => {
+            return Err((span, "reason", "expect = \"differ\" needs a written `reason`: why we differ".into()))
+        }
+        (Some((other, span)), _) => {
+            return Err((span, "expect", format!("expect is \"match\" or \"differ\", got {other:?}")))
+        }
+    };
+    Ok(Bounds { min, max, reach, expect })
+}
+
+impl Claim {
+    /// The claim's bounds in words: `-1 to 819.5, reaching 800`.
+    pub fn bounds_text(&self) -> String {
+        let n = |v: f64| format!("{v}");
+        let mut s = match (self.min, self.max) {
+            (Some(a), Some(b)) => format!("{} to {}", n(a), n(b)),
+            (Some(a), None) => format!(">= {}", n(a)),
+            (None, Some(b)) => format!("<= {}", n(b)),
+            (None, None) => String::new(),
+        };
+        if !self.reach.is_empty() {
+            let r: Vec<String> = self.reach.iter().map(|&v| n(v)).collect();
+            if !s.is_empty() {
+                s.push_str(", ");
+            }
+            s.push_str(&format!("reaching {}", r.join(" and ")));
+        }
+        s
+    }
 }
 
 /// A claim and what we measured.
@@ -133,8 +277,15 @@ pub struct Verdict {
     pub claim: Claim,
     /// Our value: (low, high) for range metrics, (v, v) for scalars.
     pub ours: Option<(f64, f64)>,
-    /// Whether ours lies inside the claimed range.
+    /// Whether ours lies inside the claimed range and reaches what it must.
     pub matches: bool,
+}
+
+impl Verdict {
+    /// Whether the verdict is the one the scenario pins.
+    pub fn as_pinned(&self) -> bool {
+        self.matches == (self.claim.expect == Expect::Match)
+    }
 }
 
 /// Evaluate one claim over the runs of its scheduler (all repeats);
@@ -250,7 +401,10 @@ pub fn judge(claim: &Claim, windows: &[(Time, Time)], runs: &[RunMetrics]) -> Ve
                 .collect(),
         ),
     };
-    let matches = ours
-        .is_some_and(|(lo, hi)| claim.min.is_none_or(|m| lo >= m - 1e-9) && claim.max.is_none_or(|m| hi <= m + 1e-9));
+    let matches = ours.is_some_and(|(lo, hi)| {
+        claim.min.is_none_or(|m| lo >= m - 1e-9)
+            && claim.max.is_none_or(|m| hi <= m + 1e-9)
+            && claim.reach.iter().all(|&r| lo <= r + 1e-9 && hi >= r - 1e-9)
+    });
     Verdict { claim: claim.clone(), ours, matches }
 }

@@ -25,7 +25,7 @@ use propshare::{SchedConfig, Scheduler, Time};
 use crate::engine::{ChainSpec, ClientSpec, SimConfig};
 use draw::{Class, Poisson};
 
-pub use claims::{judge, names_client, Claim, ClaimMetric, Verdict};
+pub use claims::{judge, names_client, Claim, ClaimMetric, Expect, Verdict};
 pub use cost::{
     bytes_label, parse_bytes, Cost, CostError, Limits, CLIENT_BYTES, DEFAULT_MAX_EVENTS, DEFAULT_MAX_MEMORY,
     RESULT_BYTES,
@@ -145,6 +145,46 @@ impl Scenario {
             Some(given) => registry::build_as(name, &SchedSpec { name: name.to_string(), given: given.clone() }, cfg),
             None => registry::build(name, cfg),
         }
+    }
+
+    /// What the run will do that the user may not expect, one line each
+    /// (not errors). For now: a round slice (DWRR: `w·B/U`) longer than a
+    /// tenth of the horizon, for the heaviest weight any client has (arrival
+    /// or weight change, first repeat): a weight raised mid-round is paid
+    /// from the next round, so it may wait most of the run (issue 16).
+    pub fn warnings(&self, only: Option<&[String]>) -> Vec<String> {
+        let cfg = self.config(0);
+        let sched = SchedConfig { cpus: cfg.cpus, quantum: cfg.quantum, seed: cfg.seed };
+        let clients = self.clients(0);
+        let heaviest = clients
+            .iter()
+            .flat_map(|c| std::iter::once(c.weight).chain(c.weight_changes.iter().map(|w| w.1)))
+            .chain(self.chains().iter().map(|c| c.weight))
+            .map(|w| w.get())
+            .max()
+            .unwrap_or(1);
+        let names = only.unwrap_or(&self.schedulers);
+        let mut out = Vec::new();
+        for name in names {
+            let spec = match self.scheduler_params.get(name) {
+                Some(given) => SchedSpec { name: name.clone(), given: given.clone() },
+                None => match registry::parse_spec(name) {
+                    Ok(spec) => spec,
+                    Err(_) => continue,
+                },
+            };
+            if let Ok(Some(round)) = registry::round_slice(&spec, sched, heaviest) {
+                if round > cfg.horizon / 10 {
+                    out.push(format!(
+                        "{name}: the round slice of weight {heaviest} is {} ms, more than a tenth of the {} ms horizon; \
+                         a weight raised mid-round waits for the next round (raise `unit` to shorten rounds; docs/ALGORITHMS.md, DWRR)",
+                        round / 1_000_000,
+                        cfg.horizon / 1_000_000
+                    ));
+                }
+            }
+        }
+        out
     }
 
     /// Load and validate a scenario file: a regular file (a FIFO, a device

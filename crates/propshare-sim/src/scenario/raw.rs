@@ -273,15 +273,29 @@ pub(super) struct RawClaim {
     #[serde(default)]
     pub(super) clients: Vec<String>,
     #[serde(default)]
-    pub(super) min: Option<f64>,
+    pub(super) min: Option<Spanned<f64>>,
     #[serde(default)]
-    pub(super) max: Option<f64>,
+    pub(super) max: Option<Spanned<f64>>,
+    #[serde(default)]
+    pub(super) reach: Option<Spanned<RawReach>>,
+    #[serde(default)]
+    pub(super) expect: Option<Spanned<String>>,
+    #[serde(default)]
+    pub(super) reason: Option<String>,
     #[serde(default)]
     pub(super) note: Option<String>,
     #[serde(default)]
     pub(super) window: Option<Spanned<[Dur; 2]>>,
     #[serde(default)]
     pub(super) window_length: Option<Spanned<Dur>>,
+}
+
+/// `reach = 800` or `reach = [-3, 800]`.
+#[derive(Deserialize)]
+#[serde(untagged)]
+pub(super) enum RawReach {
+    One(f64),
+    Many(Vec<f64>),
 }
 
 #[derive(Deserialize)]

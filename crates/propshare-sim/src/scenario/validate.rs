@@ -677,8 +677,18 @@ impl Scenario {
                 }
                 l => l.as_ref().map(|l| l.get_ref().0),
             };
-            if c.min.is_none() && c.max.is_none() {
-                return Err(cx.err(rc.span(), &at, "a claim needs `min`, `max` or both"));
+            let bounds = super::claims::check_bounds(c, metric, rc.span()).map_err(|(span, field, why)| {
+                cx.err(span, &if field.is_empty() { at.clone() } else { format!("{at}.{field}") }, why)
+            })?;
+            if !schedulers.contains(c.scheduler.get_ref()) {
+                return Err(cx.err(
+                    c.scheduler.span(),
+                    &format!("{at}.scheduler"),
+                    format!(
+                        "{:?} is not in this scenario's schedulers, so the claim could never be judged",
+                        c.scheduler.get_ref()
+                    ),
+                ));
             }
             let named = c.client.iter().map(|n| (n, format!("{at}.client")));
             let named = named.chain(c.clients.iter().enumerate().map(|(k, n)| (n, format!("{at}.clients[{k}]"))));
@@ -694,9 +704,12 @@ impl Scenario {
                 metric,
                 client: c.client.clone(),
                 clients: c.clients.clone(),
-                min: c.min,
-                max: c.max,
+                min: bounds.min,
+                max: bounds.max,
+                reach: bounds.reach,
+                expect: bounds.expect,
                 note: c.note.clone(),
+                at: format!("{}:{}", cx.file, cx.err(rc.span(), "", "").line),
                 window,
                 window_length,
             });

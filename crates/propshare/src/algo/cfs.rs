@@ -31,7 +31,10 @@
 //!   rebased on the new one's (dequeue without `DEQUEUE_SLEEP`, enqueue
 //!   without `ENQUEUE_WAKEUP`); a sleeper woken on another CPU is rebased the
 //!   same way before its wake-up placement (`migrate_task_rq_fair`).
-//! * Weight change (`reweight_entity`): `v` unchanged, runqueue load adjusted.
+//! * Weight change (`reweight_entity`): a running task is first charged what
+//!   it ran at the old weight (`update_curr`); `v` unchanged, runqueue load
+//!   adjusted. With `keeplag` (`cfs(keeplag=true)`, not the kernel) `v`
+//!   moves to `min_vruntime + (v − min_vruntime) w_old/w_new` (Gap CFS-6).
 //!
 //! On P CPUs the runqueues are independent; tasks move only by wake-up
 //! placement and the load balancer ([`super::linux`]), which equalises
@@ -64,12 +67,34 @@
 //! `wakeup_granularity = 4q/3` (the kernel's ratios; see
 //! [`Tunables::for_quantum`]); [`Tunables::kernel_defaults`] gives the
 //! kernel's own values. (untested)
+//!
+//! Gap CFS-6: the kernel keeps `v` across a weight change, so a task that
+//! ran ahead at a low weight keeps a lead worth `w_new/w_old` times more
+//! service once raised: dropped from 1000 to 1 for a second and raised
+//! again, a task ran one slice at weight 1 (its fair share then) and then
+//! nothing for 9 s while its fair share was half a CPU
+//! (`scenarios/examples/reweight-starvation.toml`). We keep the kernel's
+//! rule as `cfs`; `cfs(keeplag=true)` (named `cfs+keeplag`) scales the lag
+//! `v − min_vruntime` by `w_old/w_new` on a raise (a drop keeps `v`), as EEVDF's `reweight_entity` does
+//! since 6.7 and as stride scheduling's `client_modify` does.
+//! (test: `raised_weight_is_not_starved`)
 
 use std::collections::BTreeSet;
 
 use super::linux::{calc_delta_fair, real_for_virtual, Dequeue, Enqueue, Entity, FairRq, LinuxSched, Tunables};
 use crate::model::{ClientId, Time};
 use crate::roster::ClientTable;
+
+/// `v` after a weight change from `old` to `new`: on a raise, keeping the
+/// lag in service, `base + (v − base) · old / new` (saturating); on a drop,
+/// `v` (the rule of [`crate::vtime::keep_lag`]).
+fn keep_lag(v: u64, base: u64, old: u64, new: u64) -> u64 {
+    if new <= old {
+        return v; // a drop keeps v, as crate::vtime::keep_lag keeps a tag
+    }
+    let scaled = (v as i128 - base as i128) * old as i128 / new.max(1) as i128;
+    (base as i128 + scaled).clamp(0, u64::MAX as i128) as u64
+}
 
 /// Where every runqueue's `min_vruntime` starts.
 pub const VRUNTIME_START: u64 = 1 << 62;
@@ -186,11 +211,15 @@ impl FairRq for CfsRq {
         Some((c, slice))
     }
 
-    fn put_prev(&mut self, _t: &Tunables, c: ClientId, se: &mut Entity, ran: Time, still_runnable: bool) {
+    fn update_curr(&mut self, _t: &Tunables, c: ClientId, se: &mut Entity, ran: Time) {
         se.vruntime = se.vruntime.saturating_add(calc_delta_fair(ran, se.weight));
         se.sum_exec = se.sum_exec.saturating_add(ran);
         self.curr = Some((c, se.vruntime));
         self.update_min_vruntime();
+    }
+
+    fn put_prev(&mut self, t: &Tunables, c: ClientId, se: &mut Entity, ran: Time, still_runnable: bool) {
+        self.update_curr(t, c, se, ran);
         self.curr = None;
         if still_runnable {
             self.tree.insert((se.vruntime, c));
@@ -208,12 +237,30 @@ impl FairRq for CfsRq {
         vdiff > 0 && vdiff > calc_delta_fair(t.wakeup_granularity, se.weight) as i128
     }
 
-    fn reweight(&mut self, _t: &Tunables, _c: ClientId, se: &mut Entity, weight: u64) {
+    /// `reweight_entity`: `v` kept (the kernel), or with
+    /// [`Tunables::reweight_keeps_lag`] moved so that its lag in service is
+    /// kept (Gap CFS-6).
+    fn reweight(&mut self, t: &Tunables, c: ClientId, se: &mut Entity, weight: u64) {
+        if t.reweight_keeps_lag {
+            let running = self.curr.is_some_and(|(x, _)| x == c);
+            if !running {
+                self.tree.remove(&(se.vruntime, c));
+            }
+            se.vruntime = keep_lag(se.vruntime, self.min_vruntime, se.weight, weight);
+            if running {
+                self.curr = Some((c, se.vruntime));
+            } else {
+                self.tree.insert((se.vruntime, c));
+            }
+        }
         self.load = self.load - se.weight + weight;
         se.weight = weight;
     }
 
-    fn reweight_sleeping(se: &mut Entity, weight: u64) {
+    fn reweight_sleeping(&self, t: &Tunables, se: &mut Entity, weight: u64) {
+        if t.reweight_keeps_lag {
+            se.vruntime = keep_lag(se.vruntime, self.min_vruntime, se.weight, weight);
+        }
         se.weight = weight;
     }
 

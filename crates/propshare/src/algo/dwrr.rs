@@ -164,6 +164,14 @@ impl DwrrOptions {
         DwrrOptions { round_unit: cfg.quantum.saturating_mul(3).max(1), weight_unit: 1, carry_overrun: false }
     }
 
+    /// The round slice of a client of weight `w`, `w·B/U` ns (rounded up,
+    /// saturating): how long a round can last, and so how long a client whose
+    /// weight was raised may wait for the round that pays its new weight.
+    pub fn round_slice(&self, w: u64) -> Time {
+        let ns = (w as u128 * self.round_unit as u128).div_ceil(self.weight_unit.max(1) as u128);
+        ns.min(Time::MAX as u128) as Time
+    }
+
     /// The same options with the overrun carried.
     pub fn with_carry(self) -> DwrrOptions {
         DwrrOptions { carry_overrun: true, ..self }

@@ -35,8 +35,12 @@
 //!   running task if `pick_eevdf` with the running task counted would choose
 //!   the wakee; with `RUN_TO_PARITY` an eligible running task keeps the CPU
 //!   until its slice ends.
-//! * Weight change (`reweight_entity`, 6.13 form): lag and relative deadline
-//!   are scaled by `w_old / w_new` and the task is placed again.
+//! * Weight change (`reweight_entity`, 6.13 form): a running task is first
+//!   charged what it ran at the old weight (`update_curr`), then its lag
+//!   `V − v` (clamped, `update_entity_lag`) and relative deadline are scaled
+//!   by `w_old / w_new` and the task is placed again. We charged a running
+//!   task's whole run at its new weight until issue 16: dropped from 1000 to
+//!   1 mid-slice, it was charged the slice a thousand times over.
 //!
 //! # Cost
 //!
@@ -458,7 +462,7 @@ impl FairRq for EevdfRq {
         Some((item.client, slice))
     }
 
-    fn put_prev(&mut self, t: &Tunables, c: ClientId, se: &mut Entity, ran: Time, still_runnable: bool) {
+    fn update_curr(&mut self, t: &Tunables, c: ClientId, se: &mut Entity, ran: Time) {
         se.vruntime = se.vruntime.saturating_add(calc_delta_fair(ran, se.weight));
         se.sum_exec = se.sum_exec.saturating_add(ran);
         // update_deadline: a consumed request gets a new one.
@@ -468,6 +472,10 @@ impl FairRq for EevdfRq {
         }
         self.curr = Some(Curr { client: c, weight: se.weight, vruntime: se.vruntime, deadline: se.deadline });
         self.update_min_vruntime();
+    }
+
+    fn put_prev(&mut self, t: &Tunables, c: ClientId, se: &mut Entity, ran: Time, still_runnable: bool) {
+        self.update_curr(t, c, se, ran);
         if still_runnable {
             self.curr = None;
             self.add_tree(c, se);
@@ -520,7 +528,7 @@ impl FairRq for EevdfRq {
         }
     }
 
-    fn reweight_sleeping(se: &mut Entity, weight: u64) {
+    fn reweight_sleeping(&self, _t: &Tunables, se: &mut Entity, weight: u64) {
         se.vlag = clamp_i64(se.vlag as i128 * se.weight as i128 / weight as i128);
         se.weight = weight;
     }

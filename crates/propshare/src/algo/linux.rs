@@ -157,7 +157,15 @@
 //! Gap LINUX-5: the scheduler reads no clock, so the running client's virtual
 //! runtime is charged only when the host reports `stopped` (the kernel's
 //! `update_curr` also charges it at every enqueue); events in the middle of a
-//! slice see it as of its pick. (untested)
+//! slice see it as of its pick, except a weight change (Gap LINUX-6). (untested)
+//!
+//! Gap LINUX-6: a weight change of a running task charges it first what it ran
+//! at the old weight (the kernel's `update_curr` in `reweight_entity`). The
+//! host reports the time run only when the task stops, so the policy charges
+//! the wall time since the pick (or the last change), `now − exec_start`,
+//! and at the stop the rest of what the host reports. Until issue 16 the
+//! whole run was charged at the weight in force at the stop.
+//! (test: `raised_weight_is_not_starved`)
 //!
 //! # Cost
 //!
@@ -386,6 +394,11 @@ pub struct Tunables {
     /// Relax the imbalance cap after failed balance passes
     /// (`nr_balance_failed`); off by default (the classic balancer).
     pub balance_failed_relax: bool,
+    /// CFS only: a weight change keeps the task's lag `v − min_vruntime`
+    /// in service, scaling it by `w_old / w_new` (Gap CFS-6); off by
+    /// default (the kernel keeps `v`). EEVDF always scales its lag, as the
+    /// kernel does.
+    pub reweight_keeps_lag: bool,
 }
 
 impl Tunables {
@@ -410,6 +423,7 @@ impl Tunables {
             place_deadline_initial: true,
             run_to_parity: true,
             balance_failed_relax: false,
+            reweight_keeps_lag: false,
         }
     }
 
@@ -448,11 +462,27 @@ pub struct Entity {
     pub stamp: u64,
     /// Total CPU time charged.
     pub sum_exec: Time,
+    /// While it runs: when the part of its run not yet charged began (the
+    /// pick, or its last weight change; the kernel's `exec_start`).
+    pub exec_start: Time,
+    /// While it runs: the ns of this run already charged by `update_curr`.
+    pub charged: Time,
 }
 
 impl Entity {
     fn new(weight: u64, cpu: usize) -> Entity {
-        Entity { weight, vruntime: 0, deadline: 0, vlag: 0, slice: 0, cpu, stamp: 0, sum_exec: 0 }
+        Entity {
+            weight,
+            vruntime: 0,
+            deadline: 0,
+            vlag: 0,
+            slice: 0,
+            cpu,
+            stamp: 0,
+            sum_exec: 0,
+            exec_start: 0,
+            charged: 0,
+        }
     }
 }
 
@@ -502,10 +532,15 @@ pub trait FairRq: Clone + Debug {
     fn put_prev(&mut self, t: &Tunables, c: ClientId, se: &mut Entity, ran: Time, still_runnable: bool);
     /// Whether the just-enqueued `wakee` should preempt `curr`.
     fn wakeup_preempt(&self, t: &Tunables, ents: &ClientTable<Entity>, wakee: ClientId) -> bool;
-    /// Change the weight of a client of this runqueue (waiting or running).
+    /// `update_curr`: charge the running client `c` the `ran` ns it has run
+    /// since its last charge, at its current weight (before its weight
+    /// changes, as `reweight_entity` does; `put_prev` charges the rest).
+    fn update_curr(&mut self, t: &Tunables, c: ClientId, se: &mut Entity, ran: Time);
+    /// Change the weight of a client of this runqueue (waiting or running;
+    /// a running one has just been charged by `update_curr`).
     fn reweight(&mut self, t: &Tunables, c: ClientId, se: &mut Entity, weight: u64);
-    /// Change the weight of a blocked client.
-    fn reweight_sleeping(se: &mut Entity, weight: u64);
+    /// Change the weight of a blocked client last on this runqueue.
+    fn reweight_sleeping(&self, t: &Tunables, se: &mut Entity, weight: u64);
     /// A blocked client last on `src` wakes up on `dst`
     /// (`migrate_task_rq_fair`).
     fn migrate_sleeper(src: &Self, dst: &Self, se: &mut Entity);
@@ -568,9 +603,10 @@ impl<R: FairRq> LinuxSched<R> {
     /// by its options (`cfs`, `cfs+lbfail`, `cfs+readjust`, `cfs+lbfail+readjust`).
     pub fn with_options(cfg: SchedConfig, tun: Tunables, readjust: bool) -> Self {
         let name = format!(
-            "{}{}{}",
+            "{}{}{}{}",
             R::NAME,
             if tun.balance_failed_relax { "+lbfail" } else { "" },
+            if tun.reweight_keeps_lag { "+keeplag" } else { "" },
             if readjust { "+readjust" } else { "" }
         );
         Shell::build(name, &cfg, LinuxPolicy::new(&cfg, tun, Reweigh::new(readjust)))
@@ -620,25 +656,35 @@ impl<R: FairRq> LinuxPolicy<R> {
     /// Readjust after a change of the runnable set or a weight, and give
     /// every client whose φ changed its new load weight. `pending` is a
     /// client that is runnable but not yet enqueued (joining or waking).
-    fn readjust(&mut self, r: &Roster, pending: Option<ClientId>) {
+    fn readjust(&mut self, r: &Roster, now: Time, pending: Option<ClientId>) {
         let (_, changes) = self.reweigh.refresh(r);
         for (c, phi) in changes {
-            self.set_load_weight(r, c, load_weight(phi), pending);
+            self.set_load_weight(r, now, c, load_weight(phi), pending);
         }
     }
 
-    /// Set `c`'s load weight, on its runqueue if it is enqueued.
-    fn set_load_weight(&mut self, r: &Roster, c: ClientId, w: u64, pending: Option<ClientId>) {
+    /// Set `c`'s load weight, on its runqueue if it is enqueued. A running
+    /// client is first charged what it ran so far at its old weight
+    /// (`reweight_entity`'s `update_curr`, Gap LINUX-6).
+    fn set_load_weight(&mut self, r: &Roster, now: Time, c: ClientId, w: u64, pending: Option<ClientId>) {
         let tun = self.tun;
-        let queued = r.status(c).is_ok_and(Status::is_runnable) && pending != Some(c);
+        let status = r.status(c);
+        let queued = status.is_ok_and(Status::is_runnable) && pending != Some(c);
         let Some(se) = self.ents.get_mut(c) else { return };
         if se.weight == w {
             return;
         }
+        let rq = &mut self.cpus[se.cpu].rq;
         if queued {
-            self.cpus[se.cpu].rq.reweight(&tun, c, se, w);
+            if let Ok(Status::Running(_)) = status {
+                let ran = now.saturating_sub(se.exec_start);
+                rq.update_curr(&tun, c, se, ran);
+                se.exec_start = now;
+                se.charged = se.charged.saturating_add(ran);
+            }
+            rq.reweight(&tun, c, se, w);
         } else {
-            R::reweight_sleeping(se, w);
+            rq.reweight_sleeping(&tun, se, w);
         }
     }
 
@@ -801,7 +847,7 @@ impl<R: FairRq> Policy for LinuxPolicy<R> {
         se.slice = self.tun.base_slice;
         self.ents.insert(c, se);
         self.reweigh.insert(c, w);
-        self.readjust(r, Some(c));
+        self.readjust(r, now, Some(c));
         self.attach(k, c, Enqueue::New)
     }
 
@@ -812,7 +858,7 @@ impl<R: FairRq> Policy for LinuxPolicy<R> {
         }
         self.ents.remove(c);
         self.reweigh.remove(c, w);
-        self.readjust(r, None);
+        self.readjust(r, now, None);
         self.balance_due(now);
     }
 
@@ -820,14 +866,14 @@ impl<R: FairRq> Policy for LinuxPolicy<R> {
     fn block(&mut self, r: &Roster, now: Time, c: ClientId, w: Weight) {
         self.detach(c, Dequeue::Sleep);
         self.reweigh.remove(c, w);
-        self.readjust(r, None);
+        self.readjust(r, now, None);
         self.balance_due(now);
     }
 
     #[inline]
     fn wake(&mut self, r: &Roster, now: Time, c: ClientId, w: Weight) -> Kick {
         self.reweigh.insert(c, w);
-        self.readjust(r, Some(c));
+        self.readjust(r, now, Some(c));
         self.balance_due(now);
         let prev = self.ents[c].cpu;
         let k = self.select_cpu_wake(prev);
@@ -842,14 +888,8 @@ impl<R: FairRq> Policy for LinuxPolicy<R> {
     #[inline]
     fn set_weight(&mut self, r: &Roster, now: Time, c: ClientId, old: Weight, new: Weight, status: Status) {
         self.reweigh.change_weight(c, old, new, status.is_runnable());
-        let tun = self.tun;
-        let se = &mut self.ents[c];
-        if status.is_runnable() {
-            self.cpus[se.cpu].rq.reweight(&tun, c, se, new.get());
-        } else {
-            R::reweight_sleeping(se, new.get());
-        }
-        self.readjust(r, None);
+        self.set_load_weight(r, now, c, new.get(), None);
+        self.readjust(r, now, None);
         self.balance_due(now);
     }
 
@@ -866,6 +906,7 @@ impl<R: FairRq> Policy for LinuxPolicy<R> {
         let se = &mut self.ents[client];
         self.cpus[k].lru.remove(&(se.stamp, client));
         se.stamp = stamp;
+        (se.exec_start, se.charged) = (now, 0);
         self.cpus[k].lru.insert((stamp, client));
         Some((client, slice.max(1)))
     }
@@ -875,14 +916,15 @@ impl<R: FairRq> Policy for LinuxPolicy<R> {
         let tun = self.tun;
         let se = &mut self.ents[c];
         let part = &mut self.cpus[cpu.index()];
-        part.rq.put_prev(&tun, c, se, ran, why.still_runnable());
+        let rest = ran.saturating_sub(std::mem::take(&mut se.charged));
+        part.rq.put_prev(&tun, c, se, rest, why.still_runnable());
         if !why.still_runnable() {
             part.lru.remove(&(se.stamp, c));
             if why == StopReason::Left {
                 self.ents.remove(c);
             }
             self.reweigh.remove(c, w);
-            self.readjust(r, None);
+            self.readjust(r, now, None);
         }
         self.balance_due(now);
     }

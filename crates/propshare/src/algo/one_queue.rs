@@ -10,7 +10,9 @@
 //!
 //! 1. (the [`Shell`]) validate and record the event in the [`Roster`];
 //! 2. advance the algorithm's virtual clock to `now`;
-//! 3. apply the rule;
+//! 3. apply the rule (a weight change the host asks for goes to
+//!    [`TagRules::set_weight`], a φ changed by readjustment to
+//!    [`TagRules::reweight`]);
 //! 4. (the shell) keep the readjusted weights current ([`Reweigh`]; a no-op
 //!    for the plain variants); each client whose φ changed is handed to the
 //!    rules, and the fluid rate to [`TagRules::set_rate`].
@@ -82,6 +84,11 @@ pub trait TagRules: Clone + Debug {
             self.requeue(c, t);
         }
     }
+    /// The host changed `c`'s weight to `phi` (readjustment's φ changes come
+    /// through [`TagRules::reweight`]). Default: the same as a readjusted φ.
+    fn set_weight(&mut self, c: ClientId, t: &mut Tagged<Self::Tags>, phi: Phi, status: Status) {
+        self.reweight(c, t, phi, status);
+    }
     /// Take the queued client a free CPU should run, if any.
     fn take(&mut self, clients: &mut ClientTable<Tagged<Self::Tags>>) -> Option<ClientId>;
     /// The queued clients, in any order (for the invariant check).
@@ -126,6 +133,13 @@ impl<R: TagRules> OneQueue<R> {
         }
     }
 
+    fn set_weight(&mut self, status: Status, c: ClientId, phi: Phi) {
+        let Some(t) = self.clients.get_mut(c) else { return };
+        if !same_phi(t.phi, phi) {
+            self.rules.set_weight(c, t, phi, status);
+        }
+    }
+
     /// `c` (weight `w`) became runnable with its plain weight.
     fn arrive(&mut self, c: ClientId, w: Weight) {
         let t = &mut self.clients[c];
@@ -167,9 +181,9 @@ impl<R: TagRules> Policy for OneQueue<R> {
     }
 
     #[inline]
-    fn set_weight(&mut self, r: &Roster, now: Time, c: ClientId, _old: Weight, new: Weight, _s: Status) {
+    fn set_weight(&mut self, _r: &Roster, now: Time, c: ClientId, _old: Weight, new: Weight, status: Status) {
         self.rules.advance(now);
-        self.reweight(r, c, Phi::whole(new.get()));
+        self.set_weight(status, c, Phi::whole(new.get()));
     }
 
     #[inline]

@@ -47,6 +47,16 @@
 //! start tag of all runnable clients while it runs). (untested)
 //! Gap SFQ-2: when the system is idle, v is the largest finish tag charged so far
 //! (SFQ's end-of-busy-period rule), kept until a client is runnable again. (untested)
+//! Gap SFQ-3: a weight change the host asks for (SFQ's papers fix each flow's
+//! rate), if it raises the weight, keeps the client's lag in service, `φ(S −
+//! v)`: `S' = v + (S − v) φ/φ'`; a drop keeps S ([`keep_lag`], stride
+//! scheduling's `client_modify` in SFQ's tags).
+//! Keeping S, as we did, turned the lead of one quantum a client earned at
+//! weight 1 into a lead of a thousand quanta at weight 1000: raised back, it
+//! did not run for 8 s while its fluid share was 2/3 of a CPU
+//! (`scenarios/examples/reweight-starvation.toml`). A φ changed by
+//! readjustment (`sfq+readjust`) keeps S, as the SFS paper's readjustment
+//! does. (test: `raised_weight_is_not_starved`)
 
 use std::collections::BTreeSet;
 
@@ -56,7 +66,7 @@ use crate::readjust::Phi;
 use crate::roster::{ClientTable, Status};
 use crate::scheduler::SchedConfig;
 use crate::shell::Shell;
-use crate::vtime::{tag_delta, VTime};
+use crate::vtime::{keep_lag, tag_delta, VTime};
 
 /// Start-time fair queueing on one global queue.
 pub type Sfq = Shell<OneQueue<SfqRules>>;
@@ -133,6 +143,23 @@ impl TagRules for SfqRules {
     /// Tags do not depend on φ until the next charge: nothing to re-key.
     fn reweight(&mut self, _c: ClientId, t: &mut Tagged<SfqTag>, phi: Phi, _status: Status) {
         t.phi = phi;
+    }
+
+    /// A host weight change keeps the lag in service (Gap SFQ-3):
+    /// `S' = v + (S − v) φ/φ'` ([`keep_lag`]); v is unchanged (S ≥ v for every
+    /// runnable client, and the client at v stays at v).
+    fn set_weight(&mut self, c: ClientId, t: &mut Tagged<SfqTag>, phi: Phi, status: Status) {
+        let v = self.virtual_time();
+        self.depart(c, t);
+        t.tags.start = keep_lag(t.tags.start, v, t.phi, phi);
+        t.phi = phi;
+        match status {
+            Status::Runnable => self.requeue(c, t),
+            Status::Running(_) => {
+                self.runnable.insert((t.tags.start, c));
+            }
+            Status::Blocked => {}
+        }
     }
 
     /// The smallest start tag among the waiting clients (ties: lower id).

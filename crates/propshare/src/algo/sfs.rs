@@ -183,6 +183,16 @@
 //!   has it; the wall-clock reading (`lifetime`) is the `-wall` scenario. The
 //!   paper's Fig. 5 gives no horizon; ours is 120 s (scenarios under
 //!   `scenarios/papers/sfs/frequent-arrivals-4.3*.toml`). (untested)
+//! * Gap SFS-15: a weight change (`setweight`, section 3.1) moves the client's
+//!   tags so that its lag in service `φ(S − v)` is kept: `S' = v + (S − v)
+//!   φ/φ'` (F likewise), φ the instantaneous weight before and the new
+//!   weight, if it is a raise; a drop keeps the tags ([`keep_lag`]); readjustment then runs as the paper says, and a φ it
+//!   changes keeps S (Eq. 4 reads the current φ). The paper does not say
+//!   what S becomes. Keeping S, as we did, turned the one-quantum lead a
+//!   client earned at weight 1 into a thousand-quantum lead when it was
+//!   raised to 1000: it did not run for 20 s while its fluid share was 2/3
+//!   of a CPU (`scenarios/examples/reweight-starvation.toml`).
+//!   (test: `raised_weight_is_not_starved`)
 //!
 //! Readjustment can be switched off ([`SfsOptions::readjust`], not
 //! registered) to show why it is part of SFS: without it SFS starves a
@@ -196,7 +206,7 @@ use crate::readjust::{readjust_weights, FeasibleSet, Phi};
 use crate::roster::{ClientTable, Roster, Status};
 use crate::scheduler::{Kick, SchedConfig};
 use crate::shell::{Policy, Shell};
-use crate::vtime::{VTime, VT_SCALE};
+use crate::vtime::{keep_lag, VTime, VT_SCALE};
 use crate::wide::U256;
 
 mod kinetic;
@@ -676,6 +686,29 @@ impl SfsPolicy {
         }
     }
 
+    /// Before `c`'s weight changes to `phi` (Gap SFS-15): move its tags so
+    /// that its lag in service `φ(S − v)` is kept, `S' = v + (S − v) φ/φ'`
+    /// ([`keep_lag`]); v does not move (S ≥ v, and S = v stays at v).
+    fn keep_lag(&mut self, roster: &Roster, c: ClientId, phi: Phi) {
+        let Ok(status) = roster.status(c) else { return };
+        let v = self.v;
+        let waiting = status == Status::Runnable;
+        let q = self.queued(c).expect("client exists");
+        if waiting {
+            self.queue_remove(q);
+        }
+        let x = &mut self.clients[c];
+        let (start, finish) = (keep_lag(x.start, v, x.phi, phi), keep_lag(x.finish, v, x.phi, phi));
+        (x.start, x.finish) = (start, finish);
+        if status.is_runnable() {
+            self.by_start.remove(&(q.start, c));
+            self.by_start.insert((start, c));
+        }
+        if waiting {
+            self.queue_insert(self.queued(c).expect("exists"));
+        }
+    }
+
     fn classes(&self) -> bool {
         self.opts.surplus_order == SurplusOrder::WeightClasses
     }
@@ -899,7 +932,9 @@ impl Policy for SfsPolicy {
             self.by_weight.remove(c, old);
             self.by_weight.insert(c, w);
         }
-        // A running client's new φ enters its finish tag at its quantum end.
+        // Gap SFS-15: the tags move so that the lag in service is kept; a
+        // running client's new φ enters its finish tag at its quantum end.
+        self.keep_lag(roster, c, Phi::whole(w.get()));
         self.set_phi(roster, c, Phi::whole(w.get()));
         if status.is_runnable() {
             self.readjust(roster);

@@ -61,8 +61,8 @@
 //!
 //! Cost: pick O(1) amortised on one CPU (one step of the walk; resetting the
 //! counters is O(N) once per cycle of `Σw ≥ N` quanta), plus skipping the at
-//! most P − 1 clients running on other CPUs; join, wake and weight change
-//! O(log N) (finding the place in share order, a B-tree beside the list; the
+//! most P − 1 clients running on other CPUs; join and wake O(log N), weight
+//! change O(N) (Gap VTRR-8) (finding the place in share order, a B-tree beside the list; the
 //! GR3 paper gives O(log N) for VTRR's insert); leave, block, stop O(1).
 //!
 //! Gap VTRR-1: the VTRR paper's text beyond its abstract and introduction was not
@@ -86,8 +86,14 @@
 //! used (tested: `vtrr_counter_rule_decides_after_wakes`).
 //! (test: `vtrr_counter_rule_decides_after_wakes`)
 //! Gap VTRR-4: a waking client gets `VFT = max(VFT_last, QVT + Q/S)` (fair
-//! queueing's rule, so sleeping earns no credit); a weight change keeps the
-//! virtual start `VFT − Q/S_old` and sets `VFT = start + Q/S_new`. (untested)
+//! queueing's rule, so sleeping earns no credit); a weight raise keeps the
+//! client's lag in service (a drop keeps the virtual start): its virtual start `VFT − Q/S_old` moves to
+//! `QVT + (start − QVT) S_old/S_new` ([`vtime::keep_lag`]) and `VFT = start' +
+//! Q/S_new`. Keeping the virtual start itself, as we did, turned the lead
+//! a client earned at weight 1 into a thousand times larger one when it was
+//! raised to 1000: it failed the VFT test for 8 s
+//! (`scenarios/examples/reweight-starvation.toml`).
+//! (test: `raised_weight_is_not_starved`)
 //! Gap VTRR-5: if the client the walk stands on leaves the queue (blocks, leaves,
 //! changes weight), the walk restarts at the head of the queue. (untested)
 //! Gap VTRR-6: on P CPUs clients running on other CPUs are skipped by the walk; if
@@ -126,9 +132,24 @@
 //! ([`Reweigh::waiting_capped`](crate::algo::reweigh::Reweigh::waiting_capped); cursor and counter untouched, VFT charged
 //! as usual). Section 4.2 pattern: 1:2:1 under either host ordering (tested).
 //!
-//! Gap VTRR-7: a φ change rescales VFT as a weight change does (virtual start
-//! kept) but leaves the current counter alone: the new φ reaches the
-//! counter at the next cycle. (untested)
+//! Gap VTRR-7: a φ changed by readjustment keeps the virtual start `VFT −
+//! Q/φ_old` (VFT = start + Q/φ_new) and leaves the current counter alone:
+//! the new φ reaches the counter at the next cycle. (untested)
+//! Gap VTRR-8: a weight change the host asks for gives the client, for the
+//! rest of the current cycle, as many quanta per unit of share as the other
+//! queued clients have left: `⌊S_C · left / S_o⌋`, `left` their counters and
+//! `S_o` their shares (the proportion of the join rule of the implementation
+//! of Gap VTRR-2), within the new share and the time-counter invariant (Gap
+//! VTRR-3). This costs O(N) per weight change. With `S_o + S_C` below the
+//! line, a raised client's counter came out below that of a lighter client
+//! after it, was raised to it by the invariant, and the walk then ran the
+//! two 1:1 for the rest of the cycle (26 quanta behind at shares 1551:1000). Keeping the counter, as we
+//! did, left a client raised from weight 1 to 1000 with no counter until the
+//! cycle of the others' 1000-quantum counters ended: 8 s without running on
+//! 2 CPUs (`scenarios/examples/reweight-starvation.toml`); adding what the
+//! raise adds instead let it run its whole new share while the others,
+//! their counters spent, waited for the next cycle (535 quanta behind).
+//! (test: `raised_weight_is_not_starved`, `weight_changes_keep_lag_bounded`)
 
 use std::cmp::Reverse;
 use std::collections::BTreeSet;
@@ -141,7 +162,7 @@ use crate::readjust::{Phi, Readjustment};
 use crate::roster::{ClientTable, Roster, Status};
 use crate::scheduler::{Kick, SchedConfig};
 use crate::shell::{Policy, Shell, Variants};
-use crate::vtime::{tag_delta, VTime, VirtualClock};
+use crate::vtime::{self, tag_delta, VTime, VirtualClock};
 
 #[derive(Clone, Copy, Debug)]
 struct Client {
@@ -221,15 +242,20 @@ impl Variants for VtrrPolicy {
 }
 
 impl VtrrPolicy {
-    /// `c`'s share is now `phi`: keep its virtual start `VFT − Q/φ_old`.
-    fn set_phi(&mut self, c: ClientId, phi: Phi) {
-        let q = self.quantum;
+    /// `c`'s share is now `phi`: keep its virtual start `VFT − Q/φ_old`
+    /// (readjustment, Gap VTRR-7), or with `keep_lag` its lag in service
+    /// (a host weight change, Gap VTRR-4).
+    fn set_phi(&mut self, c: ClientId, phi: Phi, keep_lag: bool) {
+        let (q, qvt) = (self.quantum, self.qvt.value());
         let Some(e) = self.clients.get_mut(c) else { return };
         let old = e.share.phi();
         if same_phi(old, phi) {
             return;
         }
-        let start = e.vft.saturating_sub(tag_delta(q, old));
+        let mut start = e.vft.saturating_sub(tag_delta(q, old));
+        if keep_lag {
+            start = vtime::keep_lag(start, qvt, old, phi);
+        }
         e.vft = start + tag_delta(q, phi);
         e.share.set(phi);
     }
@@ -340,6 +366,20 @@ impl VtrrPolicy {
         self.first_with_counter(r)
     }
 
+    /// Gap VTRR-8: the counter of a client whose share becomes `w` mid-cycle
+    /// (it is out of the queue): as many quanta per unit of share as the
+    /// queued clients have left, `⌊w · left / S_o⌋`, `left` their counters
+    /// and `S_o` their shares. O(N).
+    fn counter_for_rest_of_cycle(&self, w: Weight) -> u64 {
+        let (mut left, mut total) = (0u128, 0u128);
+        for c in self.queue.iter(&self.clients) {
+            let e = &self.clients[c];
+            left += e.counter as u128;
+            total += e.share.floor(1) as u128;
+        }
+        (w.get() as u128 * left / total.max(1)).min(u64::MAX as u128) as u64
+    }
+
     /// A client joins or wakes: `VFT = QVT + Q/S` ([recalled]), never below
     /// the VFT it left with (Gap, [ours]: sleeping earns no credit).
     fn arrive(&mut self, c: ClientId, w: Weight, vft_last: VTime) {
@@ -385,10 +425,10 @@ impl Policy for VtrrPolicy {
     #[inline]
     fn set_weight(&mut self, _r: &Roster, now: Time, c: ClientId, old: Weight, new: Weight, status: Status) {
         self.qvt.advance(now);
-        let counter = self.clients[c].counter;
-        self.set_phi(c, Phi::whole(new.get()));
+        self.set_phi(c, Phi::whole(new.get()), true);
         if status.is_runnable() {
             self.unlink(c, old);
+            let counter = self.counter_for_rest_of_cycle(new);
             self.insert(c, new, counter);
         }
     }
@@ -431,7 +471,7 @@ impl Policy for VtrrPolicy {
         self.readjustment = *rate;
         self.qvt.set_rate(rate);
         for &(c, phi) in changes {
-            self.set_phi(c, phi);
+            self.set_phi(c, phi, false);
         }
     }
 

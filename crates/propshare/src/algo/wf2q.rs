@@ -49,16 +49,23 @@
 //! every pick, so the scheduler is work-conserving. (untested)
 //! Gap WF2Q-3: a quantum that ends early is charged its real length (the paper's
 //! packets have known lengths); the next quantum is tagged as a full Q. (untested)
+//! Gap WF2Q-4: a weight change the host asks for (the papers fix each
+//! session's rate), if it raises the weight, keeps the client's lag in
+//! service, `φ(S − V)`: `S' = V + (S − V) φ/φ'` (ahead or behind); a drop
+//! keeps S ([`keep_lag`]); the queued quantum is tagged again, `F = S' + Q/φ'`. Keeping S, as we did, starved a client raised
+//! from weight 1 back to 1000 for 8 s (`scenarios/examples/reweight-starvation.toml`).
+//! A φ changed by readjustment (`wf2q+readjust`) keeps S, as the SFS paper's
+//! readjustment does. (test: `raised_weight_is_not_starved`)
 
 use std::collections::BTreeSet;
 
 use super::one_queue::{OneQueue, TagRules, Tagged};
 use crate::model::{ClientId, Time};
 use crate::readjust::{Phi, Readjustment};
-use crate::roster::ClientTable;
+use crate::roster::{ClientTable, Status};
 use crate::scheduler::SchedConfig;
 use crate::shell::Shell;
-use crate::vtime::{tag_delta, VTime, VirtualClock};
+use crate::vtime::{keep_lag, tag_delta, VTime, VirtualClock};
 
 /// WF2Q+ on one global queue.
 pub type Wf2q = Shell<OneQueue<Wf2qRules>>;
@@ -184,6 +191,19 @@ impl TagRules for Wf2qRules {
     /// Still backlogged: `S = F_last` (no max with V).
     fn requeue(&mut self, c: ClientId, t: &mut Tagged<Wf2qTags>) {
         self.enqueue(c, t);
+    }
+
+    /// A host weight change keeps the lag in service (Gap WF2Q-4).
+    fn set_weight(&mut self, c: ClientId, t: &mut Tagged<Wf2qTags>, phi: Phi, status: Status) {
+        let queued = status == Status::Runnable;
+        if queued {
+            self.depart(c, t);
+        }
+        t.tags.start = keep_lag(t.tags.start, self.v(), t.phi, phi);
+        t.phi = phi;
+        if queued {
+            self.enqueue(c, t);
+        }
     }
 
     /// Among the eligible clients, the smallest F (ties: lower id).

@@ -27,6 +27,15 @@
 //! with the plain (not readjusted) weights, which is what the GR3 and SFS
 //! papers compare against as WFQ on an SMP. (untested)
 //!
+//! Gap WFQ-2: a weight change the host asks for (the papers fix each
+//! session's rate), if it raises the weight, keeps the client's lag in
+//! service, `φ(S − V)`: `S' = V + (S − V) φ/φ'`; a drop keeps S
+//! ([`keep_lag`]); its queued quantum is tagged again.
+//! Keeping S, as we did, starved a client dropped from weight 1000 to 1 and
+//! raised again for hundreds of quanta (the contract test of
+//! `propshare-sim/tests/reweight.rs` found it). A φ changed by
+//! readjustment (`wfq+readjust`) keeps S. (test: `weight_changes_keep_lag_bounded`)
+//!
 //! Cost: pick, stop, join, leave, block, wake O(log N) (a B-tree); with
 //! readjustment each runnable-set change adds O(P log N) for re-keying the at
 //! most P capped clients.
@@ -36,10 +45,10 @@ use std::collections::BTreeSet;
 use super::one_queue::{OneQueue, TagRules, Tagged};
 use crate::model::{ClientId, Time};
 use crate::readjust::{Phi, Readjustment};
-use crate::roster::ClientTable;
+use crate::roster::{ClientTable, Status};
 use crate::scheduler::SchedConfig;
 use crate::shell::Shell;
-use crate::vtime::{tag_delta, VTime, VirtualClock};
+use crate::vtime::{keep_lag, tag_delta, VTime, VirtualClock};
 
 /// Weighted fair queueing on one global queue.
 pub type Wfq = Shell<OneQueue<WfqRules>>;
@@ -107,6 +116,19 @@ impl TagRules for WfqRules {
 
     fn requeue(&mut self, c: ClientId, t: &mut Tagged<WfqTags>) {
         self.enqueue(c, t);
+    }
+
+    /// A host weight change keeps the lag in service (Gap WFQ-2).
+    fn set_weight(&mut self, c: ClientId, t: &mut Tagged<WfqTags>, phi: Phi, status: Status) {
+        let queued = status == Status::Runnable;
+        if queued {
+            self.depart(c, t);
+        }
+        t.tags.start = keep_lag(t.tags.start, self.clock.value(), t.phi, phi);
+        t.phi = phi;
+        if queued {
+            self.enqueue(c, t);
+        }
     }
 
     /// The smallest finish tag (ties: lower id).
