@@ -319,7 +319,8 @@ fn balancing(
                 )?;
             }
             Ok(())
-        })?;
+        })
+        .with_context(|| out.join("bench_balancing.csv").display().to_string())?;
     }
     Ok(results)
 }

@@ -691,7 +691,11 @@ fn an_interrupted_run_keeps_what_finished() {
                 std::thread::sleep(std::time::Duration::from_millis(20));
             }
         } else {
-            std::thread::sleep(std::time::Duration::from_millis(300));
+            // The output directory is made once the signal handlers are in place.
+            while !o.exists() {
+                assert!(started.elapsed().as_secs() < 120, "the run never started");
+                std::thread::sleep(std::time::Duration::from_millis(5));
+            }
         }
         // SAFETY: kill(2) on our own child's pid.
         unsafe { libc::kill(child.id() as i32, sig) };
@@ -728,6 +732,13 @@ fn validation_gaps_are_located_errors() {
         ("lateoffset", "cpus = 2", "cpus = 2\noffsets = [\"0\", \"2s\"]", "machine.offsets[1]", "never run"),
         ("badoffset", "cpus = 2", "cpus = 2\noffsets = 5", "machine.offsets", "\"staggered\""),
         ("switch", "cpus = 2", "cpus = 2\nswitch_cost = \"10ms\"", "machine.switch_cost", "not below the quantum"),
+        (
+            "staggerbig",
+            "quantum = \"10ms\"",
+            "quantum = \"18446744073709551615ns\"\noffsets = \"staggered\"",
+            "machine.offsets[1]",
+            "never run",
+        ),
         ("nomachine", "[machine]\ncpus = 2\nquantum = \"10ms\"\nhorizon = \"1s\"\n", "", "machine", "missing table [machine]"),
         ("nohorizon", "horizon = \"1s\"\n", "", "machine.horizon", "missing field"),
         ("gamma", "\"exponential\"", "\"gamma\"", "client[1].sleep", "expected one of `constant`, `uniform`, `exponential`"),

@@ -14,21 +14,21 @@
 //!   min(count, (end − start) / stay + 1), where stay is a member's `work`
 //!   or `lifetime` (a member stays at least that long) and end is
 //!   min(until, H);
-//! * **events** E = P · H/Q (a decision per CPU per quantum)
-//!   + Σ over clients that sleep of 3 · stay / (run + sleep), run and sleep
-//!   their mean phase lengths (each cycle blocks, wakes and is picked once)
-//!   + 3 · N (arrival, departure, one decision) + the weight changes
-//!   + N · H/b for the `within_quantum` band grid b (every grid instant
-//!   reads every client) + N · H/t for each `lag_windows` length t
-//!   + k · H/s for the lag plot grid s (first run only);
+//! * **events** E = P · H/Q (a decision per CPU per quantum), plus
+//!   3 · stay / (run + sleep) for each client that sleeps, run and sleep
+//!   its mean phase lengths (each cycle blocks, wakes and is picked once),
+//!   plus 3 · N (arrival, departure, one decision) and the weight changes,
+//!   plus N · H/b for the `within_quantum` band grid b (every grid instant
+//!   reads every client) and N · H/t for each `lag_windows` length t, plus
+//!   k · H/s for the lag plot grid s (first run only);
 //! * **lag samples** S = k · (H/s + 2 · H/Q · min(P, N)/N), the k plotted
 //!   clients (at most 8 by default) sampled on the grid and at each of
 //!   their runs' starts and stops, a client running in at most min(1, P/N)
 //!   of the quanta (first run only, when plots are drawn);
 //! * **memory** M = N · [`CLIENT_BYTES`] (engine, scheduler, fluid reference
-//!   and the client's spec) + 16 B · S + 8 B per wake-up (wake latencies)
-//!   + N · (8 B per claim window + 96 B per lag window length)
-//!   + R · N · [`RESULT_BYTES`] for the per-client results of all R runs,
+//!   and the client's spec), plus 16 B · S, 8 B per wake-up (wake
+//!   latencies), N · (8 B per claim window + 96 B per lag window length),
+//!   and R · N · [`RESULT_BYTES`] for the per-client results of all R runs,
 //!   which are kept until the metrics files are written.
 //!
 //! The whole scenario costs R · E events and at most max(M) bytes, with

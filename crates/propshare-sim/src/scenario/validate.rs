@@ -314,21 +314,10 @@ impl Scenario {
                         format!("{} offsets for {cpus} CPUs: give one per CPU, or \"staggered\"", l.len()),
                     ))
                 }
-                RawOffsets::List(l) => {
-                    if let Some((k, d)) = l.iter().enumerate().find(|(_, d)| d.0 >= horizon) {
-                        return Err(cx.err(
-                            o.span(),
-                            &format!("machine.offsets[{k}]"),
-                            format!(
-                                "CPU {k} would start at {} ns, not before the horizon ({horizon} ns): it would never run",
-                                d.0
-                            ),
-                        ));
-                    }
-                    l.iter().map(|d| d.0).collect()
-                }
+                RawOffsets::List(l) => l.iter().map(|d| d.0).collect(),
                 RawOffsets::Named(n) if n == "staggered" => {
-                    (0..cpus as u64).map(|k| k * quantum / cpus as u64).collect()
+                    // k·Q/P < Q, in 128 bits: k·Q may not fit in 64.
+                    (0..cpus as u128).map(|k| (k * quantum as u128 / cpus as u128) as Time).collect()
                 }
                 RawOffsets::Named(n) => {
                     return Err(cx.err(
@@ -339,6 +328,13 @@ impl Scenario {
                 }
             },
         };
+        if let (Some(o), Some((k, t))) = (&m.offsets, offsets.iter().enumerate().find(|(_, &t)| t >= horizon)) {
+            return Err(cx.err(
+                o.span(),
+                &format!("machine.offsets[{k}]"),
+                format!("CPU {k} would start at {t} ns, not before the horizon ({horizon} ns): it would never run"),
+            ));
+        }
         let machine = SimConfig {
             cpus,
             quantum,
