@@ -11,82 +11,102 @@
 //! (GDQ, VTRR), or SRR's rows. Round-robin rings (GR3's groups, GDQ's
 //! queues, the weight classes) are lists read cyclically from a current
 //! client the user keeps ([`List::next_cyclic`], [`List::insert_before_cyclic`]).
+//!
+//! Nodes are [`ClientId`]s unless a user names its own [`Node`] type (DWRR's
+//! per-CPU queues link the slots of their CPU's entry slab, so that a list
+//! step touches only that CPU's entries).
 
 use crate::model::ClientId;
 use crate::roster::ClientTable;
 
-/// A client's neighbours in its list (`None` at the ends), in 8 bytes:
-/// `ClientId(u32::MAX)` (a table that large cannot exist) stands for `None`.
-#[derive(Clone, Copy, PartialEq, Eq)]
-pub struct Link {
-    pub(crate) prev: ClientId,
-    pub(crate) next: ClientId,
+/// What a list links: a small copyable id with a value that stands for "none".
+pub trait Node: Copy + Eq + std::fmt::Debug {
+    /// "No neighbour" inside a [`Link`] (an id no list holds).
+    const NIL: Self;
 }
 
-/// "No neighbour" inside a [`Link`].
-pub(crate) const NIL: ClientId = ClientId(u32::MAX);
+/// `ClientId(u32::MAX)`: a table that large cannot exist.
+impl Node for ClientId {
+    const NIL: ClientId = ClientId(u32::MAX);
+}
 
-impl Link {
+/// "No neighbour" for client lists (users that spell their links out).
+pub(crate) const NIL: ClientId = <ClientId as Node>::NIL;
+
+/// A slot index (`u32::MAX`: a slab that large cannot exist).
+impl Node for u32 {
+    const NIL: u32 = u32::MAX;
+}
+
+/// A client's neighbours in its list (`None` at the ends), in 8 bytes:
+/// [`Node::NIL`] stands for `None`.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub struct Link<N: Node = ClientId> {
+    pub(crate) prev: N,
+    pub(crate) next: N,
+}
+
+impl<N: Node> Link<N> {
     /// The link between `prev` and `next`.
     #[inline]
-    pub fn new(prev: Option<ClientId>, next: Option<ClientId>) -> Link {
-        Link { prev: prev.unwrap_or(NIL), next: next.unwrap_or(NIL) }
+    pub fn new(prev: Option<N>, next: Option<N>) -> Link<N> {
+        Link { prev: prev.unwrap_or(N::NIL), next: next.unwrap_or(N::NIL) }
     }
 
     /// The client before.
     #[inline]
-    pub fn prev(self) -> Option<ClientId> {
-        (self.prev != NIL).then_some(self.prev)
+    pub fn prev(self) -> Option<N> {
+        (self.prev != N::NIL).then_some(self.prev)
     }
 
     /// The client after.
     #[inline]
-    pub fn next(self) -> Option<ClientId> {
-        (self.next != NIL).then_some(self.next)
+    pub fn next(self) -> Option<N> {
+        (self.next != N::NIL).then_some(self.next)
     }
 
     /// Change the client before.
     #[inline]
-    pub fn set_prev(&mut self, prev: Option<ClientId>) {
-        self.prev = prev.unwrap_or(NIL);
+    pub fn set_prev(&mut self, prev: Option<N>) {
+        self.prev = prev.unwrap_or(N::NIL);
     }
 
     /// Change the client after.
     #[inline]
-    pub fn set_next(&mut self, next: Option<ClientId>) {
-        self.next = next.unwrap_or(NIL);
+    pub fn set_next(&mut self, next: Option<N>) {
+        self.next = next.unwrap_or(N::NIL);
     }
 }
 
-impl Default for Link {
-    fn default() -> Link {
-        Link { prev: NIL, next: NIL }
+impl<N: Node> Default for Link<N> {
+    fn default() -> Link<N> {
+        Link { prev: N::NIL, next: N::NIL }
     }
 }
 
-impl std::fmt::Debug for Link {
+impl<N: Node> std::fmt::Debug for Link<N> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Link").field("prev", &self.prev()).field("next", &self.next()).finish()
     }
 }
 
 /// Where a list's links live.
-pub trait Links {
+pub trait Links<N: Node = ClientId> {
     /// `c`'s link (`c` must be linked).
-    fn link(&self, c: ClientId) -> Link;
+    fn link(&self, c: N) -> Link<N>;
     /// Set the client before `c` (`c` must be linked).
-    fn set_prev(&mut self, c: ClientId, prev: Option<ClientId>);
+    fn set_prev(&mut self, c: N, prev: Option<N>);
     /// Set the client after `c` (`c` must be linked).
-    fn set_next(&mut self, c: ClientId, next: Option<ClientId>);
+    fn set_next(&mut self, c: N, next: Option<N>);
     /// `c` enters a list with `link`.
     #[inline]
-    fn put(&mut self, c: ClientId, link: Link) {
+    fn put(&mut self, c: N, link: Link<N>) {
         self.set_prev(c, link.prev());
         self.set_next(c, link.next());
     }
     /// `c` leaves its list: its last link.
     #[inline]
-    fn take(&mut self, c: ClientId) -> Link {
+    fn take(&mut self, c: N) -> Link<N> {
         self.link(c)
     }
 }
@@ -117,17 +137,25 @@ impl Links for ClientTable<Link> {
 }
 
 /// A list's header: its ends and its length.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct List {
-    head: Option<ClientId>,
-    tail: Option<ClientId>,
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct List<N: Node = ClientId> {
+    head: Option<N>,
+    tail: Option<N>,
     len: usize,
+}
+
+impl<N: Node> Default for List<N> {
+    fn default() -> List<N> {
+        List { head: None, tail: None, len: 0 }
+    }
 }
 
 impl List {
     /// An empty list.
     pub const EMPTY: List = List { head: None, tail: None, len: 0 };
+}
 
+impl<N: Node> List<N> {
     /// Number of clients.
     #[inline]
     pub fn len(&self) -> usize {
@@ -142,43 +170,43 @@ impl List {
 
     /// The first client.
     #[inline]
-    pub fn front(&self) -> Option<ClientId> {
+    pub fn front(&self) -> Option<N> {
         self.head
     }
 
     /// The last client.
     #[inline]
-    pub fn back(&self) -> Option<ClientId> {
+    pub fn back(&self) -> Option<N> {
         self.tail
     }
 
     /// The client after `c` (in this list), or `None` after the last.
     #[inline]
-    pub fn next(&self, links: &impl Links, c: ClientId) -> Option<ClientId> {
+    pub fn next(&self, links: &impl Links<N>, c: N) -> Option<N> {
         links.link(c).next()
     }
 
     /// The client before `c` (in this list), or `None` before the first.
     #[inline]
-    pub fn prev(&self, links: &impl Links, c: ClientId) -> Option<ClientId> {
+    pub fn prev(&self, links: &impl Links<N>, c: N) -> Option<N> {
         links.link(c).prev()
     }
 
     /// The client after `c` read as a ring: the first after the last.
     #[inline]
-    pub fn next_cyclic(&self, links: &impl Links, c: ClientId) -> ClientId {
+    pub fn next_cyclic(&self, links: &impl Links<N>, c: N) -> N {
         links.link(c).next().or(self.head).expect("c is in this list")
     }
 
     /// The client before `c` read as a ring: the last before the first.
     #[inline]
-    pub fn prev_cyclic(&self, links: &impl Links, c: ClientId) -> ClientId {
+    pub fn prev_cyclic(&self, links: &impl Links<N>, c: N) -> N {
         links.link(c).prev().or(self.tail).expect("c is in this list")
     }
 
     /// Link `c` (not linked) last.
     #[inline]
-    pub fn push_back(&mut self, links: &mut impl Links, c: ClientId) {
+    pub fn push_back(&mut self, links: &mut impl Links<N>, c: N) {
         links.put(c, Link::new(self.tail, None));
         match self.tail {
             Some(t) => links.set_next(t, Some(c)),
@@ -190,7 +218,7 @@ impl List {
 
     /// Link `c` (not linked) first.
     #[inline]
-    pub fn push_front(&mut self, links: &mut impl Links, c: ClientId) {
+    pub fn push_front(&mut self, links: &mut impl Links<N>, c: N) {
         links.put(c, Link::new(None, self.head));
         match self.head {
             Some(h) => links.set_prev(h, Some(c)),
@@ -201,7 +229,7 @@ impl List {
     }
 
     /// Link `c` (not linked) just before `before`, or last if `before` is `None`.
-    pub fn insert_before(&mut self, links: &mut impl Links, before: Option<ClientId>, c: ClientId) {
+    pub fn insert_before(&mut self, links: &mut impl Links<N>, before: Option<N>, c: N) {
         let Some(b) = before else { return self.push_back(links, c) };
         let Some(p) = links.link(b).prev() else { return self.push_front(links, c) };
         links.put(c, Link::new(Some(p), Some(b)));
@@ -213,7 +241,7 @@ impl List {
     /// Link `c` (not linked) just before `at` read as a ring: the last
     /// position of a round that starts at `at` (last if `at` is first).
     #[inline]
-    pub fn insert_before_cyclic(&mut self, links: &mut impl Links, at: ClientId, c: ClientId) {
+    pub fn insert_before_cyclic(&mut self, links: &mut impl Links<N>, at: N, c: N) {
         if self.head == Some(at) {
             self.push_back(links, c);
         } else {
@@ -223,7 +251,7 @@ impl List {
 
     /// Unlink `c` (which must be in this list). Returns its last link.
     #[inline]
-    pub fn remove(&mut self, links: &mut impl Links, c: ClientId) -> Link {
+    pub fn remove(&mut self, links: &mut impl Links<N>, c: N) -> Link<N> {
         let l = links.take(c);
         match l.prev() {
             Some(p) => links.set_next(p, l.next()),
@@ -239,24 +267,25 @@ impl List {
 
     /// Unlink and return the first client.
     #[inline]
-    pub fn pop_front(&mut self, links: &mut impl Links) -> Option<ClientId> {
+    pub fn pop_front(&mut self, links: &mut impl Links<N>) -> Option<N> {
         let c = self.head?;
         self.remove(links, c);
         Some(c)
     }
 
     /// The clients in order.
-    pub fn iter<'a>(&self, links: &'a impl Links) -> impl Iterator<Item = ClientId> + 'a {
+    pub fn iter<'a>(&self, links: &'a impl Links<N>) -> impl Iterator<Item = N> + 'a
+    where
+        N: 'a,
+    {
         std::iter::successors(self.head, move |&c| links.link(c).next())
     }
 
     /// `n` clients read as a ring from `start` (in this list) on.
-    pub fn walk_cyclic<'a>(
-        &self,
-        links: &'a impl Links,
-        start: ClientId,
-        n: usize,
-    ) -> impl Iterator<Item = ClientId> + 'a {
+    pub fn walk_cyclic<'a>(&self, links: &'a impl Links<N>, start: N, n: usize) -> impl Iterator<Item = N> + 'a
+    where
+        N: 'a,
+    {
         let head = self.head;
         std::iter::successors(Some(start), move |&c| links.link(c).next().or(head)).take(n)
     }

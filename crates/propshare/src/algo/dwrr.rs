@@ -21,18 +21,18 @@
 //! * **Round slicing (3.2.1).** A client whose cumulative runtime in the round
 //!   reaches its round slice is preempted and moved to round-expired.
 //! * **Round balancing (3.2.2)**, when p's round-active becomes empty
-//!   ([`DwrrPolicy::round_balance`]):
+//!   ([`round_balance`]):
 //!   - Step 1, if `round(p) = highest` or p's round-expired is empty: find
 //!     clients that are not running and are in round `highest` (round-active
 //!     of a CPU in round `highest`) or `highest-1` (round-active or
 //!     round-expired of a CPU in round `highest-1`), never those that finished
 //!     round `highest`; move some to p's round-active. The authors' policy:
 //!     ⌈X/2⌉ of the X clients in the round-expired queue of the first CPU in
-//!     round `highest-1` ([`DwrrPolicy::steal_expired_half`]), and from the most
+//!     round `highest-1` ([`steal_expired_half`]), and from the most
 //!     loaded CPU in round `highest` or `highest-1` (round-active load only)
-//!     as many as bring p up to the average load ([`DwrrPolicy::steal_to_average`]).
+//!     as many as bring p up to the average load ([`steal_to_average`]).
 //!   - Step 2, if p's round-active is still empty: swap round-active and
-//!     round-expired ([`DwrrPolicy::advance_round`]); if the new round-active is
+//!     round-expired ([`CpuPart::advance_round`]); if the new round-active is
 //!     empty p is idle and `round(p) = 0`, else `round(p) += 1` and `highest`
 //!     is raised to it.
 //! * **Arrival and wake-up (3.2.3).** The client goes to the round-active of
@@ -51,12 +51,41 @@
 //!
 //! # State split
 //!
-//! One [`CpuPart`] per CPU (round, the two queues, the running client, their
-//! loads) and the global [`Highest`]. Every cross-CPU step is a named function
-//! between two per-CPU parts: [`DwrrPolicy::migrate`] and the stealing policies built
-//! on it. Per-client state (weight, `used`, owner, local key, round-robin
-//! links) is in dense [`ClientTable`]s, O(N) in all rather than per CPU;
-//! in a concurrent host an entry is guarded by its owner CPU's lock.
+//! * The global part, [`DwrrShared`]: the options, [`Highest`] (an atomic
+//!   maximum) and the owner map, client → (CPU, slot), one atomic word per
+//!   client id, written only under the lock of the CPU that holds the entry.
+//! * One [`CpuPart`] per CPU: its round, the two local queues and their
+//!   loads, which one is active, the running client, the slab ([`Entries`])
+//!   of its clients' entries (weight, `used`, place, round while blocked,
+//!   the local key: virtual runtime, or round-robin links naming slots of
+//!   the same slab, so a queue operation needs no lookup), and its counters
+//!   (clients moved in, balancing steps; the policy sums them). An entry
+//!   moves with its client (migration, wake-up onto another CPU); a blocked
+//!   client's entry stays in the slab of the CPU it last was on. Memory is
+//!   one entry per client plus one owner word per client id, O(N) in all,
+//!   plus each slab's vacant slots (a slab keeps its high-water mark).
+//! * Steps are functions: one-CPU steps are [`CpuPart`] methods taking the
+//!   global part; cross-CPU steps ([`migrate`], [`steal_expired_half`],
+//!   [`steal_to_average`], [`steal_one`], a [`wake`] onto another CPU) take
+//!   the global part and two CPU parts. The steps over all the CPUs
+//!   ([`pick`] with [`round_balance`], [`join`], [`wake`], [`block`],
+//!   [`leave`], [`set_weight`], [`stopped`]) reach the parts through
+//!   [`Parts`]: directly in [`DwrrPolicy`] (one thread, what the [`Shell`]
+//!   wraps), or one lock per CPU in [`Locked`] (whose doc says which locks
+//!   each step takes). Round balancing's survey and arrival placement read
+//!   each CPU's [`Summary`] (round, load, round-active load, whether
+//!   clients wait in either queue) one CPU at a time.
+//! * In one thread every step sees what the last left, and the decisions are
+//!   those of the paper's rules. Under concurrency a survey or placement may
+//!   be stale by the time it acts, so every step checks again under the
+//!   locks it takes: a claimed target must still be idle or in round
+//!   `highest` (else placement chooses again), a stealing source must still
+//!   be in round `highest` or `highest`-1, a found client's entry must still
+//!   be where the owner map said, a CPU whose round-active was filled
+//!   meanwhile neither balances nor advances, and a survey that saw an
+//!   eligible client that another CPU took first is done again
+//!   (tests/dwrr_threaded.rs drives P CPU threads and a churn thread and
+//!   checks Invariant 1 and the bookkeeping at quiescent points).
 //!
 //! # Cost
 //!
@@ -138,11 +167,12 @@
 pub mod local;
 
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Mutex;
 
 pub use local::{LocalQueue, RoundRobinQueue, VruntimeQueue};
 
 use crate::model::{ClientId, CpuId, StopReason, Time, Weight};
-use crate::roster::{ClientTable, Roster, Status};
+use crate::roster::{Roster, Status};
 use crate::scheduler::{Kick, SchedConfig};
 use crate::shell::{Policy, Shell};
 
@@ -178,7 +208,7 @@ impl DwrrOptions {
     }
 }
 
-/// The global part: the highest round number of any CPU (paper 3.2.2).
+/// The highest round number of any CPU (paper 3.2.2).
 ///
 /// In a concurrent host every CPU reads it without a lock and Step 2 raises
 /// it with `fetch_max`; it never goes down (notes A12: a plain store could).
@@ -200,50 +230,285 @@ impl Highest {
     }
 }
 
-/// Which of its CPU's two queues a waiting client is in. The queues swap
-/// roles at every round advance (an O(1) swap: the clients do not move), so
-/// a client records the physical slot, and the CPU says which slot is active.
-type Slot = usize;
+/// A client entry's index in its CPU's slab ([`Entries`]).
+pub type Slot = u32;
+
+/// Which of its CPU's two queues (0 or 1) a waiting client is in. The
+/// queues swap roles at every round advance (an O(1) swap: the clients do
+/// not move), so an entry records the physical queue, and the CPU says
+/// which one is active.
+type Queue = usize;
 
 /// Where a client is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Place {
-    /// Waiting in queue `slot` of its CPU.
-    Queued(Slot),
+    /// Waiting in queue `q` of its CPU.
+    Queued(Queue),
     /// On its CPU (part of round-active).
     Running,
-    /// Blocked: owned by no CPU.
+    /// Blocked: its entry stays in its home CPU's slab, in no queue.
     Blocked,
 }
 
+/// A client's entry. It lives in the slab of the CPU that owns the client
+/// (a blocked client's home: the CPU it last ran or waited on) and moves
+/// with it.
 #[derive(Clone, Copy, Debug)]
-struct Client<K> {
+struct Entry<K> {
+    client: ClientId,
     weight: Weight,
     /// Service in the current round, in ns·U.
     used: u128,
-    /// The CPU that owns it (meaningless while blocked).
-    cpu: usize,
     place: Place,
     /// While blocked: the round its `used` counts toward (Gap DWRR-8).
     round: u64,
-    /// The local policy's state.
+    /// The local policy's state (virtual runtime, or round-robin links).
     key: K,
 }
 
-/// One CPU's part of the state (paper Fig. 1): its round number, the two
-/// queues of the local policy, round-active being `queues[active]`, the
-/// running client, and the local-policy load of each queue (the running
-/// client counts in round-active's).
-#[derive(Debug, Default)]
+impl<K: Default> Entry<K> {
+    fn new(client: ClientId, weight: Weight) -> Entry<K> {
+        Entry { client, weight, used: 0, place: Place::Blocked, round: 0, key: K::default() }
+    }
+}
+
+/// One CPU's slab of client entries. A vacant slot is reused by the next
+/// entry, so a slab is as long as the most clients its CPU has held at once.
+#[derive(Debug)]
+pub struct Entries<K> {
+    slots: Vec<Option<Entry<K>>>,
+    free: Vec<Slot>,
+}
+
+impl<K> Default for Entries<K> {
+    fn default() -> Entries<K> {
+        Entries { slots: Vec::new(), free: Vec::new() }
+    }
+}
+
+impl<K> Entries<K> {
+    /// Number of entries (the CPU's runnable clients and those blocked here).
+    pub fn len(&self) -> usize {
+        self.slots.len() - self.free.len()
+    }
+
+    /// Whether there is no entry.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The client in slot `s` (which must be occupied).
+    #[inline]
+    pub fn client(&self, s: Slot) -> ClientId {
+        self.get(s).client
+    }
+
+    /// The local-policy key of slot `s`.
+    #[inline]
+    pub fn key(&self, s: Slot) -> &K {
+        &self.get(s).key
+    }
+
+    /// The local-policy key of slot `s`, mutably.
+    #[inline]
+    pub fn key_mut(&mut self, s: Slot) -> &mut K {
+        &mut self.get_mut(s).key
+    }
+
+    #[inline]
+    fn try_get(&self, s: Slot) -> Option<&Entry<K>> {
+        self.slots.get(s as usize).and_then(Option::as_ref)
+    }
+
+    #[inline]
+    fn get(&self, s: Slot) -> &Entry<K> {
+        self.try_get(s).expect("an occupied slot")
+    }
+
+    #[inline]
+    fn get_mut(&mut self, s: Slot) -> &mut Entry<K> {
+        self.slots[s as usize].as_mut().expect("an occupied slot")
+    }
+
+    fn insert(&mut self, e: Entry<K>) -> Slot {
+        match self.free.pop() {
+            Some(s) => {
+                self.slots[s as usize] = Some(e);
+                s
+            }
+            None => {
+                self.slots.push(Some(e));
+                (self.slots.len() - 1) as Slot
+            }
+        }
+    }
+
+    fn remove(&mut self, s: Slot) -> Entry<K> {
+        let e = self.slots[s as usize].take().expect("an occupied slot");
+        self.free.push(s);
+        e
+    }
+
+    fn iter(&self) -> impl Iterator<Item = (Slot, &Entry<K>)> {
+        self.slots.iter().enumerate().filter_map(|(s, e)| Some((s as Slot, e.as_ref()?)))
+    }
+}
+
+/// "No entry" in the owner map.
+const NO_OWNER: u64 = u64::MAX;
+
+/// The global part: the options, `highest` (paper 3.2.4: the only global
+/// state of the algorithm) and the owner map, client → (CPU, slot).
+///
+/// The owner map is one atomic word per client id, written only by a step
+/// that holds the lock of the CPU whose slab holds the entry (both CPUs'
+/// when it moves). Anyone may read it without a lock, as a hint: a step
+/// that finds a client through it takes that CPU's lock and reads it again.
+#[derive(Debug)]
+pub struct DwrrShared {
+    quantum: Time,
+    opts: DwrrOptions,
+    highest: Highest,
+    owners: Vec<AtomicU64>,
+}
+
+impl DwrrShared {
+    /// The global part for dispatch quantum `quantum` and `opts` (B and U
+    /// raised to at least 1), with room in the owner map for client ids
+    /// below `capacity` (a single-threaded host grows it on join).
+    pub fn new(quantum: Time, opts: DwrrOptions, capacity: usize) -> DwrrShared {
+        let opts = DwrrOptions { round_unit: opts.round_unit.max(1), weight_unit: opts.weight_unit.max(1), ..opts };
+        let mut sh = DwrrShared { quantum, opts, highest: Highest::default(), owners: Vec::new() };
+        sh.owners.resize_with(capacity, || AtomicU64::new(NO_OWNER));
+        sh
+    }
+
+    /// The options in force.
+    pub fn options(&self) -> DwrrOptions {
+        self.opts
+    }
+
+    /// The global `highest`.
+    pub fn highest(&self) -> u64 {
+        self.highest.get()
+    }
+
+    /// Where client `c`'s entry is: its CPU and slot.
+    #[inline]
+    pub fn entry_of(&self, c: ClientId) -> Option<(usize, Slot)> {
+        let v = self.owners.get(c.index())?.load(Ordering::Acquire);
+        (v != NO_OWNER).then_some(((v >> 32) as usize, v as Slot))
+    }
+
+    /// Make room in the owner map for client `c`.
+    fn reserve(&mut self, c: ClientId) {
+        if c.index() >= self.owners.len() {
+            self.owners.resize_with(c.index() + 1, || AtomicU64::new(NO_OWNER));
+        }
+    }
+
+    #[inline]
+    fn set_owner(&self, c: ClientId, cpu: usize, s: Slot) {
+        self.owners[c.index()].store(((cpu as u64) << 32) | s as u64, Ordering::Release);
+    }
+
+    #[inline]
+    fn clear_owner(&self, c: ClientId) {
+        self.owners[c.index()].store(NO_OWNER, Ordering::Release);
+    }
+
+    /// `w·B` in ns·U: the round slice, in the units of `used`.
+    #[inline]
+    fn slice_of(&self, w: Weight) -> u128 {
+        w.get() as u128 * self.opts.round_unit as u128
+    }
+
+    /// `used` at the start of the next round for a client that finished
+    /// this one with `used ≥ slice` (Gap DWRR-1).
+    #[inline]
+    fn next_round_used(&self, used: u128, slice: u128) -> u128 {
+        if self.opts.carry_overrun {
+            (used - slice).min(slice - 1)
+        } else {
+            0
+        }
+    }
+
+    /// Dispatch length: `min(Q, slice - used)` in ns, rounded up, at least 1.
+    fn dispatch_slice<K>(&self, e: &Entry<K>) -> Time {
+        let left = self.slice_of(e.weight).saturating_sub(e.used);
+        let ns = left.div_ceil(self.opts.weight_unit as u128).max(1);
+        ns.min(self.quantum as u128) as Time
+    }
+}
+
+/// What a CPU shows the others' round balancing and arrival placement.
+#[derive(Clone, Copy, Debug)]
+pub struct Summary {
+    /// round(p).
+    pub round: u64,
+    /// The load of every client it owns.
+    pub load: u64,
+    /// Round-active's load, the running client included.
+    pub active_load: u64,
+    /// Owns no client.
+    pub idle: bool,
+    /// Some client waits in round-active.
+    pub active_waiting: bool,
+    /// Some client waits in round-expired.
+    pub expired_waiting: bool,
+}
+
+impl Summary {
+    /// Whether some client here may be stolen by a CPU when `highest` is `h`
+    /// (paper Step 1 (i)): waiting in round-active of a round-h CPU, or in
+    /// either queue of a round-(h-1) CPU.
+    pub fn has_eligible(&self, h: u64) -> bool {
+        if self.idle {
+            false
+        } else if self.round == h {
+            self.active_waiting
+        } else if self.round + 1 == h {
+            self.active_waiting || self.expired_waiting
+        } else {
+            false
+        }
+    }
+}
+
+/// One CPU's part (paper Fig. 1): its round number, the two queues of the
+/// local policy, round-active being `queues[active]`, the running client,
+/// the local-policy load of each queue (the running client counts in
+/// round-active's), the entries of the clients it owns, and its counters.
+#[derive(Debug)]
 pub struct CpuPart<L: LocalQueue> {
+    id: usize,
     round: u64,
     queues: [L; 2],
     loads: [u64; 2],
-    active: Slot,
-    running: Option<ClientId>,
+    active: Queue,
+    running: Option<Slot>,
+    entries: Entries<L::Key>,
+    migrations: u64,
+    balancing_steps: u64,
 }
 
 impl<L: LocalQueue> CpuPart<L> {
+    /// The empty part of CPU `id`.
+    pub fn new(id: usize) -> CpuPart<L> {
+        CpuPart {
+            id,
+            round: 0,
+            queues: Default::default(),
+            loads: [0; 2],
+            active: 0,
+            running: None,
+            entries: Entries::default(),
+            migrations: 0,
+            balancing_steps: 0,
+        }
+    }
+
     /// numThreads(p): clients in round-active (running one included) and round-expired.
     pub fn threads(&self) -> usize {
         self.queues[0].len() + self.queues[1].len() + usize::from(self.running.is_some())
@@ -266,11 +531,39 @@ impl<L: LocalQueue> CpuPart<L> {
 
     /// The client on the CPU, if any.
     pub fn running(&self) -> Option<ClientId> {
-        self.running
+        self.running.map(|s| self.entries.client(s))
+    }
+
+    /// The entries in this CPU's slab (its runnable clients and those blocked here).
+    pub fn entries(&self) -> &Entries<L::Key> {
+        &self.entries
+    }
+
+    /// Clients moved here by round balancing.
+    pub fn migrations(&self) -> u64 {
+        self.migrations
+    }
+
+    /// Round-balancing steps this CPU ran.
+    pub fn balancing_steps(&self) -> u64 {
+        self.balancing_steps
+    }
+
+    /// What this CPU shows the others.
+    #[inline]
+    pub fn summary(&self) -> Summary {
+        Summary {
+            round: self.round,
+            load: self.load(),
+            active_load: self.active_load(),
+            idle: self.is_idle(),
+            active_waiting: !self.active_q().is_empty(),
+            expired_waiting: !self.expired_q().is_empty(),
+        }
     }
 
     #[inline]
-    fn expired_slot(&self) -> Slot {
+    fn expired_queue(&self) -> Queue {
         1 - self.active
     }
 
@@ -292,54 +585,522 @@ impl<L: LocalQueue> CpuPart<L> {
         self.loads[self.active]
     }
 
-    fn enqueue(&mut self, links: &mut L::Links, slot: Slot, c: ClientId, key: &mut L::Key, load: u64) {
-        self.queues[slot].enter(links, c, key);
-        self.loads[slot] += load;
+    #[inline]
+    fn enqueue(&mut self, q: Queue, s: Slot, load: u64) {
+        self.queues[q].enter(&mut self.entries, s);
+        self.loads[q] += load;
     }
 
-    fn dequeue(&mut self, links: &mut L::Links, slot: Slot, c: ClientId, key: &mut L::Key, load: u64) {
-        self.queues[slot].exit(links, c, key);
-        self.loads[slot] -= load;
+    #[inline]
+    fn dequeue(&mut self, q: Queue, s: Slot, load: u64) {
+        self.queues[q].exit(&mut self.entries, s);
+        self.loads[q] -= load;
     }
 
-    /// Whether some client here may be stolen by a CPU when `highest` is `h`
-    /// (paper Step 1 (i)): waiting in round-active of a round-h CPU, or in
-    /// either queue of a round-(h-1) CPU.
-    fn has_eligible(&self, h: u64) -> bool {
+    /// Idle means owning no client, and an idle CPU is in round 0 (3.2.2 Step 2).
+    #[inline]
+    fn idle_if_empty(&mut self) {
         if self.is_idle() {
+            self.round = 0;
+        }
+    }
+
+    /// Chosen by arrival placement: an idle CPU takes round `highest`.
+    /// False if it is neither idle nor in round `highest` (any more: in a
+    /// concurrent host `highest` may have risen since the choice).
+    #[inline]
+    fn claim(&mut self, sh: &DwrrShared) -> bool {
+        let h = sh.highest.get();
+        if self.is_idle() {
+            self.round = h;
+        }
+        self.round == h
+    }
+
+    /// The round a waiting client's `used` counts toward (Gap DWRR-8).
+    fn round_of(&self, e: &Entry<L::Key>) -> u64 {
+        match e.place {
+            Place::Queued(q) if q == self.expired_queue() => self.round + 1,
+            _ => self.round,
+        }
+    }
+
+    /// Queue slot `s` (owned by no CPU until now): in round-active, or in
+    /// round-expired if it already finished round(p) (Gap DWRR-8).
+    fn attach(&mut self, s: Slot, into_expired: bool) {
+        let q = if into_expired { self.expired_queue() } else { self.active };
+        let e = self.entries.get_mut(s);
+        e.place = Place::Queued(q);
+        let load = L::load(e.weight);
+        self.enqueue(q, s, load);
+    }
+
+    /// Take waiting slot `s` off the queues (it blocks or leaves).
+    fn detach(&mut self, s: Slot) {
+        let e = self.entries.get(s);
+        let Place::Queued(q) = e.place else {
+            debug_assert!(false, "detach of {} in {:?}", e.client, e.place);
+            return;
+        };
+        self.dequeue(q, s, L::load(e.weight));
+        self.entries.get_mut(s).place = Place::Blocked;
+        self.idle_if_empty();
+    }
+
+    /// Move waiting slot `s` from round-active to round-expired (round
+    /// slicing, 3.2.1).
+    fn expire_waiting(&mut self, sh: &DwrrShared, s: Slot) {
+        let e = self.entries.get(s);
+        let slice = sh.slice_of(e.weight);
+        let used = sh.next_round_used(e.used, slice);
+        let load = L::load(e.weight);
+        self.dequeue(self.active, s, load);
+        let expired = self.expired_queue();
+        let e = self.entries.get_mut(s);
+        e.used = used;
+        e.place = Place::Queued(expired);
+        self.enqueue(expired, s, load);
+    }
+
+    /// Blocked slot `s` wakes here (Gap DWRR-8): same round, it keeps
+    /// `used`; earlier, it starts fresh; later, it goes to round-expired.
+    fn wake_here(&mut self, s: Slot) {
+        let t = self.round;
+        let e = self.entries.get_mut(s);
+        if e.round < t {
+            e.used = 0;
+        }
+        let into_expired = e.round > t;
+        self.attach(s, into_expired);
+    }
+
+    /// Waiting slot `s` blocks; false if it is not waiting.
+    fn block(&mut self, s: Slot) -> bool {
+        let e = self.entries.get(s);
+        if !matches!(e.place, Place::Queued(_)) {
             return false;
         }
-        if self.round == h {
-            !self.active_q().is_empty()
-        } else if self.round + 1 == h {
-            !self.active_q().is_empty() || !self.expired_q().is_empty()
+        let round = self.round_of(e);
+        self.detach(s);
+        self.entries.get_mut(s).round = round;
+        true
+    }
+
+    /// Waiting or blocked slot `s` leaves; false if it is running.
+    fn leave(&mut self, sh: &DwrrShared, s: Slot) -> bool {
+        match self.entries.get(s).place {
+            Place::Running => return false,
+            Place::Queued(_) => self.detach(s),
+            Place::Blocked => {}
+        }
+        let e = self.entries.remove(s);
+        sh.clear_owner(e.client);
+        true
+    }
+
+    /// Slot `s`'s weight becomes `w` (Gap DWRR-9).
+    fn set_weight(&mut self, sh: &DwrrShared, s: Slot, w: Weight) {
+        let x = *self.entries.get(s);
+        let (old, new) = (L::load(x.weight), L::load(w));
+        match x.place {
+            Place::Queued(q) => {
+                self.loads[q] = self.loads[q] - old + new;
+                self.queues[q].exit(&mut self.entries, s);
+                L::rescale(self.entries.key_mut(s), x.weight, w);
+                self.queues[q].enter(&mut self.entries, s);
+            }
+            Place::Running => {
+                let a = self.active;
+                self.loads[a] = self.loads[a] - old + new;
+                let key = self.entries.key_mut(s);
+                self.queues[a].release(key);
+                L::rescale(key, x.weight, w);
+                self.queues[a].adopt(key);
+            }
+            Place::Blocked => L::rescale(self.entries.key_mut(s), x.weight, w),
+        }
+        self.entries.get_mut(s).weight = w;
+        let slice = sh.slice_of(w);
+        if x.used >= slice {
+            match x.place {
+                Place::Queued(q) if q == self.expired_queue() => self.entries.get_mut(s).used = slice - 1,
+                Place::Queued(_) => self.expire_waiting(sh, s), // Gap DWRR-9
+                Place::Blocked => {
+                    // It has finished the round it was in (Gap DWRR-9, DWRR-8).
+                    let e = self.entries.get_mut(s);
+                    e.used = sh.next_round_used(x.used, slice);
+                    e.round += 1;
+                }
+                Place::Running => {} // expires when it stops
+            }
+        }
+    }
+
+    /// Local dispatch from round-active: the client and its dispatch length.
+    fn take_next(&mut self, sh: &DwrrShared) -> Option<(ClientId, Time)> {
+        let s = self.queues[self.active].take_next(&mut self.entries)?;
+        self.running = Some(s);
+        let e = self.entries.get_mut(s);
+        e.place = Place::Running;
+        Some((e.client, sh.dispatch_slice(e)))
+    }
+
+    /// The running client stops after `ran` ns; returns it.
+    fn stopped(&mut self, sh: &DwrrShared, ran: Time, why: StopReason) -> Option<ClientId> {
+        let s = self.running.take()?;
+        let e = self.entries.get(s);
+        let (c, w) = (e.client, e.weight);
+        let slice = sh.slice_of(w);
+        let used = e.used.saturating_add(ran as u128 * sh.opts.weight_unit as u128);
+        let finished = used >= slice;
+        let used_next = if finished { sh.next_round_used(used, slice) } else { used };
+        let (active, expired, load) = (self.active, self.expired_queue(), L::load(w));
+        L::charge(self.entries.key_mut(s), ran, w);
+        match why {
+            StopReason::Expired | StopReason::Preempted if finished => {
+                // Round slicing: its round slice is used up; it waits for the next round.
+                self.queues[active].release(self.entries.key_mut(s));
+                self.loads[active] -= load;
+                let e = self.entries.get_mut(s);
+                e.used = used_next;
+                e.place = Place::Queued(expired);
+                self.enqueue(expired, s, load);
+            }
+            StopReason::Expired | StopReason::Preempted => {
+                let e = self.entries.get_mut(s);
+                e.used = used;
+                e.place = Place::Queued(active);
+                self.queues[active].put_back(&mut self.entries, s);
+            }
+            StopReason::Blocked => {
+                self.queues[active].release(self.entries.key_mut(s));
+                self.loads[active] -= load;
+                let round = self.round + u64::from(finished);
+                let e = self.entries.get_mut(s);
+                e.used = used_next;
+                e.place = Place::Blocked;
+                e.round = round;
+                self.idle_if_empty();
+            }
+            StopReason::Left => {
+                self.loads[active] -= load;
+                self.entries.remove(s);
+                sh.clear_owner(c);
+                self.idle_if_empty();
+            }
+        }
+        Some(c)
+    }
+
+    /// Step 2: swap round-active and round-expired; idle, or the next round.
+    pub fn advance_round(&mut self, sh: &DwrrShared) {
+        self.active = self.expired_queue();
+        if self.active_q().is_empty() {
+            self.round = 0;
         } else {
-            false
+            self.round += 1;
+            sh.highest.raise_to(self.round);
         }
     }
 }
 
-/// DWRR over the local policy `L`.
-pub type Dwrr<L> = Shell<DwrrPolicy<L>>;
+// ----- cross-CPU steps: each a function of two per-CPU parts and the global part -----
 
-/// The rules of DWRR: the global `highest` and one part per CPU.
-#[derive(Debug)]
-pub struct DwrrPolicy<L: LocalQueue> {
-    quantum: Time,
-    opts: DwrrOptions,
-    highest: Highest,
-    cpus: Vec<CpuPart<L>>,
-    clients: ClientTable<Client<L::Key>>,
-    /// The local policy's per-client links (see [`LocalQueue::Links`]).
-    links: L::Links,
-    migrations: u64,
-    balancing_steps: u64,
+/// Move slot `s`'s entry from `from`'s slab to `to`'s, and the owner map
+/// with it; returns its slot in `to`.
+fn move_entry<L: LocalQueue>(sh: &DwrrShared, from: &mut CpuPart<L>, to: &mut CpuPart<L>, s: Slot) -> Slot {
+    let e = from.entries.remove(s);
+    let c = e.client;
+    let t = to.entries.insert(e);
+    sh.set_owner(c, to.id, t);
+    t
 }
 
-/// DWRR over round robin, O(1) per decision (`dwrr`).
-pub type DwrrRr = Shell<DwrrPolicy<RoundRobinQueue>>;
-/// DWRR over a CFS-like local queue, the paper's Linux 2.6.24 port (`dwrr-cfs`).
-pub type DwrrCfs = Shell<DwrrPolicy<VruntimeQueue>>;
+/// Move waiting slot `s` from `from` (either queue) to `to`'s round-active.
+/// It keeps `used` (Gap DWRR-7). A destination that owned no client takes
+/// round `highest` (Gap DWRR-5); a source left with no client is idle at
+/// once (it may be between a stop and its next pick).
+pub fn migrate<L: LocalQueue>(sh: &DwrrShared, from: &mut CpuPart<L>, to: &mut CpuPart<L>, s: Slot) {
+    let e = from.entries.get(s);
+    let Place::Queued(q) = e.place else {
+        debug_assert!(false, "migrate of {} in {:?}", e.client, e.place);
+        return;
+    };
+    let load = L::load(e.weight);
+    from.dequeue(q, s, load);
+    if to.is_idle() {
+        to.round = sh.highest.get(); // Gap DWRR-5
+    }
+    let t = move_entry(sh, from, to, s);
+    to.entries.get_mut(t).place = Place::Queued(to.active);
+    to.enqueue(to.active, t, load);
+    to.migrations += 1;
+    from.idle_if_empty();
+}
+
+/// The authors' policy, first part: ⌈X/2⌉ of the X clients in `from`'s
+/// round-expired (a CPU in round `h`-1) to `to`'s round-active.
+pub fn steal_expired_half<L: LocalQueue>(sh: &DwrrShared, from: &mut CpuPart<L>, to: &mut CpuPart<L>) -> usize {
+    if from.is_idle() || from.round + 1 != sh.highest.get() {
+        return 0; // no longer a source (a concurrent host surveyed it earlier)
+    }
+    let q = from.expired_q();
+    let take: Vec<Slot> = q.in_order(&from.entries).take(q.len().div_ceil(2)).collect();
+    for &s in &take {
+        migrate(sh, from, to, s);
+    }
+    take.len()
+}
+
+/// The authors' policy, second part: waiting clients of `from`'s
+/// round-active (a CPU in round `h` or `h`-1), in its dispatch order, each
+/// while it keeps `to`'s load at most the average `total / cpus`.
+pub fn steal_to_average<L: LocalQueue>(
+    sh: &DwrrShared,
+    from: &mut CpuPart<L>,
+    to: &mut CpuPart<L>,
+    total_load: u128,
+    cpus: usize,
+) -> usize {
+    let h = sh.highest.get();
+    if from.is_idle() || (from.round != h && from.round + 1 != h) {
+        return 0;
+    }
+    let p = cpus as u128;
+    let mut load = to.load() as u128;
+    let mut take = Vec::new();
+    for s in from.active_q().in_order(&from.entries) {
+        if load * p >= total_load {
+            break;
+        }
+        let l = L::load(from.entries.get(s).weight) as u128;
+        if (load + l) * p <= total_load {
+            load += l;
+            take.push(s);
+        }
+    }
+    for &s in &take {
+        migrate(sh, from, to, s);
+    }
+    take.len()
+}
+
+/// Gap DWRR-6: one eligible client from `from` (in round `h` or `h`-1) to
+/// `to`: from round-expired of a round-(h-1) CPU first, else from round-active.
+pub fn steal_one<L: LocalQueue>(sh: &DwrrShared, from: &mut CpuPart<L>, to: &mut CpuPart<L>) -> usize {
+    let h = sh.highest.get();
+    if !from.summary().has_eligible(h) {
+        return 0;
+    }
+    let behind = if from.round != h { from.expired_q().in_order(&from.entries).next() } else { None };
+    let first = behind.or_else(|| from.active_q().in_order(&from.entries).next());
+    match first {
+        Some(s) => {
+            migrate(sh, from, to, s);
+            1
+        }
+        None => 0,
+    }
+}
+
+// ----- steps over all the parts -----
+
+/// How a step reaches the per-CPU parts: directly (one thread: a slice of
+/// parts, as [`DwrrPolicy`] holds them) or under one lock per CPU
+/// ([`Locked`]). A step on one CPU runs inside `with`, a cross-CPU step
+/// inside `with_two`; the survey and placement read each CPU's
+/// [`Summary`] inside its own `with`, one CPU at a time.
+pub trait Parts<L: LocalQueue> {
+    /// Number of CPUs.
+    fn count(&self) -> usize;
+    /// Run `f` on CPU `k`'s part.
+    fn with<R>(&mut self, k: usize, f: impl FnOnce(&mut CpuPart<L>) -> R) -> R;
+    /// Run `f` on the parts of CPUs `a` and `b` (distinct), in that order.
+    fn with_two<R>(&mut self, a: usize, b: usize, f: impl FnOnce(&mut CpuPart<L>, &mut CpuPart<L>) -> R) -> R;
+}
+
+impl<L: LocalQueue> Parts<L> for [CpuPart<L>] {
+    #[inline]
+    fn count(&self) -> usize {
+        self.len()
+    }
+    #[inline]
+    fn with<R>(&mut self, k: usize, f: impl FnOnce(&mut CpuPart<L>) -> R) -> R {
+        f(&mut self[k])
+    }
+    #[inline]
+    fn with_two<R>(&mut self, a: usize, b: usize, f: impl FnOnce(&mut CpuPart<L>, &mut CpuPart<L>) -> R) -> R {
+        let (x, y) = super::two_mut(self, a, b);
+        f(x, y)
+    }
+}
+
+/// The per-CPU parts of a concurrent host, each behind its own lock.
+///
+/// Locks: a one-CPU step (`pick`'s dispatch, `stopped`, `block`, `leave`,
+/// `set_weight`, Step 2, and `join` or a `wake` that stays home) holds its
+/// CPU's lock alone; a cross-CPU step ([`migrate`] and the stealing
+/// policies, a `wake` onto another CPU) holds both CPUs' locks, taken in
+/// CPU id order, so no two steps wait for each other in a cycle; the survey
+/// and arrival placement take each CPU's lock in turn, alone, to read its
+/// [`Summary`]. No step holds a lock while it waits for `highest` (an
+/// atomic) or for the owner map (atomics, read as a hint and checked again
+/// under the lock).
+pub struct Locked<'a, L: LocalQueue>(pub &'a [Mutex<CpuPart<L>>]);
+
+impl<L: LocalQueue> Parts<L> for Locked<'_, L> {
+    fn count(&self) -> usize {
+        self.0.len()
+    }
+    fn with<R>(&mut self, k: usize, f: impl FnOnce(&mut CpuPart<L>) -> R) -> R {
+        f(&mut self.0[k].lock().expect("a step panicked holding this CPU's lock"))
+    }
+    fn with_two<R>(&mut self, a: usize, b: usize, f: impl FnOnce(&mut CpuPart<L>, &mut CpuPart<L>) -> R) -> R {
+        assert_ne!(a, b, "a cross-CPU step between a CPU and itself");
+        let first = self.0[a.min(b)].lock().expect("a step panicked holding this CPU's lock");
+        let second = self.0[a.max(b)].lock().expect("a step panicked holding this CPU's lock");
+        let (mut x, mut y) = if a < b { (first, second) } else { (second, first) };
+        f(&mut x, &mut y)
+    }
+}
+
+/// Run `f` on the part that holds client `c`'s entry, with its slot; `None`
+/// if `c` has none. The owner map is read again under the lock: if the
+/// entry moved meanwhile, look again.
+fn with_client<L: LocalQueue, P: Parts<L> + ?Sized, R>(
+    sh: &DwrrShared,
+    parts: &mut P,
+    c: ClientId,
+    f: impl FnOnce(&mut CpuPart<L>, Slot) -> R,
+) -> Option<R> {
+    let mut f = Some(f);
+    loop {
+        let (k, s) = sh.entry_of(c)?;
+        let done = parts.with(k, |q| if sh.entry_of(c) == Some((k, s)) { f.take().map(|f| f(q, s)) } else { None });
+        if done.is_some() {
+            return done;
+        }
+    }
+}
+
+/// Arrival placement (3.2.3): the least loaded CPU that is idle or in
+/// round `highest` (ties: lowest id). The caller claims it
+/// ([`CpuPart::claim`]) under the lock it queues under, and chooses again
+/// if the claim fails (only possible in a concurrent host).
+fn place<L: LocalQueue, P: Parts<L> + ?Sized>(sh: &DwrrShared, parts: &mut P) -> usize {
+    let h = sh.highest.get();
+    let mut best: Option<(u64, usize)> = None;
+    for k in 0..parts.count() {
+        let s = parts.with(k, |q| q.summary());
+        if (s.idle || s.round == h) && best.is_none_or(|(load, _)| s.load < load) {
+            best = Some((s.load, k));
+        }
+    }
+    // Never empty in one thread: the CPU that last reached `highest` stays
+    // there until it advances (raising `highest`) or goes idle.
+    best.map_or(0, |(_, k)| k)
+}
+
+/// Client `c` (no entry yet; its id must fit the owner map) joins with weight `w`.
+pub fn join<L: LocalQueue, P: Parts<L> + ?Sized>(sh: &DwrrShared, parts: &mut P, c: ClientId, w: Weight) {
+    loop {
+        let k = place(sh, parts);
+        let joined = parts.with(k, |q| {
+            q.claim(sh).then(|| {
+                let s = q.entries.insert(Entry::new(c, w));
+                sh.set_owner(c, k, s);
+                q.attach(s, false);
+            })
+        });
+        if joined.is_some() {
+            return;
+        }
+    }
+}
+
+/// Blocked client `c` wakes onto the CPU arrival placement chooses; its
+/// entry moves there from its home. False if `c` is not blocked.
+pub fn wake<L: LocalQueue, P: Parts<L> + ?Sized>(sh: &DwrrShared, parts: &mut P, c: ClientId) -> bool {
+    /// What one attempt found.
+    enum Woke {
+        Done,
+        NotBlocked,
+        Again,
+    }
+    loop {
+        let Some((home, s)) = sh.entry_of(c) else { return false };
+        let k = place(sh, parts);
+        let found = |q: &CpuPart<L>| {
+            if sh.entry_of(c) != Some((home, s)) {
+                Err(Woke::Again) // it moved meanwhile
+            } else if q.entries.get(s).place != Place::Blocked {
+                Err(Woke::NotBlocked)
+            } else {
+                Ok(())
+            }
+        };
+        let woke = if k == home {
+            parts.with(k, |q| {
+                found(q)?;
+                if !q.claim(sh) {
+                    return Err(Woke::Again);
+                }
+                q.wake_here(s);
+                Ok(())
+            })
+        } else {
+            parts.with_two(home, k, |from, to| {
+                found(from)?;
+                if !to.claim(sh) {
+                    return Err(Woke::Again);
+                }
+                let t = move_entry(sh, from, to, s);
+                to.wake_here(t);
+                Ok(())
+            })
+        };
+        match woke.err().unwrap_or(Woke::Done) {
+            Woke::Done => return true,
+            Woke::NotBlocked => return false,
+            Woke::Again => {}
+        }
+    }
+}
+
+/// Waiting client `c` blocks; false if it is not waiting.
+pub fn block<L: LocalQueue, P: Parts<L> + ?Sized>(sh: &DwrrShared, parts: &mut P, c: ClientId) -> bool {
+    with_client(sh, parts, c, |q, s| q.block(s)) == Some(true)
+}
+
+/// Waiting or blocked client `c` leaves; false if it is running or unknown.
+pub fn leave<L: LocalQueue, P: Parts<L> + ?Sized>(sh: &DwrrShared, parts: &mut P, c: ClientId) -> bool {
+    with_client(sh, parts, c, |q, s| q.leave(sh, s)) == Some(true)
+}
+
+/// Client `c`'s weight becomes `w`; false if `c` is unknown.
+pub fn set_weight<L: LocalQueue, P: Parts<L> + ?Sized>(sh: &DwrrShared, parts: &mut P, c: ClientId, w: Weight) -> bool {
+    with_client(sh, parts, c, |q, s| q.set_weight(sh, s, w)).is_some()
+}
+
+/// CPU `k` (running nothing) picks: round balancing first if its
+/// round-active is empty, then one local dispatch.
+pub fn pick<L: LocalQueue, P: Parts<L> + ?Sized>(sh: &DwrrShared, parts: &mut P, k: usize) -> Option<(ClientId, Time)> {
+    if parts.with(k, |q| q.active_q().is_empty()) {
+        round_balance(sh, parts, k);
+    }
+    parts.with(k, |q| q.take_next(sh))
+}
+
+/// CPU `k`'s running client stops after `ran` ns; returns it.
+pub fn stopped<L: LocalQueue, P: Parts<L> + ?Sized>(
+    sh: &DwrrShared,
+    parts: &mut P,
+    k: usize,
+    ran: Time,
+    why: StopReason,
+) -> Option<ClientId> {
+    parts.with(k, |q| q.stopped(sh, ran, why))
+}
 
 /// One Step 1 survey of the other CPUs (paper 3.2.2, the authors' policy).
 struct Survey {
@@ -354,27 +1115,189 @@ struct Survey {
     total_load: u128,
 }
 
+/// Step 1 (i): look at every other CPU's summary once, from p+1 round the ring.
+fn survey<L: LocalQueue, P: Parts<L> + ?Sized>(parts: &mut P, p: usize, h: u64) -> Survey {
+    let n = parts.count();
+    let mut s = Survey {
+        first_behind: None,
+        most_loaded: None,
+        any_eligible: None,
+        total_load: parts.with(p, |q| q.load()) as u128,
+    };
+    let mut best = 0;
+    for k in (1..n).map(|i| (p + i) % n) {
+        let q = parts.with(k, |q| q.summary());
+        s.total_load += q.load as u128;
+        if q.idle {
+            continue;
+        }
+        let behind = q.round + 1 == h;
+        if behind && s.first_behind.is_none() {
+            s.first_behind = Some(k);
+        }
+        if (q.round == h || behind) && q.active_waiting && q.active_load > best {
+            best = q.active_load;
+            s.most_loaded = Some(k);
+        }
+        if s.any_eligible.is_none() && q.has_eligible(h) {
+            s.any_eligible = Some(k);
+        }
+    }
+    s
+}
+
+/// Round balancing on CPU `p`, whose round-active is empty (3.2.2).
+pub fn round_balance<L: LocalQueue, P: Parts<L> + ?Sized>(sh: &DwrrShared, parts: &mut P, p: usize) {
+    // One pass in one thread; in a concurrent host, again while the survey
+    // saw an eligible client that another CPU took first.
+    loop {
+        let h = sh.highest.get();
+        let state = parts.with(p, |q| {
+            // In a concurrent host a join or wake may have filled it since.
+            (q.active_q().is_empty() && q.running.is_none()).then(|| {
+                q.balancing_steps += 1;
+                q.round == h || q.expired_q().is_empty()
+            })
+        });
+        let Some(step1) = state else { return };
+        // Step 1.
+        if step1 {
+            let s = survey(parts, p, h);
+            let mut moved = 0;
+            if let Some(a) = s.first_behind {
+                moved += parts.with_two(a, p, |src, dst| steal_expired_half(sh, src, dst));
+            }
+            if let Some(b) = s.most_loaded {
+                let cpus = parts.count();
+                moved += parts.with_two(b, p, |src, dst| steal_to_average(sh, src, dst, s.total_load, cpus));
+            }
+            if moved == 0 {
+                if let Some(k) = s.any_eligible {
+                    moved += parts.with_two(k, p, |src, dst| steal_one(sh, src, dst));
+                    if moved == 0 {
+                        continue;
+                    }
+                }
+            }
+            if moved > 0 {
+                return;
+            }
+        }
+        // Step 2 (unless, in a concurrent host, a client arrived meanwhile).
+        parts.with(p, |q| {
+            if q.active_q().is_empty() {
+                q.advance_round(sh);
+            }
+        });
+        return;
+    }
+}
+
+/// Check the paper's Invariant 1 and our bookkeeping over the global part
+/// and every CPU's part (in CPU order); `Err` names the first violation.
+///
+/// * numThreads(p) > 1 implies round(p) ∈ {highest, highest-1} (6.1, Invariant 1);
+/// * an idle CPU is in round 0, and no CPU is beyond `highest`;
+/// * loads and entry places agree with the queues and the running slot,
+///   and every waiting client has some round slice left;
+/// * every entry is where the owner map says, and the map names no other.
+pub fn check_invariants<'a, L: LocalQueue + 'a>(
+    sh: &DwrrShared,
+    parts: impl IntoIterator<Item = &'a CpuPart<L>>,
+) -> Result<(), String> {
+    let h = sh.highest.get();
+    let mut entries = 0;
+    for (k, p) in parts.into_iter().enumerate() {
+        if p.id != k {
+            return Err(format!("part {k} says it is cpu {}", p.id));
+        }
+        let n = p.threads();
+        if n > 1 && p.round != h && p.round + 1 != h {
+            return Err(format!("cpu {k} holds {n} clients in round {} but highest is {h}", p.round));
+        }
+        if n == 0 && p.round != 0 {
+            return Err(format!("idle cpu {k} is in round {}", p.round));
+        }
+        if p.round > h {
+            return Err(format!("cpu {k} is in round {} beyond highest {h}", p.round));
+        }
+        let run = match p.running {
+            Some(s) => {
+                let e = p.entries.try_get(s).ok_or_else(|| format!("cpu {k} runs vacant slot {s}"))?;
+                if e.place != Place::Running {
+                    return Err(format!("cpu {k} runs {} recorded {:?}", e.client, e.place));
+                }
+                L::load(e.weight)
+            }
+            None => 0,
+        };
+        for q in 0..2 {
+            let mut load = if q == p.active { run } else { 0 };
+            for s in p.queues[q].in_order(&p.entries) {
+                let x = p.entries.try_get(s).ok_or_else(|| format!("vacant slot {s} queued on cpu {k}"))?;
+                if x.place != Place::Queued(q) {
+                    return Err(format!("{} is in queue {q} of cpu {k} but recorded {:?}", x.client, x.place));
+                }
+                if x.used >= sh.slice_of(x.weight) {
+                    return Err(format!("{} waits on cpu {k} with its round slice used up", x.client));
+                }
+                load += L::load(x.weight);
+            }
+            if load != p.loads[q] {
+                return Err(format!("cpu {k}: queue {q} load is {} but its clients weigh {load}", p.loads[q]));
+            }
+        }
+        let mut placed = 0;
+        for (s, e) in p.entries.iter() {
+            if sh.entry_of(e.client) != Some((k, s)) {
+                return Err(format!(
+                    "{} is in slot {s} of cpu {k} but the owner map says {:?}",
+                    e.client,
+                    sh.entry_of(e.client)
+                ));
+            }
+            placed += usize::from(e.place != Place::Blocked);
+            entries += 1;
+        }
+        if placed != n {
+            return Err(format!("cpu {k} owns {n} clients but {placed} of its entries are runnable"));
+        }
+    }
+    let mapped = sh.owners.iter().filter(|o| o.load(Ordering::Acquire) != NO_OWNER).count();
+    if mapped != entries {
+        return Err(format!("the owner map names {mapped} clients but the parts hold {entries} entries"));
+    }
+    Ok(())
+}
+
+/// DWRR over the local policy `L`.
+pub type Dwrr<L> = Shell<DwrrPolicy<L>>;
+
+/// The rules of DWRR, one thread: the global part and one part per CPU,
+/// calling the step functions above.
+#[derive(Debug)]
+pub struct DwrrPolicy<L: LocalQueue> {
+    shared: DwrrShared,
+    cpus: Vec<CpuPart<L>>,
+}
+
+/// DWRR over round robin, O(1) per decision (`dwrr`).
+pub type DwrrRr = Shell<DwrrPolicy<RoundRobinQueue>>;
+/// DWRR over a CFS-like local queue, the paper's Linux 2.6.24 port (`dwrr-cfs`).
+pub type DwrrCfs = Shell<DwrrPolicy<VruntimeQueue>>;
+
 impl<L: LocalQueue> Shell<DwrrPolicy<L>> {
     /// DWRR for `cfg.cpus` CPUs, dispatch quantum `cfg.quantum`, with `opts`.
     pub fn new(cfg: SchedConfig, opts: DwrrOptions) -> Dwrr<L> {
-        let opts = DwrrOptions { round_unit: opts.round_unit.max(1), weight_unit: opts.weight_unit.max(1), ..opts };
-        let name = match (L::SUFFIX, opts.carry_overrun) {
+        let shared = DwrrShared::new(cfg.quantum, opts, 0);
+        let name = match (L::SUFFIX, shared.opts.carry_overrun) {
             ("", false) => "dwrr",
             ("", true) => "dwrr+carry",
             ("-cfs", false) => "dwrr-cfs",
             ("-cfs", true) => "dwrr-cfs+carry",
             _ => "dwrr-custom",
         };
-        let policy = DwrrPolicy {
-            quantum: cfg.quantum,
-            opts,
-            highest: Highest::default(),
-            cpus: (0..cfg.cpus).map(|_| CpuPart::default()).collect(),
-            clients: ClientTable::new(),
-            links: L::Links::default(),
-            migrations: 0,
-            balancing_steps: 0,
-        };
+        let policy = DwrrPolicy { shared, cpus: (0..cfg.cpus).map(CpuPart::new).collect() };
         Shell::build(name, &cfg, policy)
     }
 
@@ -388,12 +1311,12 @@ impl<L: LocalQueue> Shell<DwrrPolicy<L>> {
 impl<L: LocalQueue> DwrrPolicy<L> {
     /// The options in force.
     pub fn options(&self) -> DwrrOptions {
-        self.opts
+        self.shared.opts
     }
 
     /// The global `highest`.
     pub fn highest(&self) -> u64 {
-        self.highest.get()
+        self.shared.highest()
     }
 
     /// CPU `k`'s part.
@@ -403,313 +1326,39 @@ impl<L: LocalQueue> DwrrPolicy<L> {
 
     /// The CPU that owns runnable client `c` (None if blocked or unknown).
     pub fn owner(&self, c: ClientId) -> Option<CpuId> {
-        self.clients.get(c).filter(|x| x.place != Place::Blocked).map(|x| CpuId(x.cpu as u32))
+        let (k, s) = self.shared.entry_of(c)?;
+        (self.cpus[k].entries.get(s).place != Place::Blocked).then_some(CpuId(k as u32))
     }
 
     /// The clients waiting in CPU `k`'s round-active, in local dispatch
     /// order (the running one excluded), and in its round-expired.
     pub fn queues(&self, k: CpuId) -> (Vec<ClientId>, Vec<ClientId>) {
         self.cpus.get(k.index()).map_or((Vec::new(), Vec::new()), |p| {
-            (p.active_q().in_order(&self.links).collect(), p.expired_q().in_order(&self.links).collect())
+            let clients = |q: &L| q.in_order(&p.entries).map(|s| p.entries.client(s)).collect();
+            (clients(p.active_q()), clients(p.expired_q()))
         })
     }
 
-    /// Clients moved between CPUs by round balancing so far.
+    /// Clients moved between CPUs by round balancing so far (the sum of
+    /// every CPU's count).
     pub fn migrations(&self) -> u64 {
-        self.migrations
+        self.cpus.iter().map(CpuPart::migrations).sum()
     }
 
     /// Round-balancing steps so far: picks that found round-active empty
-    /// and ran [`DwrrPolicy::round_balance`] (what the benchmark times apart).
+    /// and ran [`round_balance`] (what the benchmark times apart).
     pub fn balancing_steps(&self) -> u64 {
-        self.balancing_steps
-    }
-
-    /// `w·B` in ns·U: the round slice, in the units of `used`.
-    #[inline]
-    fn slice_of(&self, w: Weight) -> u128 {
-        w.get() as u128 * self.opts.round_unit as u128
-    }
-
-    /// `used` at the start of the next round for a client that finished
-    /// this one with `used ≥ slice` (Gap DWRR-1).
-    #[inline]
-    fn next_round_used(&self, used: u128, slice: u128) -> u128 {
-        if self.opts.carry_overrun {
-            (used - slice).min(slice - 1)
-        } else {
-            0
-        }
-    }
-
-    /// Dispatch length: `min(Q, slice - used)` in ns, rounded up, at least 1.
-    fn dispatch_slice(&self, c: &Client<L::Key>) -> Time {
-        let left = self.slice_of(c.weight).saturating_sub(c.used);
-        let ns = left.div_ceil(self.opts.weight_unit as u128).max(1);
-        ns.min(self.quantum as u128) as Time
-    }
-
-    /// Arrival placement (3.2.3): the least loaded CPU that is idle or in
-    /// round `highest` (ties: lowest id); an idle target takes `highest`.
-    fn place(&mut self) -> usize {
-        let h = self.highest.get();
-        let target = (0..self.cpus.len())
-            .filter(|&k| self.cpus[k].is_idle() || self.cpus[k].round == h)
-            .min_by_key(|&k| (self.cpus[k].load(), k))
-            // Never empty: the CPU that last reached `highest` stays there
-            // until it advances (raising `highest`) or goes idle.
-            .unwrap_or(0);
-        if self.cpus[target].is_idle() {
-            self.cpus[target].round = h;
-        }
-        target
-    }
-
-    /// Queue client `c` (owned by no CPU) on CPU `k`: in round-active, or
-    /// in round-expired if it already finished round(k) (Gap DWRR-8).
-    fn attach(&mut self, k: usize, c: ClientId, into_expired: bool) {
-        let p = &mut self.cpus[k];
-        let x = &mut self.clients[c];
-        let slot = if into_expired { p.expired_slot() } else { p.active };
-        x.cpu = k;
-        x.place = Place::Queued(slot);
-        p.enqueue(&mut self.links, slot, c, &mut x.key, L::load(x.weight));
-    }
-
-    /// Take waiting client `c` off its CPU (it blocks or leaves).
-    fn detach(&mut self, c: ClientId) {
-        let x = &mut self.clients[c];
-        let Place::Queued(slot) = x.place else {
-            debug_assert!(false, "detach of {c} in {:?}", x.place);
-            return;
-        };
-        let k = x.cpu;
-        self.cpus[k].dequeue(&mut self.links, slot, c, &mut x.key, L::load(x.weight));
-        x.place = Place::Blocked;
-        self.idle_if_empty(k);
-    }
-
-    /// Idle means owning no client, and an idle CPU is in round 0 (3.2.2 Step 2).
-    fn idle_if_empty(&mut self, k: usize) {
-        if self.cpus[k].is_idle() {
-            self.cpus[k].round = 0;
-        }
-    }
-
-    /// The round a waiting client's `used` counts toward (Gap DWRR-8).
-    fn round_of(&self, c: &Client<L::Key>) -> u64 {
-        let p = &self.cpus[c.cpu];
-        match c.place {
-            Place::Queued(slot) if slot == p.expired_slot() => p.round + 1,
-            _ => p.round,
-        }
-    }
-
-    /// Move waiting client `c` from round-active to round-expired of its CPU
-    /// (round slicing, 3.2.1).
-    fn expire_waiting(&mut self, c: ClientId) {
-        let slice = self.slice_of(self.clients[c].weight);
-        let used = self.next_round_used(self.clients[c].used, slice);
-        let x = &mut self.clients[c];
-        let p = &mut self.cpus[x.cpu];
-        let load = L::load(x.weight);
-        p.dequeue(&mut self.links, p.active, c, &mut x.key, load);
-        x.used = used;
-        x.place = Place::Queued(p.expired_slot());
-        p.enqueue(&mut self.links, p.expired_slot(), c, &mut x.key, load);
-    }
-
-    // ----- cross-CPU steps: each between two per-CPU parts -----
-
-    /// Move waiting client `c` from CPU `from` (either queue) to CPU `to`'s
-    /// round-active. It keeps `used` (Gap DWRR-7). A source left with no client
-    /// is idle at once (it may be between a stop and its next pick).
-    pub fn migrate(&mut self, from: usize, to: usize, c: ClientId) {
-        let (src, dst) = super::two_mut(&mut self.cpus, from, to);
-        let x = &mut self.clients[c];
-        let Place::Queued(slot) = x.place else {
-            debug_assert!(false, "migrate of {c} in {:?}", x.place);
-            return;
-        };
-        debug_assert_eq!(x.cpu, from);
-        let load = L::load(x.weight);
-        src.dequeue(&mut self.links, slot, c, &mut x.key, load);
-        dst.enqueue(&mut self.links, dst.active, c, &mut x.key, load);
-        x.cpu = to;
-        x.place = Place::Queued(dst.active);
-        self.migrations += 1;
-        self.idle_if_empty(from);
-    }
-
-    /// The authors' policy, first part: ⌈X/2⌉ of the X clients in `from`'s
-    /// round-expired (a CPU in round highest-1) to `to`'s round-active.
-    pub fn steal_expired_half(&mut self, from: usize, to: usize) -> usize {
-        let q = self.cpus[from].expired_q();
-        let take: Vec<ClientId> = q.in_order(&self.links).take(q.len().div_ceil(2)).collect();
-        for &c in &take {
-            self.migrate(from, to, c);
-        }
-        take.len()
-    }
-
-    /// The authors' policy, second part: waiting clients of `from`'s
-    /// round-active (a CPU in round highest or highest-1), in its dispatch
-    /// order, each while it keeps `to`'s load at most the average `total / P`.
-    pub fn steal_to_average(&mut self, from: usize, to: usize, total_load: u128) -> usize {
-        let p = self.cpus.len() as u128;
-        let mut load = self.cpus[to].load() as u128;
-        let mut take = Vec::new();
-        for c in self.cpus[from].active_q().in_order(&self.links) {
-            if load * p >= total_load {
-                break;
-            }
-            let l = L::load(self.clients[c].weight) as u128;
-            if (load + l) * p <= total_load {
-                load += l;
-                take.push(c);
-            }
-        }
-        for &c in &take {
-            self.migrate(from, to, c);
-        }
-        take.len()
-    }
-
-    /// Gap DWRR-6: one eligible client from `from` (in round h or h-1) to `to`:
-    /// from round-expired of a round-(h-1) CPU first, else from round-active.
-    pub fn steal_one(&mut self, from: usize, to: usize) -> usize {
-        let h = self.highest.get();
-        let src = &self.cpus[from];
-        let behind = if src.round != h { src.expired_q().in_order(&self.links).next() } else { None };
-        match behind.or_else(|| src.active_q().in_order(&self.links).next()) {
-            Some(c) => {
-                self.migrate(from, to, c);
-                1
-            }
-            None => 0,
-        }
-    }
-
-    /// Step 1 (i): look at every other CPU once, from p+1 round the ring.
-    fn survey(&self, p: usize, h: u64) -> Survey {
-        let n = self.cpus.len();
-        let mut s = Survey {
-            first_behind: None,
-            most_loaded: None,
-            any_eligible: None,
-            total_load: self.cpus[p].load() as u128,
-        };
-        let mut best = 0;
-        for k in (1..n).map(|i| (p + i) % n) {
-            let q = &self.cpus[k];
-            s.total_load += q.load() as u128;
-            if q.is_idle() {
-                continue;
-            }
-            let behind = q.round + 1 == h;
-            if behind && s.first_behind.is_none() {
-                s.first_behind = Some(k);
-            }
-            if (q.round == h || behind) && !q.active_q().is_empty() && q.active_load() > best {
-                best = q.active_load();
-                s.most_loaded = Some(k);
-            }
-            if s.any_eligible.is_none() && q.has_eligible(h) {
-                s.any_eligible = Some(k);
-            }
-        }
-        s
+        self.cpus.iter().map(CpuPart::balancing_steps).sum()
     }
 
     /// Round balancing on CPU `p`, whose round-active is empty (3.2.2).
     pub fn round_balance(&mut self, p: usize) {
-        debug_assert!(self.cpus[p].active_q().is_empty() && self.cpus[p].running.is_none());
-        self.balancing_steps += 1;
-        let h = self.highest.get();
-        // Step 1.
-        if self.cpus[p].round == h || self.cpus[p].expired_q().is_empty() {
-            let owned_nothing = self.cpus[p].is_idle();
-            let s = self.survey(p, h);
-            let mut moved = 0;
-            if let Some(a) = s.first_behind {
-                moved += self.steal_expired_half(a, p);
-            }
-            if let Some(b) = s.most_loaded {
-                moved += self.steal_to_average(b, p, s.total_load);
-            }
-            if moved == 0 {
-                if let Some(k) = s.any_eligible {
-                    moved += self.steal_one(k, p);
-                }
-            }
-            if moved > 0 {
-                if owned_nothing {
-                    self.cpus[p].round = h; // Gap DWRR-5
-                }
-                return;
-            }
-        }
-        // Step 2.
-        self.advance_round(p);
+        round_balance(&self.shared, self.cpus.as_mut_slice(), p);
     }
 
-    /// Step 2: swap round-active and round-expired; idle, or the next round.
-    pub fn advance_round(&mut self, p: usize) {
-        let cpu = &mut self.cpus[p];
-        cpu.active = cpu.expired_slot();
-        if cpu.active_q().is_empty() {
-            cpu.round = 0;
-        } else {
-            cpu.round += 1;
-            self.highest.raise_to(cpu.round);
-        }
-    }
-
-    /// Check the paper's Invariant 1 and our bookkeeping; `Err` names the
-    /// first violation.
-    ///
-    /// * numThreads(p) > 1 implies round(p) ∈ {highest, highest-1} (6.1, Invariant 1);
-    /// * an idle CPU is in round 0, and no CPU is beyond `highest`;
-    /// * loads and client places agree with the queues, and every waiting
-    ///   client has some round slice left.
+    /// Check the invariants over every part ([`check_invariants`]).
     pub fn check_invariants(&self) -> Result<(), String> {
-        let h = self.highest.get();
-        for (k, p) in self.cpus.iter().enumerate() {
-            let n = p.threads();
-            if n > 1 && p.round != h && p.round + 1 != h {
-                return Err(format!("cpu {k} holds {n} clients in round {} but highest is {h}", p.round));
-            }
-            if n == 0 && p.round != 0 {
-                return Err(format!("idle cpu {k} is in round {}", p.round));
-            }
-            if p.round > h {
-                return Err(format!("cpu {k} is in round {} beyond highest {h}", p.round));
-            }
-            let run = p.running.map_or(0, |c| L::load(self.clients[c].weight));
-            for slot in 0..2 {
-                let mut load = if slot == p.active { run } else { 0 };
-                for c in p.queues[slot].in_order(&self.links) {
-                    let x = self.clients.get(c).ok_or_else(|| format!("departed {c} queued on cpu {k}"))?;
-                    if x.cpu != k || x.place != Place::Queued(slot) {
-                        return Err(format!(
-                            "{c} is in queue {slot} of cpu {k} but recorded {:?} on {}",
-                            x.place, x.cpu
-                        ));
-                    }
-                    if x.used >= self.slice_of(x.weight) {
-                        return Err(format!("{c} waits on cpu {k} with its round slice used up"));
-                    }
-                    load += L::load(x.weight);
-                }
-                if load != p.loads[slot] {
-                    return Err(format!(
-                        "cpu {k}: queue {slot} load is {} but its clients weigh {load}",
-                        p.loads[slot]
-                    ));
-                }
-            }
-        }
-        Ok(())
+        check_invariants(&self.shared, &self.cpus)
     }
 }
 
@@ -721,134 +1370,44 @@ impl<L: LocalQueue> Policy for DwrrPolicy<L> {
 
     #[inline]
     fn join(&mut self, _r: &Roster, _now: Time, c: ClientId, w: Weight) -> Kick {
-        let k = self.place();
-        let x = Client { weight: w, used: 0, cpu: k, place: Place::Blocked, round: 0, key: L::Key::default() };
-        self.clients.insert(c, x);
-        self.attach(k, c, false);
+        self.shared.reserve(c);
+        join(&self.shared, self.cpus.as_mut_slice(), c, w);
         None
     }
 
     #[inline]
     fn leave(&mut self, _r: &Roster, _now: Time, c: ClientId, _w: Weight, _was: Status) {
-        if self.clients[c].place != Place::Blocked {
-            self.detach(c);
-        }
-        self.clients.remove(c);
+        let gone = leave(&self.shared, self.cpus.as_mut_slice(), c);
+        debug_assert!(gone, "{c} left while running");
     }
 
     #[inline]
     fn block(&mut self, _r: &Roster, _now: Time, c: ClientId, _w: Weight) {
-        let round = self.round_of(&self.clients[c]);
-        self.detach(c);
-        self.clients[c].round = round;
+        let blocked = block(&self.shared, self.cpus.as_mut_slice(), c);
+        debug_assert!(blocked, "{c} blocked while not waiting");
     }
 
     #[inline]
     fn wake(&mut self, _r: &Roster, _now: Time, c: ClientId, _w: Weight) -> Kick {
-        let k = self.place();
-        let t = self.cpus[k].round;
-        let x = &mut self.clients[c];
-        if x.round < t {
-            x.used = 0;
-        }
-        let into_expired = x.round > t;
-        self.attach(k, c, into_expired);
+        let woken = wake(&self.shared, self.cpus.as_mut_slice(), c);
+        debug_assert!(woken, "{c} woke while not blocked");
         None
     }
 
     #[inline]
     fn set_weight(&mut self, _r: &Roster, _now: Time, c: ClientId, _old: Weight, w: Weight, _status: Status) {
-        let x = self.clients[c];
-        let (old, new) = (L::load(x.weight), L::load(w));
-        let p = &mut self.cpus[x.cpu];
-        let y = &mut self.clients[c];
-        match x.place {
-            Place::Queued(slot) => {
-                p.loads[slot] = p.loads[slot] - old + new;
-                p.queues[slot].exit(&mut self.links, c, &mut y.key);
-                L::rescale(&mut y.key, x.weight, w);
-                p.queues[slot].enter(&mut self.links, c, &mut y.key);
-            }
-            Place::Running => {
-                p.loads[p.active] = p.loads[p.active] - old + new;
-                p.queues[p.active].release(&mut y.key);
-                L::rescale(&mut y.key, x.weight, w);
-                p.queues[p.active].adopt(&mut y.key);
-            }
-            Place::Blocked => L::rescale(&mut y.key, x.weight, w),
-        }
-        y.weight = w;
-        let slice = self.slice_of(w);
-        if x.used >= slice {
-            let in_expired = matches!(x.place, Place::Queued(s) if s == self.cpus[x.cpu].expired_slot());
-            match x.place {
-                Place::Queued(_) if in_expired => self.clients[c].used = slice - 1,
-                Place::Queued(_) => self.expire_waiting(c), // Gap DWRR-9
-                Place::Blocked => {
-                    // It has finished the round it was in (Gap DWRR-9, DWRR-8).
-                    let used = self.next_round_used(x.used, slice);
-                    let y = &mut self.clients[c];
-                    y.used = used;
-                    y.round += 1;
-                }
-                Place::Running => {} // expires when it stops
-            }
-        }
+        set_weight(&self.shared, self.cpus.as_mut_slice(), c, w);
     }
 
     #[inline]
     fn pick(&mut self, _r: &Roster, _now: Time, cpu: CpuId) -> Option<(ClientId, Time)> {
-        let k = cpu.index();
-        if self.cpus[k].active_q().is_empty() {
-            self.round_balance(k);
-        }
-        let p = &mut self.cpus[k];
-        let c = p.queues[p.active].take_next(&mut self.links)?;
-        p.running = Some(c);
-        self.clients[c].place = Place::Running;
-        Some((c, self.dispatch_slice(&self.clients[c])))
+        pick(&self.shared, self.cpus.as_mut_slice(), cpu.index())
     }
 
     #[inline]
-    fn stopped(&mut self, _r: &Roster, _now: Time, cpu: CpuId, c: ClientId, w: Weight, ran: Time, why: StopReason) {
-        let k = cpu.index();
-        let slice = self.slice_of(w);
-        let used = self.clients[c].used.saturating_add(ran as u128 * self.opts.weight_unit as u128);
-        let finished = used >= slice;
-        let used_next = if finished { self.next_round_used(used, slice) } else { used };
-        let p = &mut self.cpus[k];
-        let x = &mut self.clients[c];
-        L::charge(&mut x.key, ran, w);
-        p.running = None;
-        let (active, load) = (p.active, L::load(w));
-        match why {
-            StopReason::Expired | StopReason::Preempted if finished => {
-                // Round slicing: its round slice is used up; it waits for the next round.
-                p.queues[active].release(&mut x.key);
-                p.loads[active] -= load;
-                x.used = used_next;
-                x.place = Place::Queued(p.expired_slot());
-                p.enqueue(&mut self.links, p.expired_slot(), c, &mut x.key, load);
-            }
-            StopReason::Expired | StopReason::Preempted => {
-                x.used = used;
-                x.place = Place::Queued(active);
-                p.queues[active].put_back(&mut self.links, c, &mut x.key);
-            }
-            StopReason::Blocked => {
-                p.queues[active].release(&mut x.key);
-                p.loads[active] -= load;
-                x.used = used_next;
-                x.place = Place::Blocked;
-                x.round = p.round + u64::from(finished);
-                self.idle_if_empty(k);
-            }
-            StopReason::Left => {
-                p.loads[active] -= load;
-                self.clients.remove(c);
-                self.idle_if_empty(k);
-            }
-        }
+    fn stopped(&mut self, _r: &Roster, _now: Time, cpu: CpuId, c: ClientId, _w: Weight, ran: Time, why: StopReason) {
+        let was = self.cpus[cpu.index()].stopped(&self.shared, ran, why);
+        debug_assert_eq!(was, Some(c));
     }
 
     #[inline]

@@ -2,7 +2,9 @@
 //! "the run queue can be implemented with any data structure ... DWRR
 //! retains it in both round-active and round-expired").
 //!
-//! Each CPU holds two queues of the same [`LocalQueue`] type. DWRR decides
+//! Each CPU holds two queues of the same [`LocalQueue`] type over the slots
+//! of its entry slab ([`Entries`]); a client's local key lives in its
+//! entry and moves with it. DWRR decides
 //! *which queue* a client is in and *which CPU* owns it; the local queue alone
 //! decides the dispatch order inside round-active, as Linux does under the
 //! paper's patch.
@@ -29,24 +31,21 @@
 use std::collections::BTreeSet;
 use std::fmt::Debug;
 
-use crate::list::{Link, List};
+use super::{Entries, Slot};
+use crate::list::{Link, Links, List};
 use crate::model::{ClientId, Time, Weight};
 use crate::readjust::Phi;
-use crate::roster::ClientTable;
 use crate::vtime::{tag_delta, VTime};
 
 /// A per-CPU run queue that DWRR can layer over. One CPU holds two of them
-/// (round-active and round-expired); `Key` is the per-client state the
-/// policy needs, stored in DWRR's client table.
+/// (round-active and round-expired) and the [`Entries`] of its clients; a
+/// queue holds slots of that slab, and a client's `Key` lives in its entry,
+/// so a queue operation touches only its own CPU's part.
 pub trait LocalQueue: Debug + Default {
-    /// Per-client policy state (its virtual runtime, or nothing).
+    /// Per-client policy state, kept in the client's entry: its virtual
+    /// runtime, or its round-robin links (slots of the same slab, like the
+    /// run-list links in Linux's task_struct). It moves with the client.
     type Key: Copy + Debug + Default;
-
-    /// Per-client state shared by all the queues of one scheduler (the
-    /// round-robin links, like the run-list links in Linux's task_struct),
-    /// so that memory is O(N), not O(P·N). A queue only touches the entries
-    /// of its own clients: in a concurrent host, under its CPU's lock.
-    type Links: Debug + Default;
 
     /// Appended to `dwrr` in the registry name (`""` for the default, round robin).
     const SUFFIX: &'static str;
@@ -64,18 +63,19 @@ pub trait LocalQueue: Debug + Default {
         self.len() == 0
     }
 
-    /// Queue `c`, arriving from outside this queue (join, wake, migration,
-    /// expiry). `key` is queue-independent on entry and this queue's on exit.
-    fn enter(&mut self, links: &mut Self::Links, c: ClientId, key: &mut Self::Key);
+    /// Queue slot `s`, arriving from outside this queue (join, wake,
+    /// migration, expiry). Its key is queue-independent on entry and this
+    /// queue's on exit.
+    fn enter(&mut self, e: &mut Entries<Self::Key>, s: Slot);
 
-    /// Take queued `c` out of this queue; `key` becomes queue-independent.
-    fn exit(&mut self, links: &mut Self::Links, c: ClientId, key: &mut Self::Key);
+    /// Take queued slot `s` out of this queue; its key becomes queue-independent.
+    fn exit(&mut self, e: &mut Entries<Self::Key>, s: Slot);
 
-    /// Dispatch: remove and return the client the policy runs next.
-    fn take_next(&mut self, links: &mut Self::Links) -> Option<ClientId>;
+    /// Dispatch: remove and return the slot the policy runs next.
+    fn take_next(&mut self, e: &mut Entries<Self::Key>) -> Option<Slot>;
 
-    /// The client taken by [`LocalQueue::take_next`] returns to this queue.
-    fn put_back(&mut self, links: &mut Self::Links, c: ClientId, key: &mut Self::Key);
+    /// The slot taken by [`LocalQueue::take_next`] returns to this queue.
+    fn put_back(&mut self, e: &mut Entries<Self::Key>, s: Slot);
 
     /// The client taken by [`LocalQueue::take_next`] goes elsewhere; `key`
     /// becomes queue-independent.
@@ -92,18 +92,33 @@ pub trait LocalQueue: Debug + Default {
     /// queue-independent.
     fn rescale(key: &mut Self::Key, old: Weight, new: Weight);
 
-    /// The queued clients in dispatch order (stealing takes them in this order).
-    fn in_order<'a>(&'a self, links: &'a Self::Links) -> impl Iterator<Item = ClientId> + 'a;
+    /// The queued slots in dispatch order (stealing takes them in this order).
+    fn in_order<'a>(&'a self, e: &'a Entries<Self::Key>) -> impl Iterator<Item = Slot> + 'a;
 }
 
-/// Round robin: an intrusive FIFO (links in the shared per-client table),
+/// Round-robin links live in the entries' keys, and name slots.
+impl Links<Slot> for Entries<Link<Slot>> {
+    #[inline]
+    fn link(&self, s: Slot) -> Link<Slot> {
+        *self.key(s)
+    }
+    #[inline]
+    fn set_prev(&mut self, s: Slot, prev: Option<Slot>) {
+        self.key_mut(s).set_prev(prev);
+    }
+    #[inline]
+    fn set_next(&mut self, s: Slot, next: Option<Slot>) {
+        self.key_mut(s).set_next(next);
+    }
+}
+
+/// Round robin: an intrusive FIFO of slots (links in the entries),
 /// weights ignored by the local order.
 #[derive(Clone, Debug, Default)]
-pub struct RoundRobinQueue(List);
+pub struct RoundRobinQueue(List<Slot>);
 
 impl LocalQueue for RoundRobinQueue {
-    type Key = ();
-    type Links = ClientTable<Link>;
+    type Key = Link<Slot>;
     const SUFFIX: &'static str = "";
 
     fn load(_w: Weight) -> u64 {
@@ -112,35 +127,32 @@ impl LocalQueue for RoundRobinQueue {
     fn len(&self) -> usize {
         self.0.len()
     }
-    fn enter(&mut self, links: &mut Self::Links, c: ClientId, _key: &mut ()) {
-        self.0.push_back(links, c);
+    fn enter(&mut self, e: &mut Entries<Link<Slot>>, s: Slot) {
+        self.0.push_back(e, s);
     }
-    fn exit(&mut self, links: &mut Self::Links, c: ClientId, _key: &mut ()) {
-        debug_assert!(links.get(c).is_some(), "{c} is not queued");
-        if links.get(c).is_some() {
-            self.0.remove(links, c);
-        }
+    fn exit(&mut self, e: &mut Entries<Link<Slot>>, s: Slot) {
+        self.0.remove(e, s);
     }
-    fn take_next(&mut self, links: &mut Self::Links) -> Option<ClientId> {
-        self.0.pop_front(links)
+    fn take_next(&mut self, e: &mut Entries<Link<Slot>>) -> Option<Slot> {
+        self.0.pop_front(e)
     }
-    fn put_back(&mut self, links: &mut Self::Links, c: ClientId, _key: &mut ()) {
-        self.0.push_back(links, c);
+    fn put_back(&mut self, e: &mut Entries<Link<Slot>>, s: Slot) {
+        self.0.push_back(e, s);
     }
-    fn release(&mut self, _key: &mut ()) {}
-    fn adopt(&mut self, _key: &mut ()) {}
-    fn charge(_key: &mut (), _ran: Time, _w: Weight) {}
-    fn rescale(_key: &mut (), _old: Weight, _new: Weight) {}
-    fn in_order<'a>(&'a self, links: &'a Self::Links) -> impl Iterator<Item = ClientId> + 'a {
-        self.0.iter(links)
+    fn release(&mut self, _key: &mut Link<Slot>) {}
+    fn adopt(&mut self, _key: &mut Link<Slot>) {}
+    fn charge(_key: &mut Link<Slot>, _ran: Time, _w: Weight) {}
+    fn rescale(_key: &mut Link<Slot>, _old: Weight, _new: Weight) {}
+    fn in_order<'a>(&'a self, e: &'a Entries<Link<Slot>>) -> impl Iterator<Item = Slot> + 'a {
+        self.0.iter(e)
     }
 }
 
-/// CFS-like: a tree ordered by virtual runtime (ties by id), and a
+/// CFS-like: a tree ordered by virtual runtime (ties by client id), and a
 /// monotone `min_vruntime` that new arrivals are placed at.
 #[derive(Clone, Debug, Default)]
 pub struct VruntimeQueue {
-    tree: BTreeSet<(VTime, ClientId)>,
+    tree: BTreeSet<(VTime, ClientId, Slot)>,
     min_vruntime: VTime,
 }
 
@@ -148,7 +160,6 @@ impl LocalQueue for VruntimeQueue {
     /// Virtual runtime: absolute while in (or running from) a queue, an
     /// offset from the queue's `min_vruntime` while outside.
     type Key = VTime;
-    type Links = ();
     const SUFFIX: &'static str = "-cfs";
 
     fn load(w: Weight) -> u64 {
@@ -157,23 +168,27 @@ impl LocalQueue for VruntimeQueue {
     fn len(&self) -> usize {
         self.tree.len()
     }
-    fn enter(&mut self, _links: &mut (), c: ClientId, key: &mut VTime) {
+    fn enter(&mut self, e: &mut Entries<VTime>, s: Slot) {
+        let c = e.client(s);
+        let key = e.key_mut(s);
         *key = self.min_vruntime.saturating_add(*key);
-        self.tree.insert((*key, c));
+        self.tree.insert((*key, c, s));
     }
-    fn exit(&mut self, _links: &mut (), c: ClientId, key: &mut VTime) {
-        self.tree.remove(&(*key, c));
+    fn exit(&mut self, e: &mut Entries<VTime>, s: Slot) {
+        let c = e.client(s);
+        let key = e.key_mut(s);
+        self.tree.remove(&(*key, c, s));
         *key = key.saturating_sub(self.min_vruntime);
     }
-    fn take_next(&mut self, _links: &mut ()) -> Option<ClientId> {
-        let (v, c) = self.tree.pop_first()?;
+    fn take_next(&mut self, _e: &mut Entries<VTime>) -> Option<Slot> {
+        let (v, _, s) = self.tree.pop_first()?;
         // Every key is at least min_vruntime (entries are placed at or after
         // it, and it only rises to the smallest key), so this is monotone.
         self.min_vruntime = self.min_vruntime.max(v);
-        Some(c)
+        Some(s)
     }
-    fn put_back(&mut self, _links: &mut (), c: ClientId, key: &mut VTime) {
-        self.tree.insert((*key, c));
+    fn put_back(&mut self, e: &mut Entries<VTime>, s: Slot) {
+        self.tree.insert((*e.key(s), e.client(s), s));
     }
     fn release(&mut self, key: &mut VTime) {
         *key = key.saturating_sub(self.min_vruntime);
@@ -193,8 +208,8 @@ impl LocalQueue for VruntimeQueue {
             None => (*key / new).saturating_mul(old),
         };
     }
-    fn in_order<'a>(&'a self, _links: &'a ()) -> impl Iterator<Item = ClientId> + 'a {
-        self.tree.iter().map(|&(_, c)| c)
+    fn in_order<'a>(&'a self, _e: &'a Entries<VTime>) -> impl Iterator<Item = Slot> + 'a {
+        self.tree.iter().map(|&(_, _, s)| s)
     }
 }
 
@@ -207,46 +222,55 @@ mod tests {
         Weight::new(x).unwrap()
     }
 
-    #[test]
-    fn vruntime_runs_the_least_served_and_renormalises_between_queues() {
-        let mut q = VruntimeQueue::default();
-        let mut keys = [0 as VTime; 3];
-        for i in 0..3 {
-            q.enter(&mut (), ClientId(i), &mut keys[i as usize]);
+    /// A slab holding clients `ids` (weight 1), slot i for the i-th.
+    fn slab<K: Copy + Debug + Default>(ids: &[u32]) -> Entries<K> {
+        let mut e = Entries::default();
+        for (i, &c) in ids.iter().enumerate() {
+            assert_eq!(e.insert(super::super::Entry::new(ClientId(c), w(1))), i as Slot);
         }
-        // Client 0 runs 10 ms at weight 1, client 1 runs 10 ms at weight 2.
-        let a = q.take_next(&mut ()).unwrap();
-        assert_eq!(a, ClientId(0));
-        VruntimeQueue::charge(&mut keys[0], 10 * MS, w(1));
-        q.put_back(&mut (), a, &mut keys[0]);
-        let b = q.take_next(&mut ()).unwrap();
-        assert_eq!(b, ClientId(1));
-        VruntimeQueue::charge(&mut keys[1], 10 * MS, w(2));
-        q.put_back(&mut (), b, &mut keys[1]);
-        // Client 2 has not run; then client 1 (half the vruntime of 0).
-        assert_eq!(q.in_order(&()).collect::<Vec<_>>(), vec![ClientId(2), ClientId(1), ClientId(0)]);
-        // Move client 0 to another queue whose min_vruntime is far ahead:
-        // it keeps its distance from the minimum, not its absolute key.
-        let mut other = VruntimeQueue { tree: BTreeSet::new(), min_vruntime: 1 << 80 };
-        q.exit(&mut (), ClientId(0), &mut keys[0]);
-        assert_eq!(keys[0], tag_delta(10 * MS, Phi::whole(1)));
-        other.enter(&mut (), ClientId(0), &mut keys[0]);
-        assert_eq!(keys[0], (1 << 80) + tag_delta(10 * MS, Phi::whole(1)));
+        e
     }
 
     #[test]
-    fn round_robin_is_fifo_with_shared_links() {
-        let mut links = ClientTable::<Link>::new();
-        let (mut q, mut r) = (RoundRobinQueue::default(), RoundRobinQueue::default());
-        for i in 0..3 {
-            q.enter(&mut links, ClientId(i), &mut ());
+    fn vruntime_runs_the_least_served_and_renormalises_between_queues() {
+        let mut e = slab::<VTime>(&[0, 1, 2]);
+        let mut q = VruntimeQueue::default();
+        for s in 0..3 {
+            q.enter(&mut e, s);
         }
-        r.enter(&mut links, ClientId(7), &mut ());
-        let a = q.take_next(&mut links).unwrap();
-        q.put_back(&mut links, a, &mut ());
-        q.exit(&mut links, ClientId(1), &mut ());
-        assert_eq!(q.in_order(&links).collect::<Vec<_>>(), vec![ClientId(2), ClientId(0)]);
-        assert_eq!(r.in_order(&links).collect::<Vec<_>>(), vec![ClientId(7)]);
+        // Client 0 runs 10 ms at weight 1, client 1 runs 10 ms at weight 2.
+        let a = q.take_next(&mut e).unwrap();
+        assert_eq!(e.client(a), ClientId(0));
+        VruntimeQueue::charge(e.key_mut(a), 10 * MS, w(1));
+        q.put_back(&mut e, a);
+        let b = q.take_next(&mut e).unwrap();
+        assert_eq!(e.client(b), ClientId(1));
+        VruntimeQueue::charge(e.key_mut(b), 10 * MS, w(2));
+        q.put_back(&mut e, b);
+        // Client 2 has not run; then client 1 (half the vruntime of 0).
+        assert_eq!(q.in_order(&e).collect::<Vec<_>>(), vec![2, 1, 0]);
+        // Move client 0 to another queue whose min_vruntime is far ahead:
+        // it keeps its distance from the minimum, not its absolute key.
+        let mut other = VruntimeQueue { tree: BTreeSet::new(), min_vruntime: 1 << 80 };
+        q.exit(&mut e, 0);
+        assert_eq!(*e.key(0), tag_delta(10 * MS, Phi::whole(1)));
+        other.enter(&mut e, 0);
+        assert_eq!(*e.key(0), (1 << 80) + tag_delta(10 * MS, Phi::whole(1)));
+    }
+
+    #[test]
+    fn round_robin_is_fifo_over_the_slab() {
+        let mut e = slab::<Link<Slot>>(&[10, 11, 12, 17]);
+        let (mut q, mut r) = (RoundRobinQueue::default(), RoundRobinQueue::default());
+        for s in 0..3 {
+            q.enter(&mut e, s);
+        }
+        r.enter(&mut e, 3);
+        let a = q.take_next(&mut e).unwrap();
+        q.put_back(&mut e, a);
+        q.exit(&mut e, 1);
+        assert_eq!(q.in_order(&e).collect::<Vec<_>>(), vec![2, 0]);
+        assert_eq!(r.in_order(&e).map(|s| e.client(s)).collect::<Vec<_>>(), vec![ClientId(17)]);
         assert_eq!((q.len(), r.len()), (2, 1));
         assert_eq!(RoundRobinQueue::load(w(7)), 1);
     }

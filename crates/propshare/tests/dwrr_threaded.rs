@@ -1,0 +1,274 @@
+//! DWRR's per-CPU state split, proved with threads: the global part
+//! ([`DwrrShared`]) and one [`CpuPart`] per CPU, each behind its own lock
+//! ([`Locked`]), driven by one thread per CPU plus one churn thread.
+//!
+//! Every CPU thread runs a virtual clock in ticks of the quantum Q: in each
+//! tick it picks, "runs" the client for its whole dispatch slice (advancing
+//! its own clock) and stops it, until its clock reaches the tick's end (an
+//! idle CPU skips to it). The churn thread meanwhile joins, leaves, blocks,
+//! wakes and reweighs random clients through the same step functions; CPU
+//! threads also stop a client as blocked now and then. Every `EPOCH` ticks
+//! all threads meet at a barrier (a quiescent point: no client runs), and
+//! one of them checks DWRR's invariants over every part under all the locks.
+//!
+//! Checked:
+//! * no client is ever on two CPUs at once (a per-client atomic "on a CPU"
+//!   flag, set after `pick` and cleared before `stopped`);
+//! * at every quiescent point, `dwrr::check_invariants` (Invariant 1, loads,
+//!   queues, every entry where the owner map says);
+//! * after the churn, with a fixed set of runnable clients of feasible
+//!   weights, every client's service over the steady phase is within
+//!   `3·w_max·B + Q` of its weighted share of all the service given:
+//!   Theorem 1's bound (`-3·w_max·B < lag < 2·w_max·B`, B in ns at U = 1)
+//!   plus the clock skew between CPU threads at a barrier (one dispatch,
+//!   at most Q).
+
+use std::io::Write;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Barrier, Mutex, MutexGuard};
+
+use propshare::algo::dwrr::{
+    self, CpuPart, DwrrOptions, DwrrShared, LocalQueue, Locked, RoundRobinQueue, VruntimeQueue,
+};
+use propshare::{ClientId, StopReason, Time, Weight, MS};
+use proptest::prelude::*;
+use proptest::test_runner::{RngAlgorithm, TestRng};
+
+/// Ticks between quiescent checks.
+const EPOCH: u64 = 20;
+/// Largest weight (all weights feasible: see `N_PER_CPU`).
+const W_MAX: u64 = 4;
+/// Clients per CPU: with weights in 1..=W_MAX, the heaviest has at most
+/// `W_MAX / (N_PER_CPU·P)·P = W_MAX/N_PER_CPU ≤ 1` CPU's share, so every
+/// weight is feasible.
+const N_PER_CPU: usize = 4;
+
+/// Run `f`; if it panics, say why on the real stderr (the harness captures
+/// the panic message, and would lose it) and abort the process: the other
+/// threads would wait at the barrier for ever.
+fn or_abort(f: impl FnOnce()) {
+    if let Err(e) = std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)) {
+        let why = e.downcast_ref::<String>().map(String::as_str).or(e.downcast_ref::<&str>().copied());
+        let _ = writeln!(std::io::stderr(), "a DWRR thread panicked: {}", why.unwrap_or("?"));
+        std::process::abort();
+    }
+}
+
+fn rng(seed: u64, stream: u64) -> TestRng {
+    let mut bytes = [0u8; 32];
+    bytes[..8].copy_from_slice(&seed.to_le_bytes());
+    bytes[8..16].copy_from_slice(&stream.to_le_bytes());
+    TestRng::from_seed(RngAlgorithm::ChaCha, &bytes)
+}
+
+fn below(r: &mut TestRng, n: u64) -> u64 {
+    r.next_u64() % n
+}
+
+fn w(x: u64) -> Weight {
+    Weight::new(x).unwrap()
+}
+
+/// What every thread shares.
+struct World<L: LocalQueue> {
+    sh: DwrrShared,
+    parts: Vec<Mutex<CpuPart<L>>>,
+    quantum: Time,
+    /// Per client: on a CPU now.
+    on_cpu: Vec<AtomicBool>,
+    /// Per client: ns of service in the steady phase.
+    served: Vec<AtomicU64>,
+}
+
+impl<L: LocalQueue> World<L> {
+    fn check(&self) {
+        let guards: Vec<MutexGuard<'_, CpuPart<L>>> = self.parts.iter().map(|m| m.lock().unwrap()).collect();
+        if let Err(e) = dwrr::check_invariants(&self.sh, guards.iter().map(|g| &**g)) {
+            panic!("invariant broken at a quiescent point: {e}");
+        }
+        assert!(self.on_cpu.iter().all(|f| !f.load(Ordering::Acquire)), "a client is on a CPU at a barrier");
+    }
+}
+
+/// CPU `k`'s thread: `ticks` ticks from tick `from`; blocks a client about
+/// once in `block_one_in` dispatches (0: never); records service if `steady`.
+fn run_cpu<L: LocalQueue>(
+    world: &World<L>,
+    k: usize,
+    ticks: std::ops::Range<u64>,
+    r: &mut TestRng,
+    block_one_in: u64,
+    steady: bool,
+) {
+    let mut parts = Locked(&world.parts);
+    let mut clock = ticks.start * world.quantum;
+    for tick in ticks {
+        let end = (tick + 1) * world.quantum;
+        while clock < end {
+            let Some((c, slice)) = dwrr::pick(&world.sh, &mut parts, k) else {
+                clock = end;
+                break;
+            };
+            assert!(!world.on_cpu[c.index()].swap(true, Ordering::AcqRel), "{c} is on two CPUs at once");
+            clock += slice;
+            if steady {
+                world.served[c.index()].fetch_add(slice, Ordering::Relaxed);
+            }
+            let why =
+                if block_one_in > 0 && below(r, block_one_in) == 0 { StopReason::Blocked } else { StopReason::Expired };
+            world.on_cpu[c.index()].store(false, Ordering::Release);
+            let was = dwrr::stopped(&world.sh, &mut parts, k, slice, why);
+            assert_eq!(was, Some(c), "cpu {k} stopped the wrong client");
+        }
+    }
+}
+
+/// The churn thread: `ops` random operations on random clients. `joined`
+/// is its record of which ids have an entry (only it joins and leaves).
+fn churn<L: LocalQueue>(world: &World<L>, joined: &mut [bool], ops: usize, r: &mut TestRng) {
+    let mut parts = Locked(&world.parts);
+    let (sh, n) = (&world.sh, joined.len() as u64);
+    for _ in 0..ops {
+        let c = ClientId(below(r, n) as u32);
+        let i = c.index();
+        match below(r, 6) {
+            _ if !joined[i] => {
+                dwrr::join(sh, &mut parts, c, w(1 + below(r, W_MAX)));
+                joined[i] = true;
+            }
+            0 => joined[i] = !dwrr::leave(sh, &mut parts, c),
+            1 | 2 => {
+                dwrr::block(sh, &mut parts, c);
+            }
+            3 | 4 => {
+                dwrr::wake(sh, &mut parts, c);
+            }
+            _ => assert!(dwrr::set_weight(sh, &mut parts, c, w(1 + below(r, W_MAX)))),
+        }
+        if below(r, 8) == 0 {
+            std::thread::yield_now();
+        }
+    }
+}
+
+/// `cpus` CPU threads and the churn thread for `epochs` epochs, then every
+/// client joined and woken, then `steady` epochs with no churn; returns the
+/// world and the final weights.
+fn run<L: LocalQueue + Send>(cpus: usize, seed: u64, epochs: u64, steady: u64) -> (World<L>, Vec<u64>)
+where
+    L::Key: Send,
+{
+    let n = cpus * N_PER_CPU;
+    let quantum = MS;
+    let opts = DwrrOptions { round_unit: 3 * quantum, weight_unit: 1, carry_overrun: false };
+    let world = World::<L> {
+        sh: DwrrShared::new(quantum, opts, n),
+        parts: (0..cpus).map(|k| Mutex::new(CpuPart::new(k))).collect(),
+        quantum,
+        on_cpu: (0..n).map(|_| AtomicBool::new(false)).collect(),
+        served: (0..n).map(|_| AtomicU64::new(0)).collect(),
+    };
+    let barrier = Barrier::new(cpus + 1);
+    let mut weights = vec![0; n];
+    std::thread::scope(|scope| {
+        for k in 0..cpus {
+            let (world, barrier) = (&world, &barrier);
+            scope.spawn(move || {
+                or_abort(|| {
+                    let mut r = rng(seed, k as u64 + 1);
+                    for e in 0..epochs + 1 + steady {
+                        let ticks = e * EPOCH..(e + 1) * EPOCH;
+                        if e < epochs {
+                            run_cpu(world, k, ticks, &mut r, 50, false);
+                        } else if e > epochs {
+                            run_cpu(world, k, ticks, &mut r, 0, true);
+                        }
+                        if barrier.wait().is_leader() {
+                            world.check();
+                        }
+                        barrier.wait();
+                    }
+                })
+            });
+        }
+        or_abort(|| {
+            let mut r = rng(seed, 0);
+            let mut joined = vec![false; n];
+            let mut parts = Locked(&world.parts);
+            for e in 0..epochs + 1 + steady {
+                if e < epochs {
+                    churn(&world, &mut joined, 40, &mut r);
+                } else if e == epochs {
+                    // Quiescent: fix the set, every client runnable at a known weight.
+                    for (i, wi) in weights.iter_mut().enumerate() {
+                        let c = ClientId(i as u32);
+                        *wi = 1 + below(&mut r, W_MAX);
+                        if !joined[i] {
+                            dwrr::join(&world.sh, &mut parts, c, w(*wi));
+                            joined[i] = true;
+                        } else {
+                            dwrr::wake(&world.sh, &mut parts, c);
+                            assert!(dwrr::set_weight(&world.sh, &mut parts, c, w(*wi)));
+                        }
+                    }
+                }
+                if barrier.wait().is_leader() {
+                    world.check();
+                }
+                barrier.wait();
+            }
+        })
+    });
+    (world, weights)
+}
+
+/// Every client's steady-phase service within `3·w_max·B + Q` of its
+/// weighted share of the total.
+fn assert_proportional<L: LocalQueue>(world: &World<L>, weights: &[u64]) {
+    // Every client has one entry, in the slab of the CPU that owns it.
+    let entries: usize = world.parts.iter().map(|m| m.lock().unwrap().entries().len()).sum();
+    assert_eq!(entries, weights.len(), "entries in the slabs");
+    let served: Vec<u128> = world.served.iter().map(|s| s.load(Ordering::Relaxed) as u128).collect();
+    let total: u128 = served.iter().sum();
+    let weight: u128 = weights.iter().map(|&x| x as u128).sum();
+    let b = world.sh.options().round_unit as u128;
+    let bound = 3 * W_MAX as u128 * b + world.quantum as u128;
+    assert!(total > 0, "no service in the steady phase");
+    for (i, (&got, &wi)) in served.iter().zip(weights).enumerate() {
+        let share = total * wi as u128 / weight;
+        let off = got.abs_diff(share);
+        assert!(
+            off <= bound,
+            "client {i} (weight {wi}) got {got} ns, its share is {share} ns: off by {off} > {bound} (total {total})"
+        );
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 6, failure_persistence: None, ..ProptestConfig::default() })]
+
+    #[test]
+    fn threads_drive_cpus_rr(cpus in 2usize..=4, seed in any::<u64>()) {
+        let (world, weights) = run::<RoundRobinQueue>(cpus, seed, 10, 10);
+        assert_proportional(&world, &weights);
+    }
+
+    #[test]
+    fn threads_drive_cpus_cfs(cpus in 2usize..=4, seed in any::<u64>()) {
+        let (world, weights) = run::<VruntimeQueue>(cpus, seed, 10, 10);
+        assert_proportional(&world, &weights);
+    }
+}
+
+/// A longer stress run (4 CPUs, 300 epochs of churn): more chances for a
+/// step to find an entry moved under it, a survey gone stale, or a client
+/// picked twice.
+#[test]
+fn stress_long_churn() {
+    for seed in 0..2 {
+        let (world, weights) = run::<RoundRobinQueue>(4, seed, 300, 10);
+        assert_proportional(&world, &weights);
+        let (world, weights) = run::<VruntimeQueue>(4, seed, 300, 10);
+        assert_proportional(&world, &weights);
+    }
+}
