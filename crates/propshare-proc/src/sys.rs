@@ -75,6 +75,18 @@ pub fn getpid() -> Pid {
     unsafe { libc::getpid() }
 }
 
+/// Our real uid.
+pub fn getuid() -> u32 {
+    // SAFETY: always safe.
+    unsafe { libc::getuid() }
+}
+
+/// Our effective uid.
+pub fn geteuid() -> u32 {
+    // SAFETY: always safe.
+    unsafe { libc::geteuid() }
+}
+
 /// The affinity mask of thread `tid` (0: the caller).
 pub fn get_affinity(tid: Pid) -> io::Result<CpuMask> {
     let mut m = CpuMask::empty();

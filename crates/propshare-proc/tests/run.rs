@@ -513,3 +513,197 @@ fn tempdir() -> std::path::PathBuf {
 fn _usage(e: ProcError) -> bool {
     e.is_usage()
 }
+
+/// Start `run` with a control socket at `sock` on a thread; returns once the socket answers.
+fn run_with_control(
+    jobs: Vec<JobSpec>,
+    sock: &std::path::Path,
+    secs: f64,
+) -> std::thread::JoinHandle<Result<RunReport, ProcError>> {
+    let s2 = sock.to_path_buf();
+    let t = std::thread::spawn(move || run(RunOptions { control: Some(s2), ..opts(jobs, &[0], secs) }));
+    let t0 = Instant::now();
+    while propshare_proc::control::request(sock, "list").is_err() {
+        assert!(t0.elapsed() < Duration::from_secs(5), "the control socket never answered");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    t
+}
+
+/// Under `umask 000` the control socket is still mode 0600 (it was 0777, so
+/// any user could add `sh -c ...` jobs that ran as root).
+#[test]
+fn control_socket_is_private_under_umask_000() {
+    need_root!();
+    let _g = serial();
+    let dir = tempdir();
+    let sock = dir.join("ctl.sock");
+    // SAFETY: umask has no preconditions; restored below.
+    let old = unsafe { libc::umask(0) };
+    let t = run_with_control(vec![JobSpec::command(1, SPIN).named("a")], &sock, 20.0);
+    // SAFETY: as above.
+    unsafe { libc::umask(old) };
+    let mode = std::os::unix::fs::PermissionsExt::mode(&std::fs::metadata(&sock).unwrap().permissions());
+    assert_eq!(propshare_proc::control::request(&sock, "quit").unwrap().trim(), "ok");
+    let r = t.join().unwrap().unwrap();
+    assert_children_gone(&r);
+    assert_eq!(mode & 0o777, 0o600, "control socket mode {:o}", mode & 0o777);
+    assert!(!sock.exists(), "the socket is removed at the end");
+}
+
+/// `--control PATH` where PATH is an existing file: refused, naming the path,
+/// and the file is left untouched (it used to be deleted).
+#[test]
+fn control_socket_never_replaces_an_existing_file() {
+    need_root!();
+    let _g = serial();
+    let dir = tempdir();
+    let path = dir.join("precious.txt");
+    std::fs::write(&path, "keep me\n").unwrap();
+    let e = run(RunOptions { control: Some(path.clone()), ..opts(vec![JobSpec::command(1, SPIN)], &[0], 1.0) })
+        .unwrap_err();
+    assert!(e.is_usage(), "{e}");
+    assert!(e.to_string().contains(&path.display().to_string()), "the error names the path: {e}");
+    assert_eq!(std::fs::read_to_string(&path).unwrap(), "keep me\n");
+}
+
+/// Another user reaching the socket (its mode loosened by hand) is refused
+/// after `SO_PEERCRED`; the command it sent is not run.
+#[test]
+fn control_socket_refuses_other_users() {
+    need_root!();
+    let _g = serial();
+    let dir = tempdir();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let sock = dir.join("ctl.sock");
+    let marker = dir.join("ran-as-nobody");
+    let t = run_with_control(vec![JobSpec::command(1, SPIN).named("a")], &sock, 20.0);
+    std::fs::set_permissions(&sock, std::fs::Permissions::from_mode(0o666)).unwrap();
+    let line = format!("add -w 1 -n intruder -- sh -c 'id > {}'\n", marker.display());
+    let (status, reply) = as_nobody_request(&sock, &line);
+    let list = propshare_proc::control::request(&sock, "list").unwrap();
+    assert_eq!(propshare_proc::control::request(&sock, "quit").unwrap().trim(), "ok");
+    let r = t.join().unwrap().unwrap();
+    assert_children_gone(&r);
+    assert_eq!(status, 0, "the child as uid 65534 could not connect (status {status})");
+    assert!(reply.starts_with("error: permission denied"), "reply to uid 65534: {reply:?}");
+    assert!(!list.contains("intruder") && !marker.exists(), "the intruder's job ran: {list}");
+}
+
+/// Fork a child that becomes uid/gid 65534, connects to `sock`, sends `line`
+/// and returns what it read (the child uses only raw system calls).
+fn as_nobody_request(sock: &std::path::Path, line: &str) -> (i32, String) {
+    use std::os::unix::ffi::OsStrExt;
+    let mut addr: libc::sockaddr_un = unsafe { std::mem::zeroed() };
+    addr.sun_family = libc::AF_UNIX as libc::sa_family_t;
+    for (d, s) in addr.sun_path.iter_mut().zip(sock.as_os_str().as_bytes()) {
+        *d = *s as libc::c_char;
+    }
+    let mut fds = [0i32; 2];
+    // SAFETY: valid array.
+    assert_eq!(unsafe { libc::pipe(fds.as_mut_ptr()) }, 0);
+    let msg = line.as_bytes().to_vec();
+    // SAFETY: the child makes raw system calls only, then _exits.
+    let pid = unsafe { libc::fork() };
+    if pid == 0 {
+        unsafe {
+            libc::close(fds[0]);
+            let gid = 65534;
+            if libc::setgroups(0, std::ptr::null()) != 0 || libc::setgid(gid) != 0 || libc::setuid(65534) != 0 {
+                libc::_exit(3);
+            }
+            let s = libc::socket(libc::AF_UNIX, libc::SOCK_STREAM, 0);
+            let len = std::mem::size_of::<libc::sockaddr_un>() as libc::socklen_t;
+            if libc::connect(s, &addr as *const libc::sockaddr_un as *const libc::sockaddr, len) != 0 {
+                libc::_exit(2);
+            }
+            libc::write(s, msg.as_ptr() as *const libc::c_void, msg.len());
+            let mut buf = [0u8; 512];
+            loop {
+                let n = libc::read(s, buf.as_mut_ptr() as *mut libc::c_void, buf.len());
+                if n <= 0 {
+                    break;
+                }
+                libc::write(fds[1], buf.as_ptr() as *const libc::c_void, n as usize);
+            }
+            libc::_exit(0);
+        }
+    }
+    // SAFETY: closing our copy of the write end.
+    unsafe { libc::close(fds[1]) };
+    use std::io::Read;
+    use std::os::fd::FromRawFd;
+    let mut out = String::new();
+    // SAFETY: the read end is ours.
+    let mut f = unsafe { std::fs::File::from_raw_fd(fds[0]) };
+    let _ = f.read_to_string(&mut out);
+    let mut status = 0;
+    // SAFETY: reaping our child.
+    unsafe { libc::waitpid(pid, &mut status, 0) };
+    (libc::WEXITSTATUS(status), out)
+}
+
+/// A client sending one byte every 100 ms, a 4 MiB line without a newline
+/// and 30 idle connections do not stall decisions: the controller keeps its
+/// rounds (at least one per two quanta) and the 1:3 weights hold; the long
+/// line gets a short error, not an echo. They used
+/// to freeze every decision while one job kept its CPU.
+#[test]
+fn slow_and_idle_clients_do_not_stall_decisions() {
+    need_root!();
+    let _g = serial();
+    let dir = tempdir();
+    let sock = dir.join("ctl.sock");
+    let jobs = vec![JobSpec::command(1, SPIN).named("light"), JobSpec::command(3, SPIN).named("heavy")];
+    let t = run_with_control(jobs, &sock, 20.0);
+    use std::io::Write;
+    let slow_sock = sock.clone();
+    let slow = std::thread::spawn(move || {
+        let mut s = std::os::unix::net::UnixStream::connect(&slow_sock).unwrap();
+        s.set_write_timeout(Some(Duration::from_millis(100))).unwrap();
+        let mut sent = 0;
+        for b in b"list list list list list list list list".iter().cycle().take(25) {
+            if s.write_all(&[*b]).is_err() {
+                break;
+            }
+            sent += 1;
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        sent
+    });
+    std::thread::sleep(Duration::from_millis(50));
+    let mut huge = std::os::unix::net::UnixStream::connect(&sock).unwrap();
+    let idle: Vec<_> = (0..30).filter_map(|_| std::os::unix::net::UnixStream::connect(&sock).ok()).collect();
+    huge.set_write_timeout(Some(Duration::from_millis(500))).unwrap();
+    let chunk = vec![b'x'; 64 * 1024];
+    for _ in 0..64 {
+        if huge.write_all(&chunk).is_err() {
+            break;
+        }
+    }
+    let mut answer = Vec::new();
+    huge.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
+    let _ = std::io::Read::read_to_end(&mut huge, &mut answer);
+    let answer = String::from_utf8_lossy(&answer).into_owned();
+    assert_eq!(slow.join().unwrap(), 25, "the slow client was cut off");
+    drop(idle);
+    let t0 = Instant::now();
+    let r = loop {
+        let r = propshare_proc::control::request(&sock, "quit").unwrap();
+        if r.trim() == "ok" || t0.elapsed() > Duration::from_secs(5) {
+            break r;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert_eq!(r.trim(), "ok");
+    assert!(answer.starts_with("error: command longer than 4096 bytes") && answer.len() < 200, "{answer:?}");
+    let r = t.join().unwrap().unwrap();
+    eprint!("{}", r.to_table());
+    assert_children_gone(&r);
+    let quanta = r.wall_ns / (10 * MS);
+    // One round per quantum on an idle machine; half of that under the load of a shared one.
+    assert!(r.rounds >= quanta / 2, "{} rounds in {} quanta: decisions stalled", r.rounds, quanta);
+    let f = heavy_fraction(&r, "heavy", "light");
+    assert!((0.6..0.9).contains(&f), "heavy got {f:.3} of the CPU (ideal 0.75)");
+}

@@ -151,6 +151,7 @@ pub fn run(opts: RunOptions) -> Result<RunReport, ProcError> {
     if opts.mode == Mode::BaselineShares {
         ctl.cgroups = Some(Cgroups::create(&cpu_mask)?);
     }
+    let mut rounds = 0u64;
     let result = (|| -> Result<(String, u64, u64), ProcError> {
         let nices = if opts.mode == Mode::BaselineNice {
             baseline::nice_for_weights(&jobs.iter().map(|j| j.weight).collect::<Vec<_>>())
@@ -165,7 +166,6 @@ pub fn run(opts: RunOptions) -> Result<RunReport, ProcError> {
         }
         let cpu0 = sys::self_cpu_ns();
         let w0 = sys::monotonic_ns();
-        let mut rounds = 0u64;
         let ended = loop {
             rounds += 1;
             if opts.panic_after_rounds.is_some_and(|n| rounds > n) {
@@ -207,7 +207,7 @@ pub fn run(opts: RunOptions) -> Result<RunReport, ProcError> {
                 fds.push(libc::pollfd { fd: rx.as_raw_fd(), events: libc::POLLIN, revents: 0 });
             }
             if let Some(cs) = &control {
-                fds.push(libc::pollfd { fd: cs.fd(), events: libc::POLLIN, revents: 0 });
+                fds.extend(cs.poll_fds());
             }
             for j in &ctl.jobs {
                 if let (Some(fd), true) = (&j.pidfd, j.st != St::Gone) {
@@ -272,6 +272,7 @@ pub fn run(opts: RunOptions) -> Result<RunReport, ProcError> {
             _ => "perf task-clock".into(),
         },
         controller_cpu_ns: own_cpu,
+        rounds,
         ended,
         clients,
         notes: std::mem::take(&mut ctl.notes),

@@ -39,6 +39,8 @@ pub struct RunReport {
     pub accounting: String,
     /// CPU time the controller itself used during the run, ns.
     pub controller_cpu_ns: u64,
+    /// Controller rounds (decisions taken; baselines: samples).
+    pub rounds: u64,
     /// Why the run ended.
     pub ended: String,
     /// Per process.
