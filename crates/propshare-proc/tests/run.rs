@@ -448,7 +448,7 @@ fn guardian_resumes_on_parent_loss() {
     let a = Victim::new();
     let orig = sys::get_affinity(a.pid()).unwrap();
     let mut g = propshare_proc::guardian::Guardian::spawn().unwrap();
-    g.add(a.pid(), None, orig).unwrap();
+    g.add(a.pid(), None, orig, Default::default()).unwrap();
     sys::set_process_affinity(a.pid(), &sys::CpuMask::of(&real_cpus(&[0]))).unwrap();
     sys::kill(a.pid(), libc::SIGSTOP).unwrap();
     std::thread::sleep(Duration::from_millis(50));
@@ -497,6 +497,145 @@ fn sigkill_helper() {
     let jobs = pids.split(',').map(|p| JobSpec::pid(1, p.parse().unwrap())).collect();
     let _ = run(opts(jobs, &[0], 60.0));
     // If we get here the parent failed to kill us; the processes are released anyway.
+}
+
+/// The children of `pid` (every thread's), from `/proc/<pid>/task/*/children`.
+fn children_of(pid: i32) -> Vec<i32> {
+    let mut out = Vec::new();
+    for t in sys::threads(pid).unwrap_or_default() {
+        let s = std::fs::read_to_string(format!("/proc/{pid}/task/{t}/children")).unwrap_or_default();
+        out.extend(s.split_whitespace().filter_map(|w| w.parse::<i32>().ok()));
+    }
+    out
+}
+
+fn comm(pid: i32) -> String {
+    std::fs::read_to_string(format!("/proc/{pid}/comm")).unwrap_or_default().trim().to_string()
+}
+
+/// A spinner that writes how it ended into `file`: `term` on SIGTERM, `hup` on SIGHUP.
+fn trapping_spinner(file: &std::path::Path) -> Vec<String> {
+    let f = file.display();
+    let script =
+        format!("trap 'echo term > \"{f}\"; exit 0' TERM; trap 'echo hup > \"{f}\"; exit 0' HUP; while :; do :; done");
+    vec!["sh".into(), "-c".into(), script]
+}
+
+/// SIGKILL of the scheduler while started jobs are stopped: they are not
+/// killed by the orphaned process group's SIGHUP (they used to be: each job's
+/// group lost its only link to the session with its parent), and none is left
+/// behind: the guardian resumes them and ends them with SIGTERM, as a clean
+/// exit does.
+#[test]
+fn sigkill_of_the_scheduler_ends_started_jobs_without_sighup() {
+    need_root!();
+    let _g = serial();
+    let dir = tempdir();
+    let mut helper = Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", "sigkill_spawn_helper", "--nocapture", "--test-threads=1"])
+        .env("PROPSHARE_SIGKILL_SPAWN_HELPER", &dir)
+        .spawn()
+        .unwrap();
+    let hpid = helper.id() as i32;
+    // The jobs: the helper's children that are not the guardian.
+    let t = Instant::now();
+    let jobs = loop {
+        let jobs: Vec<i32> = children_of(hpid).into_iter().filter(|&p| comm(p) == "sh").collect();
+        if jobs.len() == 3 && jobs.iter().filter(|&&p| sys::state(p) == Some('T')).count() >= 2 {
+            break jobs;
+        }
+        assert!(t.elapsed() < Duration::from_secs(10), "the helper never took control");
+        std::thread::sleep(Duration::from_millis(5));
+    };
+    std::thread::sleep(Duration::from_millis(50));
+    helper.kill().unwrap(); // SIGKILL
+    helper.wait().unwrap();
+    let t = Instant::now();
+    while jobs.iter().any(|&p| sys::state(p).is_some_and(|s| s != 'Z')) && t.elapsed() < Duration::from_secs(5) {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    for (k, &p) in jobs.iter().enumerate() {
+        let st = sys::state(p);
+        assert!(st.is_none() || st == Some('Z'), "job {k} (PID {p}) left behind in state {st:?}");
+    }
+    for k in 0..3 {
+        let how = std::fs::read_to_string(dir.join(format!("j{k}"))).unwrap_or_default();
+        assert_eq!(how.trim(), "term", "job {k} ended by {how:?}, not by the SIGTERM of a clean exit");
+    }
+}
+
+/// Not a test on its own: the scheduler process that the test above kills.
+#[test]
+fn sigkill_spawn_helper() {
+    let Ok(dir) = std::env::var("PROPSHARE_SIGKILL_SPAWN_HELPER") else { return };
+    let dir = std::path::PathBuf::from(dir);
+    let jobs = (0..3)
+        .map(|k| {
+            let argv = trapping_spinner(&dir.join(format!("j{k}")));
+            JobSpec::command(1, &argv.iter().map(String::as_str).collect::<Vec<_>>())
+        })
+        .collect();
+    let _ = run(opts(jobs, &[0], 60.0));
+}
+
+/// A guardian that dies is noticed: the run stops cleanly at once (it used to
+/// go on, with nothing left to release the jobs if the scheduler died).
+#[test]
+fn guardian_death_stops_the_run() {
+    need_root!();
+    let _g = serial();
+    let t = std::thread::spawn(|| run(opts(vec![JobSpec::command(1, SPIN), JobSpec::command(1, SPIN)], &[0], 20.0)));
+    let me = sys::getpid();
+    let t0 = Instant::now();
+    let guardian = loop {
+        if let Some(g) = children_of(me).into_iter().find(|&p| comm(p) == "propshare-guard") {
+            break g;
+        }
+        assert!(t0.elapsed() < Duration::from_secs(5), "no guardian found");
+        std::thread::sleep(Duration::from_millis(5));
+    };
+    std::thread::sleep(Duration::from_millis(200));
+    sys::kill(guardian, libc::SIGKILL).unwrap();
+    let killed = Instant::now();
+    let r = t.join().unwrap().unwrap();
+    assert!(
+        killed.elapsed() < Duration::from_secs(3),
+        "the run went on {:?} after the guardian died",
+        killed.elapsed()
+    );
+    assert!(r.ended.contains("guardian died"), "{}", r.ended);
+    assert_children_gone(&r);
+}
+
+/// A process its user had stopped before the run is stopped after it, both
+/// after a clean exit and after the guardian releases it (it used to be resumed).
+#[test]
+fn user_stopped_process_stays_stopped() {
+    need_root!();
+    let _g = serial();
+    let a = Victim::new();
+    let orig = sys::get_affinity(a.pid()).unwrap();
+    sys::kill(a.pid(), libc::SIGSTOP).unwrap();
+    while a.state() != 'T' {
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    let r = run(opts(vec![JobSpec::pid(1, a.pid()), JobSpec::command(1, SPIN)], &[0], 0.5)).unwrap();
+    assert!(sys::state(r.clients[1].pid).is_none_or(|s| s == 'Z'), "the started job is still there");
+    std::thread::sleep(Duration::from_millis(50));
+    assert_eq!(a.state(), 'T', "the user's stopped process was resumed by the run");
+    for tid in sys::threads(a.pid()).unwrap() {
+        assert_eq!(sys::get_affinity(tid).unwrap(), orig, "affinity of {tid} not restored");
+    }
+    // The guardian's release (the scheduler died): the same.
+    let mut g = propshare_proc::guardian::Guardian::spawn().unwrap();
+    let how = propshare_proc::guardian::Release { terminate: false, leave_stopped: true };
+    g.add(a.pid(), None, orig, how).unwrap();
+    sys::set_process_affinity(a.pid(), &sys::CpuMask::of(&real_cpus(&[0]))).unwrap();
+    sys::kill(a.pid(), libc::SIGCONT).unwrap();
+    drop(g);
+    std::thread::sleep(Duration::from_millis(100));
+    assert_eq!(a.state(), 'T', "the guardian resumed the user's stopped process");
+    assert_eq!(sys::get_affinity(a.pid()).unwrap(), orig);
 }
 
 fn tempdir() -> std::path::PathBuf {
@@ -580,7 +719,7 @@ fn control_socket_refuses_other_users() {
     let marker = dir.join("ran-as-nobody");
     let t = run_with_control(vec![JobSpec::command(1, SPIN).named("a")], &sock, 20.0);
     std::fs::set_permissions(&sock, std::fs::Permissions::from_mode(0o666)).unwrap();
-    let line = format!("add -w 1 -n intruder -- sh -c 'id > {}'\n", marker.display());
+    let line = format!("add -w 1 -n intruder -- sh -c \"id > '{}'\"\n", marker.display());
     let (status, reply) = as_nobody_request(&sock, &line);
     let list = propshare_proc::control::request(&sock, "list").unwrap();
     assert_eq!(propshare_proc::control::request(&sock, "quit").unwrap().trim(), "ok");

@@ -21,6 +21,8 @@ pub(super) struct Job {
     /// Process group we created (spawned jobs): signals go to the whole group.
     pub(super) group: Option<Pid>,
     pub(super) spawned: bool,
+    /// Attached while stopped by its user: left stopped when released.
+    pub(super) user_stopped: bool,
     pub(super) weight: u64,
     pub(super) orig_mask: CpuMask,
     pub(super) orig_nice: Vec<(Pid, i32)>,

@@ -181,6 +181,10 @@ pub fn run(opts: RunOptions) -> Result<RunReport, ProcError> {
             if opts.stop.as_ref().is_some_and(|s| s.load(Ordering::Relaxed)) {
                 break "stopped by the caller".into();
             }
+            if ctl.guardian.as_ref().is_some_and(|g| g.died()) {
+                break "the guardian died (stopped cleanly: nothing could release the jobs if the scheduler died)"
+                    .into();
+            }
             if let Some(d) = opts.duration {
                 if ctl.now() >= d {
                     break "duration reached".into();
@@ -208,6 +212,9 @@ pub fn run(opts: RunOptions) -> Result<RunReport, ProcError> {
             }
             if let Some(cs) = &control {
                 fds.extend(cs.poll_fds());
+            }
+            if let Some(fd) = ctl.guardian.as_ref().and_then(|g| g.pidfd()) {
+                fds.push(libc::pollfd { fd: fd.as_raw_fd(), events: libc::POLLIN, revents: 0 });
             }
             for j in &ctl.jobs {
                 if let (Some(fd), true) = (&j.pidfd, j.st != St::Gone) {

@@ -6,8 +6,9 @@ use super::controller::Controller;
 use super::job::{exit_text, St};
 use crate::sys;
 
-/// How long the jobs we started get to end after `term` before SIGKILL.
-const TERM_GRACE_NS: u64 = 1_000_000_000;
+/// How long the jobs we started get to end after `term` before SIGKILL
+/// (the guardian gives the same after a SIGKILL of the scheduler).
+const TERM_GRACE_NS: u64 = crate::guardian::TERM_GRACE_NS;
 /// How often they are looked at meanwhile.
 const REAP_POLL: std::time::Duration = std::time::Duration::from_millis(2);
 
@@ -38,8 +39,8 @@ impl Controller {
             for &(t, n) in &j.orig_nice {
                 let _ = sys::set_nice(t, n);
             }
-            j.signal(libc::SIGCONT);
-            j.sigstopped = false;
+            j.signal(if j.user_stopped { libc::SIGSTOP } else { libc::SIGCONT });
+            j.sigstopped = j.user_stopped;
             j.pinned = None;
         }
         if let Some(mut cg) = self.cgroups.take() {
