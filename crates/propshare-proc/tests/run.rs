@@ -297,6 +297,7 @@ fn bad_input_is_refused_and_nothing_is_left_stopped() {
             RunOptions { scheduler: "nope".into(), ..opts(vec![JobSpec::pid(1, a.pid())], &[0], 1.0) },
         ),
         ("zero quantum", RunOptions { quantum: 0, ..opts(vec![JobSpec::pid(1, a.pid())], &[0], 1.0) }),
+        ("quantum below 1ms", RunOptions { quantum: 999_999, ..opts(vec![JobSpec::pid(1, a.pid())], &[0], 1.0) }),
         ("no jobs", opts(vec![], &[0], 1.0)),
     ];
     for (what, o) in cases {
@@ -636,6 +637,136 @@ fn user_stopped_process_stays_stopped() {
     std::thread::sleep(Duration::from_millis(100));
     assert_eq!(a.state(), 'T', "the guardian resumed the user's stopped process");
     assert_eq!(sys::get_affinity(a.pid()).unwrap(), orig);
+}
+
+/// The trace is written as the run goes: half-way through it already holds
+/// the meta line, the joins and runs, every line whole JSON (it used to be
+/// written only at the end, so a SIGKILL left nothing).
+#[test]
+fn trace_is_written_as_the_run_goes() {
+    need_root!();
+    let _g = serial();
+    let path = tempdir().join("live.jsonl");
+    let p2 = path.clone();
+    let t = std::thread::spawn(move || {
+        run(RunOptions {
+            trace: Some(p2),
+            ..opts(vec![JobSpec::command(1, SPIN), JobSpec::command(1, SPIN)], &[0], 3.0)
+        })
+    });
+    std::thread::sleep(Duration::from_millis(2000));
+    let text = std::fs::read_to_string(&path).unwrap_or_default();
+    let r = t.join().unwrap().unwrap();
+    assert!(r.output_errors.is_empty(), "{:?}", r.output_errors);
+    let lines: Vec<serde_json::Value> =
+        text.lines().map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("bad line {l:?}: {e}"))).collect();
+    assert_eq!(lines.first().map(|l| l["ev"].clone()), Some("meta".into()), "{text}");
+    assert_eq!(lines.iter().filter(|l| l["ev"] == "join").count(), 2, "{text}");
+    assert!(lines.iter().filter(|l| l["ev"] == "run").count() >= 10, "{text}");
+    let full = std::fs::read_to_string(&path).unwrap();
+    assert!(full.starts_with(&text) && full.len() > text.len(), "the end of the run appends to the trace");
+}
+
+/// Every descendant of `pid`, walking `/proc/*/task/*/children`.
+fn descendants_of(pid: i32) -> Vec<i32> {
+    let mut out = Vec::new();
+    let mut frontier = vec![pid];
+    while let Some(p) = frontier.pop() {
+        for c in children_of(p) {
+            out.push(c);
+            frontier.push(c);
+        }
+    }
+    out
+}
+
+/// Read the PID a job's descendant wrote to `file` (waiting for it).
+fn pid_in(file: &std::path::Path) -> i32 {
+    let t = Instant::now();
+    loop {
+        if let Some(p) = std::fs::read_to_string(file).ok().and_then(|s| s.trim().parse().ok()) {
+            return p;
+        }
+        assert!(t.elapsed() < Duration::from_secs(5), "{} never written", file.display());
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+/// Kills `pid` when dropped (a test's leftover, if the code under test failed).
+struct KillOnDrop(i32);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        let _ = sys::kill(self.0, libc::SIGKILL);
+    }
+}
+
+/// An attached process that forks during the run: its children (forked
+/// while it was pinned, so pinned too) are unpinned and running after the
+/// run (they used to stay pinned to one CPU forever).
+#[test]
+fn forked_children_are_released_with_their_job() {
+    need_root!();
+    let _g = serial();
+    let script = "sleep 0.3; (while :; do :; done) & (while :; do :; done) & wait";
+    let a = Victim(Command::new("sh").args(["-c", script]).spawn().unwrap());
+    let orig = sys::get_affinity(a.pid()).unwrap();
+    let r = run(opts(vec![JobSpec::pid(1, a.pid()), JobSpec::command(1, SPIN)], &[0], 1.5)).unwrap();
+    assert!(sys::state(r.clients[1].pid).is_none_or(|s| s == 'Z'));
+    let kids: Vec<i32> = descendants_of(a.pid());
+    let _cleanup: Vec<KillOnDrop> = kids.iter().map(|&k| KillOnDrop(k)).collect();
+    assert!(kids.len() >= 2, "the job did not fork: {kids:?}");
+    std::thread::sleep(Duration::from_millis(50));
+    for k in kids {
+        assert_ne!(sys::state(k), Some('T'), "child {k} left stopped");
+        assert_eq!(sys::get_affinity(k).unwrap(), orig, "child {k} left pinned");
+    }
+}
+
+/// A started job's child that calls `setsid` (leaving the job's process
+/// group) is ended with its job at the end of the run (it used to keep
+/// running, pinned, after the run).
+#[test]
+fn setsid_child_is_released_with_its_job() {
+    need_root!();
+    let _g = serial();
+    let dir = tempdir();
+    let f = dir.join("setsid.pid");
+    let script = format!("setsid sh -c 'echo $$ > \"{}\"; while :; do :; done' & wait", f.display());
+    let jobs = vec![JobSpec::command(1, &["sh", "-c", &script]), JobSpec::command(1, SPIN)];
+    let r = run(opts(jobs, &[0], 1.5)).unwrap();
+    let kid = pid_in(&f);
+    let _cleanup = KillOnDrop(kid);
+    assert_children_gone(&r);
+    let t = Instant::now();
+    while sys::state(kid).is_some_and(|s| s != 'Z') && t.elapsed() < Duration::from_secs(2) {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let st = sys::state(kid);
+    assert!(st.is_none() || st == Some('Z'), "the setsid child {kid} outlived the run in state {st:?}");
+}
+
+/// A started job whose main process exits and leaves a child behind: the
+/// child is ended at the end of the run like the job (it used to be left
+/// running, pinned).
+#[test]
+fn child_left_behind_is_released() {
+    need_root!();
+    let _g = serial();
+    let dir = tempdir();
+    let f = dir.join("orphan.pid");
+    let script = format!("sh -c 'echo $$ > \"{}\"; while :; do :; done' & sleep 0.2; exit 0", f.display());
+    let jobs = vec![JobSpec::command(1, &["sh", "-c", &script]).named("parent"), JobSpec::command(1, SPIN)];
+    let r = run(opts(jobs, &[0], 3.0)).unwrap();
+    let kid = pid_in(&f);
+    let _cleanup = KillOnDrop(kid);
+    assert_eq!(r.clients[0].end, "exited 0", "the main process should have exited on its own");
+    let t = Instant::now();
+    while sys::state(kid).is_some_and(|s| s != 'Z') && t.elapsed() < Duration::from_secs(2) {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let st = sys::state(kid);
+    assert!(st.is_none() || st == Some('Z'), "the child {kid} left behind outlived the run in state {st:?}");
 }
 
 fn tempdir() -> std::path::PathBuf {

@@ -37,6 +37,17 @@ pub(super) struct Job {
     pub(super) end: Option<String>,
     /// Baselines: the time and the CPU time at the last sample.
     pub(super) last_sample: (Time, u64),
+    /// Its descendants seen so far (see `descendants`).
+    pub(super) kids: Vec<Kid>,
+}
+
+/// A descendant of a job's main process: forked, `setsid`, or left behind
+/// when the main process exited.
+pub(super) struct Kid {
+    pub(super) pid: Pid,
+    pub(super) pidfd: OwnedFd,
+    /// The managed CPU it is pinned to (`None`: its own mask).
+    pub(super) pinned: Option<usize>,
 }
 
 impl Job {

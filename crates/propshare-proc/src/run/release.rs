@@ -31,6 +31,11 @@ impl Controller {
                 self.jobs[i].st = St::Runnable;
             }
         }
+        for i in 0..self.jobs.len() {
+            self.track_descendants(i, false);
+            self.place_descendants(i, None);
+            self.signal_descendants(i, libc::SIGCONT);
+        }
         for j in self.jobs.iter_mut() {
             if j.st == St::Gone {
                 continue;
@@ -51,6 +56,12 @@ impl Controller {
             (0..self.jobs.len()).filter(|&i| self.jobs[i].spawned && self.jobs[i].st != St::Gone).collect();
         for &i in &children {
             self.jobs[i].signal(term);
+        }
+        // The descendants of the jobs we started (including those whose main
+        // process has gone) get the same signal and grace.
+        let started: Vec<usize> = (0..self.jobs.len()).filter(|&i| self.jobs[i].spawned).collect();
+        for &i in &started {
+            self.signal_descendants(i, term);
         }
         let deadline = sys::monotonic_ns() + TERM_GRACE_NS;
         let mut left: Vec<usize> = children;
@@ -83,6 +94,22 @@ impl Controller {
                     unsafe { libc::waitpid(self.jobs[i].pid, &mut status, 0) };
                     self.jobs[i].end = Some(exit_text(status));
                     self.jobs[i].st = St::Gone;
+                }
+                break;
+            }
+            std::thread::sleep(REAP_POLL);
+        }
+        // Descendants: wait out what is left of the same grace, then SIGKILL.
+        loop {
+            for &i in &started {
+                self.jobs[i].kids.retain(|k| !sys::pidfd_exited(&k.pidfd));
+            }
+            if started.iter().all(|&i| self.jobs[i].kids.is_empty()) {
+                break;
+            }
+            if sys::monotonic_ns() > deadline {
+                for &i in &started {
+                    self.signal_descendants(i, libc::SIGKILL);
                 }
                 break;
             }

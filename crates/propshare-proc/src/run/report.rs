@@ -47,6 +47,9 @@ pub struct RunReport {
     pub clients: Vec<ClientReport>,
     /// Remarks (fallbacks, skipped steps).
     pub notes: Vec<String>,
+    /// Output files that could not be written (each naming its path); the
+    /// run itself went through.
+    pub output_errors: Vec<String>,
 }
 
 impl RunReport {

@@ -245,6 +245,7 @@ impl Controller {
             cgroup: None,
             end: None,
             last_sample: (0, 0),
+            kids: Vec::new(),
         });
         self.names.push(name.clone());
         let now = self.now();
