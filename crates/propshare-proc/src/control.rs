@@ -312,9 +312,6 @@ impl Conn {
             }
             self.flush();
         }
-        if !self.output.is_empty() {
-            self.last_active = self.last_active.max(now.saturating_sub(IDLE_TIMEOUT_NS / 2));
-        }
         quit
     }
 
@@ -413,4 +410,55 @@ pub fn request(path: &Path, line: &str) -> std::io::Result<String> {
         }
     }
     Ok(reply)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    struct Many(usize);
+
+    impl Host for Many {
+        fn add(&mut self, _: &[String]) -> Result<String, ProcError> {
+            Ok("x".into())
+        }
+        fn weight(&mut self, _: &str, _: u64) -> Result<(), ProcError> {
+            Ok(())
+        }
+        fn list(&mut self) -> Vec<String> {
+            (0..self.0).map(|i| format!("job{i} pid={i} weight=1 state=runnable cpu_ms=0.0")).collect()
+        }
+    }
+
+    fn exchange(line: &[u8], host: &mut dyn Host) -> String {
+        let (client, server) = UnixStream::pair().unwrap();
+        server.set_nonblocking(true).unwrap();
+        let mut conn = Conn { stream: server, input: Vec::new(), output: Vec::new(), last_active: 0, closing: false };
+        (&client).write_all(line).unwrap();
+        conn.step(host, 0);
+        drop(conn);
+        let mut out = String::new();
+        (&client).read_to_string(&mut out).unwrap();
+        out
+    }
+
+    /// A `list` of 5000 jobs is cut at MAX_REPLY bytes, on a line boundary, and says so.
+    #[test]
+    fn replies_are_bounded() {
+        let out = exchange(b"list\n", &mut Many(5000));
+        assert!(out.len() <= MAX_REPLY, "{} bytes", out.len());
+        assert!(out.ends_with(&format!("error: reply cut at {MAX_REPLY} bytes\n")), "{}", &out[out.len() - 80..]);
+        assert!(out.lines().rev().nth(1).unwrap().ends_with("cpu_ms=0.0"), "cut inside a line");
+        let small = exchange(b"list\n", &mut Many(2));
+        assert!(small.ends_with("cpu_ms=0.0\nok\n"), "{small}");
+    }
+
+    /// An unknown command is quoted back at most MAX_ECHO characters long.
+    #[test]
+    fn errors_do_not_echo_long_lines() {
+        let mut line = vec![b'z'; MAX_LINE - 1];
+        line.push(b'\n');
+        let out = exchange(&line, &mut Many(0));
+        assert!(out.starts_with("error: unknown command") && out.len() < MAX_ECHO + 100, "{} bytes", out.len());
+    }
 }
