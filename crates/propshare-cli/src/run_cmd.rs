@@ -4,7 +4,7 @@
 
 use clap::{Args, ValueEnum};
 use propshare_proc::{Accounting, Charge, Mode, ProcError, RunOptions};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 /// Linux's own weighting, for side-by-side runs.
 #[derive(Clone, Copy, Debug, ValueEnum)]
@@ -95,6 +95,13 @@ pub struct RunArgs {
 }
 
 fn options(a: RunArgs) -> Result<(RunOptions, bool, Option<PathBuf>), ProcError> {
+    // Output paths first: a bad one is found before anything runs.
+    if let Some(p) = &a.trace {
+        propshare_proc::check_output_path("--trace", p)?;
+    }
+    if let Some(p) = &a.json {
+        propshare_proc::check_output_path("--json", p)?;
+    }
     let mut jobs = match &a.jobs {
         Some(f) => propshare_proc::read_jobs_file(f)?,
         None => Vec::new(),
@@ -132,7 +139,20 @@ fn options(a: RunArgs) -> Result<(RunOptions, bool, Option<PathBuf>), ProcError>
     Ok((opts, a.report, a.json))
 }
 
-/// Run and exit: status 0 done, 1 failure, 2 bad input.
+/// Write `text` to `path` through a temporary file beside it, renamed into
+/// place: never a half-written file. The error names the path.
+fn write_whole(path: &Path, text: &str) -> Result<(), String> {
+    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    let tmp = path.with_file_name(format!(".{name}.{}.tmp", std::process::id()));
+    let r = std::fs::write(&tmp, text).and_then(|_| std::fs::rename(&tmp, path));
+    if r.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    r.map_err(|e| format!("--json {}: {e}", path.display()))
+}
+
+/// Run and exit: status 0 done, 1 failure (the report is still printed when
+/// only an output file failed), 2 bad input.
 pub fn main(a: RunArgs) -> ! {
     let code = match options(a).and_then(|(o, report, json)| Ok((propshare_proc::run(o)?, report, json))) {
         Ok((r, report, json)) => {
@@ -146,13 +166,17 @@ pub fn main(a: RunArgs) -> ! {
                     r.wall_ns as f64 / 1e9
                 );
             }
-            match json.map(|p| std::fs::write(&p, serde_json::to_string_pretty(&r).unwrap_or_default())) {
-                Some(Err(e)) => {
-                    eprintln!("propshare run: error: writing the JSON report: {e}");
-                    1
+            let mut errors = r.output_errors.clone();
+            if let Some(p) = json {
+                match serde_json::to_string_pretty(&r) {
+                    Ok(text) => errors.extend(write_whole(&p, &text).err()),
+                    Err(e) => errors.push(format!("--json {}: {e}", p.display())),
                 }
-                _ => 0,
             }
+            for e in &errors {
+                eprintln!("propshare run: error: {e}");
+            }
+            i32::from(!errors.is_empty())
         }
         Err(e) => {
             eprintln!("propshare run: error: {e}");

@@ -152,6 +152,8 @@ fn bad_input_exits_2() {
         vec!["run", "--cpus", "4000", "-w", "1", "-p", &p],
         vec!["run", "--scheduler", "nope", "-w", "1", "-p", &p],
         vec!["run", "--quantum", "10 parsecs", "-w", "1", "-p", &p],
+        vec!["run", "--quantum", "500us", "-w", "1", "-p", &p],
+        vec!["run", "--cpus", "0,0", "-w", "1", "-p", &p],
         vec!["run", "-w", "1", "-p", "1"],
         vec!["run"],
     ];
@@ -195,4 +197,58 @@ fn report_prints_the_table() {
     let text = String::from_utf8_lossy(&out.stdout);
     assert_eq!(out.status.code(), Some(0), "{text}");
     assert!(text.contains("ideal%") && text.contains("heavy") && text.contains("light"), "{text}");
+}
+
+/// A --trace or --json path that cannot be written is refused at once, by
+/// name, with nothing started (it used to be found after the whole run).
+#[test]
+fn bad_output_paths_are_refused_before_the_run() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    for flag in ["--trace", "--json"] {
+        let bad = "/no/such/dir/out.json";
+        let t = Instant::now();
+        let out = bin()
+            .args(["run", "--duration", "3s", flag, bad, "-w", "1", "--", "sh", "-c", "while :; do :; done"])
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{flag}: {err}");
+        assert!(err.contains(flag) && err.contains(bad), "{flag}: the error does not name the path: {err}");
+        assert!(t.elapsed() < Duration::from_secs(2), "{flag}: refused only after the run");
+    }
+}
+
+/// When the JSON report cannot be written at the end (its directory was
+/// removed during the run), the --report table is still printed, the error
+/// names the path, and the status is 1.
+#[test]
+fn report_is_printed_when_an_output_file_fails() {
+    if !is_root() {
+        eprintln!("SKIPPED: not root");
+        return;
+    }
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = std::env::temp_dir().join(format!("propshare-cli-out-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let json = dir.join("r.json");
+    let trace = dir.join("t.jsonl");
+    let child = bin()
+        .args(["run", "--cpus", &first_cpu(), "--duration", "1s", "--report"])
+        .arg("--json")
+        .arg(&json)
+        .arg("--trace")
+        .arg(&trace)
+        .args(["-w", "1", "-n", "spin", "--", "sh", "-c", "while :; do :; done"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    std::fs::remove_dir_all(&dir).unwrap();
+    let out = child.wait_with_output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(text.contains("ideal%") && text.contains("spin"), "no table: {text} / {err}");
+    assert!(err.contains(&json.display().to_string()), "the JSON error does not name the path: {err}");
+    assert_eq!(out.status.code(), Some(1), "{err}");
 }

@@ -4,12 +4,35 @@
 //! The scheduler forks the guardian before it touches any process and keeps
 //! the write end of a pipe to it (close-on-exec, so no job inherits it). It
 //! tells the guardian about every process before it first stops it (`add`,
-//! with the affinity to restore) and when it lets one go (`remove`). The
-//! guardian blocks in `read`; when the pipe reaches end-of-file, that is, when
-//! the scheduler is gone, it restores the affinity of every thread of every
-//! process still on its list, sends them SIGCONT, and exits. A clean
-//! shutdown first sends `disarm` (the scheduler has resumed everything
-//! itself), then closes the pipe and reaps the guardian.
+//! with the affinity to restore and what to do with it, [`Release`]) and when
+//! it lets one go (`remove`). The guardian blocks in `read`; when the pipe
+//! reaches end-of-file, that is, when the scheduler is gone, it ends the jobs
+//! exactly as a clean exit does: it restores the affinity of every thread of
+//! every process still on its list and sends it SIGCONT (SIGSTOP to one the
+//! user had stopped before the run), then sends SIGTERM to the process groups
+//! of the jobs the scheduler started, in the order they were added, gives
+//! them [`TERM_GRACE_NS`], SIGKILLs what is left, and exits. Attached
+//! processes keep running. A clean shutdown first sends `disarm` (the
+//! scheduler has released everything itself), then closes the pipe and reaps
+//! the guardian.
+//!
+//! # No SIGHUP for stopped jobs
+//!
+//! Each started job has its own process group, whose only link to the
+//! session was its parent, the scheduler. When the scheduler dies, a group
+//! left with no member whose parent is in another group of the same session
+//! is *orphaned*, and the kernel sends it SIGHUP then SIGCONT if any member is
+//! stopped: jobs stopped at that moment would die of SIGHUP. So for every
+//! started job the guardian forks an *anchor*, a child that joins the job's
+//! group and sleeps: its parent (the guardian) is in the scheduler's group
+//! and session, so the group is never orphaned while the guardian lives. An
+//! anchor ignores every catchable signal (the group's SIGTERM included), dies
+//! with the guardian (`PR_SET_PDEATHSIG`), and is killed and reaped by the
+//! guardian when its job is removed, when the guardian is disarmed, and after
+//! the jobs have ended.
+//!
+//! The scheduler watches the guardian's pidfd: a guardian that dies ends the
+//! run cleanly (nothing could rescue the jobs any more).
 //!
 //! The guardian is forked from a possibly multi-threaded process and never
 //! calls `exec`, so after `fork` it uses only raw system calls on memory
@@ -28,14 +51,20 @@ const OP_ADD: u32 = 1;
 const OP_REMOVE: u32 = 2;
 const OP_DISARM: u32 = 3;
 
+const FLAG_TERMINATE: u32 = 1;
+const FLAG_LEAVE_STOPPED: u32 = 2;
+
+/// How long started jobs get after SIGTERM before SIGKILL (as in a clean exit).
+pub const TERM_GRACE_NS: u64 = 1_000_000_000;
+
 #[repr(C)]
 #[derive(Clone, Copy)]
 struct Record {
     op: u32,
     pid: i32,
-    /// Process group to SIGCONT as well (0: none).
+    /// Process group to signal as well (0: none); it gets an anchor.
     group: i32,
-    _pad: u32,
+    flags: u32,
     mask: CpuMask,
 }
 
@@ -45,15 +74,28 @@ struct Entry {
     pid: i32,
     group: i32,
     pidfd: i32,
+    flags: u32,
+    /// The anchor keeping `group` from being orphaned (0: none).
+    anchor: i32,
     mask: CpuMask,
 }
 
 /// The most processes one guardian can watch.
 pub const CAPACITY: usize = 4096;
 
+/// What the guardian does with a process if the scheduler dies.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Release {
+    /// A job we started: end it (SIGTERM to its group, SIGKILL after the grace).
+    pub terminate: bool,
+    /// The user had it stopped before the run: leave it stopped (SIGSTOP, not SIGCONT).
+    pub leave_stopped: bool,
+}
+
 /// Handle to a running guardian.
 pub struct Guardian {
     pid: Pid,
+    pidfd: Option<OwnedFd>,
     tx: Option<OwnedFd>,
     watched: usize,
 }
@@ -82,12 +124,26 @@ impl Guardian {
         }
         drop(rx);
         drop(table);
-        Ok(Guardian { pid, tx: Some(tx), watched: 0 })
+        let pidfd = crate::sys::pidfd_open(pid).ok();
+        Ok(Guardian { pid, pidfd, tx: Some(tx), watched: 0 })
     }
 
     /// The guardian's pid.
     pub fn pid(&self) -> Pid {
         self.pid
+    }
+
+    /// Its pidfd (readable once it has exited), to poll.
+    pub fn pidfd(&self) -> Option<&OwnedFd> {
+        self.pidfd.as_ref()
+    }
+
+    /// Whether the guardian has died (it never exits on its own while armed).
+    pub fn died(&self) -> bool {
+        match &self.pidfd {
+            Some(fd) => crate::sys::pidfd_exited(fd),
+            None => crate::sys::state(self.pid).is_none_or(|s| s == 'Z' || s == 'X'),
+        }
     }
 
     fn send(&mut self, rec: Record) -> io::Result<()> {
@@ -107,20 +163,23 @@ impl Guardian {
         }
     }
 
-    /// Watch `pid` (and its process group `group`, if any): restore `mask` on
-    /// all its threads and SIGCONT it if the scheduler dies.
-    pub fn add(&mut self, pid: Pid, group: Option<Pid>, mask: CpuMask) -> io::Result<()> {
+    /// Watch `pid` (and its process group `group`, if any, which gets an
+    /// anchor): if the scheduler dies, restore `mask` on all its threads,
+    /// SIGCONT it (or SIGSTOP, see [`Release`]) and end it if asked.
+    pub fn add(&mut self, pid: Pid, group: Option<Pid>, mask: CpuMask, how: Release) -> io::Result<()> {
         if self.watched >= CAPACITY {
             return Err(io::Error::other(format!("the guardian watches at most {CAPACITY} processes")));
         }
-        self.send(Record { op: OP_ADD, pid, group: group.unwrap_or(0), _pad: 0, mask })?;
+        let flags =
+            if how.terminate { FLAG_TERMINATE } else { 0 } | if how.leave_stopped { FLAG_LEAVE_STOPPED } else { 0 };
+        self.send(Record { op: OP_ADD, pid, group: group.unwrap_or(0), flags, mask })?;
         self.watched += 1;
         Ok(())
     }
 
     /// Stop watching `pid`.
     pub fn remove(&mut self, pid: Pid) -> io::Result<()> {
-        self.send(Record { op: OP_REMOVE, pid, group: 0, _pad: 0, mask: CpuMask::empty() })?;
+        self.send(Record { op: OP_REMOVE, pid, group: 0, flags: 0, mask: CpuMask::empty() })?;
         self.watched = self.watched.saturating_sub(1);
         Ok(())
     }
@@ -128,7 +187,7 @@ impl Guardian {
     /// Clean shutdown: the scheduler has resumed everything; the guardian exits
     /// without touching any process. Reaps it.
     pub fn disarm(mut self) -> io::Result<()> {
-        let r = self.send(Record { op: OP_DISARM, pid: 0, group: 0, _pad: 0, mask: CpuMask::empty() });
+        let r = self.send(Record { op: OP_DISARM, pid: 0, group: 0, flags: 0, mask: CpuMask::empty() });
         self.close_and_reap();
         r
     }
@@ -208,16 +267,26 @@ unsafe fn guardian_main(rx: i32, tx: i32, table: *mut Entry) -> ! {
         match rec.op {
             OP_ADD if len < CAPACITY => {
                 let pidfd = libc::syscall(libc::SYS_pidfd_open, rec.pid, 0) as i32;
-                table.add(len).write(Entry { pid: rec.pid, group: rec.group, pidfd, mask: rec.mask });
+                let anchor = if rec.group > 0 { spawn_anchor(rec.group) } else { 0 };
+                table.add(len).write(Entry {
+                    pid: rec.pid,
+                    group: rec.group,
+                    pidfd,
+                    flags: rec.flags,
+                    anchor,
+                    mask: rec.mask,
+                });
                 len += 1;
             }
             OP_REMOVE => {
                 let mut i = 0;
                 while i < len {
                     if (*table.add(i)).pid == rec.pid {
-                        if (*table.add(i)).pidfd >= 0 {
-                            libc::close((*table.add(i)).pidfd);
+                        let e = *table.add(i);
+                        if e.pidfd >= 0 {
+                            libc::close(e.pidfd);
                         }
+                        end_anchor(e.anchor);
                         len -= 1;
                         *table.add(i) = *table.add(len);
                     } else {
@@ -230,20 +299,128 @@ unsafe fn guardian_main(rx: i32, tx: i32, table: *mut Entry) -> ! {
         }
     }
     if armed {
-        for i in 0..len {
-            let e = &*table.add(i);
-            restore_threads(e.pid, &e.mask);
-            let sent =
-                e.pidfd >= 0 && libc::syscall(libc::SYS_pidfd_send_signal, e.pidfd, libc::SIGCONT, 0usize, 0u32) == 0;
-            if !sent && e.pidfd < 0 {
-                libc::kill(e.pid, libc::SIGCONT);
-            }
-            if e.group > 0 {
-                libc::kill(-e.group, libc::SIGCONT);
-            }
-        }
+        release(table, len);
+    }
+    for i in 0..len {
+        end_anchor((*table.add(i)).anchor);
     }
     libc::_exit(0)
+}
+
+/// What a clean exit does, for the processes in `table[..len]`: resume (or
+/// leave stopped) and unpin every one, then end the started ones in order.
+unsafe fn release(table: *mut Entry, len: usize) {
+    let signal = |e: &Entry, sig: i32| {
+        let sent = e.pidfd >= 0 && libc::syscall(libc::SYS_pidfd_send_signal, e.pidfd, sig, 0usize, 0u32) == 0;
+        if !sent && e.pidfd < 0 {
+            libc::kill(e.pid, sig);
+        }
+        if e.group > 0 {
+            libc::kill(-e.group, sig);
+        }
+    };
+    for i in 0..len {
+        let e = &*table.add(i);
+        restore_threads(e.pid, &e.mask);
+        signal(e, if e.flags & FLAG_LEAVE_STOPPED != 0 { libc::SIGSTOP } else { libc::SIGCONT });
+    }
+    let mut any = false;
+    for i in 0..len {
+        let e = &*table.add(i);
+        if e.flags & FLAG_TERMINATE != 0 {
+            signal(e, libc::SIGTERM);
+            any = true;
+        }
+    }
+    if !any {
+        return;
+    }
+    let deadline = now_ns() + TERM_GRACE_NS;
+    loop {
+        let mut left = false;
+        for i in 0..len {
+            let e = &*table.add(i);
+            if e.flags & FLAG_TERMINATE != 0 && !exited(e) {
+                left = true;
+            }
+        }
+        if !left {
+            break;
+        }
+        if now_ns() > deadline {
+            for i in 0..len {
+                let e = &*table.add(i);
+                if e.flags & FLAG_TERMINATE != 0 && !exited(e) {
+                    signal(e, libc::SIGKILL);
+                }
+            }
+            break;
+        }
+        let ts = libc::timespec { tv_sec: 0, tv_nsec: 2_000_000 };
+        libc::nanosleep(&ts, std::ptr::null_mut());
+    }
+    // What is left of their groups (children that outlived the leader) goes too.
+    for i in 0..len {
+        let e = &*table.add(i);
+        if e.flags & FLAG_TERMINATE != 0 && e.group > 0 {
+            libc::kill(-e.group, libc::SIGCONT);
+        }
+    }
+}
+
+unsafe fn now_ns() -> u64 {
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts);
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+/// Whether the watched process has exited (it is not our child: its pidfd, or kill(pid, 0)).
+unsafe fn exited(e: &Entry) -> bool {
+    if e.pidfd >= 0 {
+        let mut p = libc::pollfd { fd: e.pidfd, events: libc::POLLIN, revents: 0 };
+        return libc::poll(&mut p, 1, 0) > 0;
+    }
+    libc::kill(e.pid, 0) != 0
+}
+
+/// Fork an anchor into process group `group` (see the module doc); its pid, or 0.
+unsafe fn spawn_anchor(group: i32) -> i32 {
+    let parent = libc::getpid();
+    let pid = libc::fork();
+    if pid == 0 {
+        libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong, 0, 0, 0);
+        if libc::getppid() != parent {
+            libc::_exit(0);
+        }
+        for sig in 1..32 {
+            if sig != libc::SIGKILL && sig != libc::SIGSTOP && sig != libc::SIGCONT && sig != libc::SIGCHLD {
+                libc::signal(sig, libc::SIG_IGN);
+            }
+        }
+        let name = b"propshare-anchor\0";
+        libc::prctl(libc::PR_SET_NAME, name.as_ptr() as libc::c_ulong, 0, 0, 0);
+        libc::setpgid(0, group);
+        loop {
+            libc::pause();
+        }
+    }
+    if pid < 0 {
+        return 0;
+    }
+    // Both sides set the group, so it is set before either goes on.
+    if libc::setpgid(pid, group) != 0 {
+        libc::kill(pid, libc::SIGKILL);
+        libc::waitpid(pid, std::ptr::null_mut(), 0);
+        return 0;
+    }
+    pid
+}
+
+unsafe fn end_anchor(anchor: i32) {
+    if anchor > 0 {
+        libc::kill(anchor, libc::SIGKILL);
+        libc::waitpid(anchor, std::ptr::null_mut(), 0);
+    }
 }
 
 /// Write `n` in decimal into `buf` at `at`; returns the new end.

@@ -52,7 +52,7 @@ pub mod spec;
 pub mod sys;
 
 pub use error::ProcError;
-pub use run::{run, Accounting, Charge, ClientReport, Mode, RunOptions, RunReport};
+pub use run::{run, Accounting, Charge, ClientReport, Mode, RunOptions, RunReport, MIN_QUANTUM};
 pub use spec::{parse_jobs, parse_jobs_toml, read_jobs_file, JobSpec, Target};
 
 /// Parse the duration given to the command-line flag `flag` (`10ms`, `2.5s`,
@@ -60,6 +60,37 @@ pub use spec::{parse_jobs, parse_jobs_toml, read_jobs_file, JobSpec, Target};
 /// simulator's scenario files use; the error names the flag.
 pub fn parse_duration(flag: &str, s: &str) -> Result<u64, ProcError> {
     propshare::parse_duration(s).map_err(|e| ProcError::usage(format!("{flag}: {e}")))
+}
+
+/// Check that `path`, given to `flag`, can be written, without creating or
+/// changing it: an existing path must be a regular file we may write, a new
+/// one needs an existing directory we may write to. The error names both.
+pub fn check_output_path(flag: &str, path: &std::path::Path) -> Result<(), ProcError> {
+    use std::os::unix::ffi::OsStrExt;
+    let bad = |why: String| ProcError::usage(format!("{flag} {}: {why}", path.display()));
+    let writable = |p: &std::path::Path, mode: i32| {
+        let c = std::ffi::CString::new(p.as_os_str().as_bytes()).map_err(|_| bad("contains a NUL byte".into()))?;
+        // SAFETY: valid C string.
+        if unsafe { libc::access(c.as_ptr(), mode) } == 0 {
+            Ok(())
+        } else {
+            Err(bad(format!("{}", std::io::Error::last_os_error())))
+        }
+    };
+    match std::fs::metadata(path) {
+        Ok(m) if m.is_dir() => Err(bad("is a directory".into())),
+        Ok(_) => writable(path, libc::W_OK),
+        Err(_) => {
+            let dir = match path.parent() {
+                Some(d) if !d.as_os_str().is_empty() => d,
+                _ => std::path::Path::new("."),
+            };
+            if !dir.is_dir() {
+                return Err(bad(format!("directory {} does not exist", dir.display())));
+            }
+            writable(dir, libc::W_OK | libc::X_OK)
+        }
+    }
 }
 
 /// Parse a CPU list such as `0,1` or `0-3` into CPU numbers.

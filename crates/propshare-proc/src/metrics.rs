@@ -108,21 +108,14 @@ impl Record {
 
     /// Write the trace as JSON Lines (see the crate doc for the schema).
     pub fn write_trace(&self, w: &mut dyn Write, meta: &TraceMeta) -> std::io::Result<()> {
-        let line = |w: &mut dyn Write, v: &TraceLine| -> std::io::Result<()> {
-            serde_json::to_writer(&mut *w, v)?;
-            w.write_all(b"\n")
-        };
-        line(
-            w,
-            &TraceLine::Meta {
-                scheduler: &meta.scheduler,
-                cpus: meta.cpus,
-                quantum_ns: meta.quantum_ns,
-                seed: meta.seed,
-                scenario: &meta.scenario,
-            },
-        )?;
-        for e in &self.entries {
+        write_meta(w, meta)?;
+        self.write_entries(w, 0).map(|_| ())
+    }
+
+    /// Write the trace lines of entries `from..` (the meta line excluded);
+    /// returns the number of entries written so far (the next `from`).
+    pub fn write_entries(&self, w: &mut dyn Write, from: usize) -> std::io::Result<usize> {
+        for e in self.entries.iter().skip(from) {
             let v = match *e {
                 Entry::Run { cpu, client, start, end } => {
                     TraceLine::Run { cpu, client: &self.names[client], start, end }
@@ -138,8 +131,58 @@ impl Record {
                     }
                 }
             };
-            line(w, &v)?;
+            trace_line(w, &v)?;
         }
+        Ok(self.entries.len().max(from))
+    }
+}
+
+fn trace_line(w: &mut dyn Write, v: &TraceLine) -> std::io::Result<()> {
+    serde_json::to_writer(&mut *w, v)?;
+    w.write_all(b"\n")
+}
+
+/// Write the trace's meta line.
+pub fn write_meta(w: &mut dyn Write, meta: &TraceMeta) -> std::io::Result<()> {
+    trace_line(
+        w,
+        &TraceLine::Meta {
+            scheduler: &meta.scheduler,
+            cpus: meta.cpus,
+            quantum_ns: meta.quantum_ns,
+            seed: meta.seed,
+            scenario: &meta.scenario,
+        },
+    )
+}
+
+/// A trace written as the run goes: created (and its meta line written)
+/// before the run starts, then appended whole lines at each [`TraceFile::flush`]
+/// with one `write` each, so a run killed at any moment leaves a valid trace
+/// of everything up to its last flush.
+pub struct TraceFile {
+    path: std::path::PathBuf,
+    file: std::fs::File,
+    written: usize,
+}
+
+impl TraceFile {
+    /// Create (truncate) `path` and write the meta line; the error names the path.
+    pub fn create(path: &std::path::Path, meta: &TraceMeta) -> Result<TraceFile, String> {
+        let named = |e: std::io::Error| format!("trace {}: {e}", path.display());
+        let mut file = std::fs::File::create(path).map_err(named)?;
+        let mut buf = Vec::new();
+        write_meta(&mut buf, meta).map_err(named)?;
+        file.write_all(&buf).map_err(named)?;
+        Ok(TraceFile { path: path.to_path_buf(), file, written: 0 })
+    }
+
+    /// Append the entries recorded since the last flush.
+    pub fn flush(&mut self, rec: &Record) -> Result<(), String> {
+        let mut buf = Vec::new();
+        let n = rec.write_entries(&mut buf, self.written).map_err(|e| format!("trace {}: {e}", self.path.display()))?;
+        self.file.write_all(&buf).map_err(|e| format!("trace {}: {e}", self.path.display()))?;
+        self.written = n;
         Ok(())
     }
 }

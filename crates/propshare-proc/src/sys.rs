@@ -75,6 +75,18 @@ pub fn getpid() -> Pid {
     unsafe { libc::getpid() }
 }
 
+/// Our real uid.
+pub fn getuid() -> u32 {
+    // SAFETY: always safe.
+    unsafe { libc::getuid() }
+}
+
+/// Our effective uid.
+pub fn geteuid() -> u32 {
+    // SAFETY: always safe.
+    unsafe { libc::geteuid() }
+}
+
 /// The affinity mask of thread `tid` (0: the caller).
 pub fn get_affinity(tid: Pid) -> io::Result<CpuMask> {
     let mut m = CpuMask::empty();
@@ -111,6 +123,35 @@ pub fn threads(pid: Pid) -> io::Result<Vec<Pid>> {
         }
     }
     Ok(out)
+}
+
+/// The children of process `pid`, of every thread (`/proc/<pid>/task/*/children`).
+pub fn children(pid: Pid) -> Vec<Pid> {
+    let mut out = Vec::new();
+    for t in threads(pid).unwrap_or_default() {
+        let s = fs::read_to_string(format!("/proc/{pid}/task/{t}/children")).unwrap_or_default();
+        out.extend(s.split_whitespace().filter_map(|w| w.parse::<Pid>().ok()));
+    }
+    out
+}
+
+/// The processes in process group `pgrp` (a scan of `/proc`).
+pub fn group_members(pgrp: Pid) -> Vec<Pid> {
+    let Ok(dir) = fs::read_dir("/proc") else { return Vec::new() };
+    dir.filter_map(|e| e.ok()?.file_name().to_str()?.parse::<Pid>().ok())
+        .filter(|&p| proc_stat(p).is_ok_and(|s| s.pgrp == pgrp))
+        .collect()
+}
+
+/// Send `sig` to the process behind a pidfd (never to a recycled PID).
+pub fn pidfd_signal(fd: &OwnedFd, sig: i32) -> io::Result<()> {
+    // SAFETY: a valid pidfd; no info struct.
+    let r = unsafe { libc::syscall(libc::SYS_pidfd_send_signal, fd.as_raw_fd(), sig, 0usize, 0u32) };
+    if r == 0 {
+        Ok(())
+    } else {
+        Err(errno())
+    }
 }
 
 /// Set the affinity of every thread of `pid`. Threads that vanish meanwhile are
@@ -232,7 +273,7 @@ pub fn online_cpus() -> io::Result<CpuMask> {
     parse_cpu_list(s.trim()).map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))
 }
 
-/// Parse a CPU list such as `0-3,6`.
+/// Parse a CPU list such as `0-3,6`; a CPU given twice is an error.
 pub fn parse_cpu_list(s: &str) -> Result<CpuMask, String> {
     let mut m = CpuMask::empty();
     for part in s.split(',').map(str::trim).filter(|p| !p.is_empty()) {
@@ -245,6 +286,9 @@ pub fn parse_cpu_list(s: &str) -> Result<CpuMask, String> {
             return Err(format!("bad CPU range {part:?}"));
         }
         for c in a..=b {
+            if m.has(c) {
+                return Err(format!("CPU {c} is listed twice in {s:?}"));
+            }
             m.set(c);
         }
     }

@@ -297,6 +297,7 @@ fn bad_input_is_refused_and_nothing_is_left_stopped() {
             RunOptions { scheduler: "nope".into(), ..opts(vec![JobSpec::pid(1, a.pid())], &[0], 1.0) },
         ),
         ("zero quantum", RunOptions { quantum: 0, ..opts(vec![JobSpec::pid(1, a.pid())], &[0], 1.0) }),
+        ("quantum below 1ms", RunOptions { quantum: 999_999, ..opts(vec![JobSpec::pid(1, a.pid())], &[0], 1.0) }),
         ("no jobs", opts(vec![], &[0], 1.0)),
     ];
     for (what, o) in cases {
@@ -448,7 +449,7 @@ fn guardian_resumes_on_parent_loss() {
     let a = Victim::new();
     let orig = sys::get_affinity(a.pid()).unwrap();
     let mut g = propshare_proc::guardian::Guardian::spawn().unwrap();
-    g.add(a.pid(), None, orig).unwrap();
+    g.add(a.pid(), None, orig, Default::default()).unwrap();
     sys::set_process_affinity(a.pid(), &sys::CpuMask::of(&real_cpus(&[0]))).unwrap();
     sys::kill(a.pid(), libc::SIGSTOP).unwrap();
     std::thread::sleep(Duration::from_millis(50));
@@ -499,6 +500,275 @@ fn sigkill_helper() {
     // If we get here the parent failed to kill us; the processes are released anyway.
 }
 
+/// The children of `pid` (every thread's), from `/proc/<pid>/task/*/children`.
+fn children_of(pid: i32) -> Vec<i32> {
+    let mut out = Vec::new();
+    for t in sys::threads(pid).unwrap_or_default() {
+        let s = std::fs::read_to_string(format!("/proc/{pid}/task/{t}/children")).unwrap_or_default();
+        out.extend(s.split_whitespace().filter_map(|w| w.parse::<i32>().ok()));
+    }
+    out
+}
+
+fn comm(pid: i32) -> String {
+    std::fs::read_to_string(format!("/proc/{pid}/comm")).unwrap_or_default().trim().to_string()
+}
+
+/// A spinner that writes how it ended into `file`: `term` on SIGTERM, `hup` on SIGHUP.
+fn trapping_spinner(file: &std::path::Path) -> Vec<String> {
+    let f = file.display();
+    let script =
+        format!("trap 'echo term > \"{f}\"; exit 0' TERM; trap 'echo hup > \"{f}\"; exit 0' HUP; while :; do :; done");
+    vec!["sh".into(), "-c".into(), script]
+}
+
+/// SIGKILL of the scheduler while started jobs are stopped: they are not
+/// killed by the orphaned process group's SIGHUP (they used to be: each job's
+/// group lost its only link to the session with its parent), and none is left
+/// behind: the guardian resumes them and ends them with SIGTERM, as a clean
+/// exit does.
+#[test]
+fn sigkill_of_the_scheduler_ends_started_jobs_without_sighup() {
+    need_root!();
+    let _g = serial();
+    let dir = tempdir();
+    let mut helper = Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", "sigkill_spawn_helper", "--nocapture", "--test-threads=1"])
+        .env("PROPSHARE_SIGKILL_SPAWN_HELPER", &dir)
+        .spawn()
+        .unwrap();
+    let hpid = helper.id() as i32;
+    // The jobs: the helper's children that are not the guardian.
+    let t = Instant::now();
+    let jobs = loop {
+        let jobs: Vec<i32> = children_of(hpid).into_iter().filter(|&p| comm(p) == "sh").collect();
+        if jobs.len() == 3 && jobs.iter().filter(|&&p| sys::state(p) == Some('T')).count() >= 2 {
+            break jobs;
+        }
+        assert!(t.elapsed() < Duration::from_secs(10), "the helper never took control");
+        std::thread::sleep(Duration::from_millis(5));
+    };
+    std::thread::sleep(Duration::from_millis(50));
+    helper.kill().unwrap(); // SIGKILL
+    helper.wait().unwrap();
+    let t = Instant::now();
+    while jobs.iter().any(|&p| sys::state(p).is_some_and(|s| s != 'Z')) && t.elapsed() < Duration::from_secs(5) {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    for (k, &p) in jobs.iter().enumerate() {
+        let st = sys::state(p);
+        assert!(st.is_none() || st == Some('Z'), "job {k} (PID {p}) left behind in state {st:?}");
+    }
+    for k in 0..3 {
+        let how = std::fs::read_to_string(dir.join(format!("j{k}"))).unwrap_or_default();
+        assert_eq!(how.trim(), "term", "job {k} ended by {how:?}, not by the SIGTERM of a clean exit");
+    }
+}
+
+/// Not a test on its own: the scheduler process that the test above kills.
+#[test]
+fn sigkill_spawn_helper() {
+    let Ok(dir) = std::env::var("PROPSHARE_SIGKILL_SPAWN_HELPER") else { return };
+    let dir = std::path::PathBuf::from(dir);
+    let jobs = (0..3)
+        .map(|k| {
+            let argv = trapping_spinner(&dir.join(format!("j{k}")));
+            JobSpec::command(1, &argv.iter().map(String::as_str).collect::<Vec<_>>())
+        })
+        .collect();
+    let _ = run(opts(jobs, &[0], 60.0));
+}
+
+/// A guardian that dies is noticed: the run stops cleanly at once (it used to
+/// go on, with nothing left to release the jobs if the scheduler died).
+#[test]
+fn guardian_death_stops_the_run() {
+    need_root!();
+    let _g = serial();
+    let t = std::thread::spawn(|| run(opts(vec![JobSpec::command(1, SPIN), JobSpec::command(1, SPIN)], &[0], 20.0)));
+    let me = sys::getpid();
+    let t0 = Instant::now();
+    let guardian = loop {
+        if let Some(g) = children_of(me).into_iter().find(|&p| comm(p) == "propshare-guard") {
+            break g;
+        }
+        assert!(t0.elapsed() < Duration::from_secs(5), "no guardian found");
+        std::thread::sleep(Duration::from_millis(5));
+    };
+    std::thread::sleep(Duration::from_millis(200));
+    sys::kill(guardian, libc::SIGKILL).unwrap();
+    let killed = Instant::now();
+    let r = t.join().unwrap().unwrap();
+    assert!(
+        killed.elapsed() < Duration::from_secs(3),
+        "the run went on {:?} after the guardian died",
+        killed.elapsed()
+    );
+    assert!(r.ended.contains("guardian died"), "{}", r.ended);
+    assert_children_gone(&r);
+}
+
+/// A process its user had stopped before the run is stopped after it, both
+/// after a clean exit and after the guardian releases it (it used to be resumed).
+#[test]
+fn user_stopped_process_stays_stopped() {
+    need_root!();
+    let _g = serial();
+    let a = Victim::new();
+    let orig = sys::get_affinity(a.pid()).unwrap();
+    sys::kill(a.pid(), libc::SIGSTOP).unwrap();
+    while a.state() != 'T' {
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    let r = run(opts(vec![JobSpec::pid(1, a.pid()), JobSpec::command(1, SPIN)], &[0], 0.5)).unwrap();
+    assert!(sys::state(r.clients[1].pid).is_none_or(|s| s == 'Z'), "the started job is still there");
+    std::thread::sleep(Duration::from_millis(50));
+    assert_eq!(a.state(), 'T', "the user's stopped process was resumed by the run");
+    for tid in sys::threads(a.pid()).unwrap() {
+        assert_eq!(sys::get_affinity(tid).unwrap(), orig, "affinity of {tid} not restored");
+    }
+    // The guardian's release (the scheduler died): the same.
+    let mut g = propshare_proc::guardian::Guardian::spawn().unwrap();
+    let how = propshare_proc::guardian::Release { terminate: false, leave_stopped: true };
+    g.add(a.pid(), None, orig, how).unwrap();
+    sys::set_process_affinity(a.pid(), &sys::CpuMask::of(&real_cpus(&[0]))).unwrap();
+    sys::kill(a.pid(), libc::SIGCONT).unwrap();
+    drop(g);
+    std::thread::sleep(Duration::from_millis(100));
+    assert_eq!(a.state(), 'T', "the guardian resumed the user's stopped process");
+    assert_eq!(sys::get_affinity(a.pid()).unwrap(), orig);
+}
+
+/// The trace is written as the run goes: half-way through it already holds
+/// the meta line, the joins and runs, every line whole JSON (it used to be
+/// written only at the end, so a SIGKILL left nothing).
+#[test]
+fn trace_is_written_as_the_run_goes() {
+    need_root!();
+    let _g = serial();
+    let path = tempdir().join("live.jsonl");
+    let p2 = path.clone();
+    let t = std::thread::spawn(move || {
+        run(RunOptions {
+            trace: Some(p2),
+            ..opts(vec![JobSpec::command(1, SPIN), JobSpec::command(1, SPIN)], &[0], 3.0)
+        })
+    });
+    std::thread::sleep(Duration::from_millis(2000));
+    let text = std::fs::read_to_string(&path).unwrap_or_default();
+    let r = t.join().unwrap().unwrap();
+    assert!(r.output_errors.is_empty(), "{:?}", r.output_errors);
+    let lines: Vec<serde_json::Value> =
+        text.lines().map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("bad line {l:?}: {e}"))).collect();
+    assert_eq!(lines.first().map(|l| l["ev"].clone()), Some("meta".into()), "{text}");
+    assert_eq!(lines.iter().filter(|l| l["ev"] == "join").count(), 2, "{text}");
+    assert!(lines.iter().filter(|l| l["ev"] == "run").count() >= 10, "{text}");
+    let full = std::fs::read_to_string(&path).unwrap();
+    assert!(full.starts_with(&text) && full.len() > text.len(), "the end of the run appends to the trace");
+}
+
+/// Every descendant of `pid`, walking `/proc/*/task/*/children`.
+fn descendants_of(pid: i32) -> Vec<i32> {
+    let mut out = Vec::new();
+    let mut frontier = vec![pid];
+    while let Some(p) = frontier.pop() {
+        for c in children_of(p) {
+            out.push(c);
+            frontier.push(c);
+        }
+    }
+    out
+}
+
+/// Read the PID a job's descendant wrote to `file` (waiting for it).
+fn pid_in(file: &std::path::Path) -> i32 {
+    let t = Instant::now();
+    loop {
+        if let Some(p) = std::fs::read_to_string(file).ok().and_then(|s| s.trim().parse().ok()) {
+            return p;
+        }
+        assert!(t.elapsed() < Duration::from_secs(5), "{} never written", file.display());
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+/// Kills `pid` when dropped (a test's leftover, if the code under test failed).
+struct KillOnDrop(i32);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        let _ = sys::kill(self.0, libc::SIGKILL);
+    }
+}
+
+/// An attached process that forks during the run: its children (forked
+/// while it was pinned, so pinned too) are unpinned and running after the
+/// run (they used to stay pinned to one CPU forever).
+#[test]
+fn forked_children_are_released_with_their_job() {
+    need_root!();
+    let _g = serial();
+    let script = "sleep 0.3; (while :; do :; done) & (while :; do :; done) & wait";
+    let a = Victim(Command::new("sh").args(["-c", script]).spawn().unwrap());
+    let orig = sys::get_affinity(a.pid()).unwrap();
+    let r = run(opts(vec![JobSpec::pid(1, a.pid()), JobSpec::command(1, SPIN)], &[0], 1.5)).unwrap();
+    assert!(sys::state(r.clients[1].pid).is_none_or(|s| s == 'Z'));
+    let kids: Vec<i32> = descendants_of(a.pid());
+    let _cleanup: Vec<KillOnDrop> = kids.iter().map(|&k| KillOnDrop(k)).collect();
+    assert!(kids.len() >= 2, "the job did not fork: {kids:?}");
+    std::thread::sleep(Duration::from_millis(50));
+    for k in kids {
+        assert_ne!(sys::state(k), Some('T'), "child {k} left stopped");
+        assert_eq!(sys::get_affinity(k).unwrap(), orig, "child {k} left pinned");
+    }
+}
+
+/// A started job's child that calls `setsid` (leaving the job's process
+/// group) is ended with its job at the end of the run (it used to keep
+/// running, pinned, after the run).
+#[test]
+fn setsid_child_is_released_with_its_job() {
+    need_root!();
+    let _g = serial();
+    let dir = tempdir();
+    let f = dir.join("setsid.pid");
+    let script = format!("setsid sh -c 'echo $$ > \"{}\"; while :; do :; done' & wait", f.display());
+    let jobs = vec![JobSpec::command(1, &["sh", "-c", &script]), JobSpec::command(1, SPIN)];
+    let r = run(opts(jobs, &[0], 1.5)).unwrap();
+    let kid = pid_in(&f);
+    let _cleanup = KillOnDrop(kid);
+    assert_children_gone(&r);
+    let t = Instant::now();
+    while sys::state(kid).is_some_and(|s| s != 'Z') && t.elapsed() < Duration::from_secs(2) {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let st = sys::state(kid);
+    assert!(st.is_none() || st == Some('Z'), "the setsid child {kid} outlived the run in state {st:?}");
+}
+
+/// A started job whose main process exits and leaves a child behind: the
+/// child is ended at the end of the run like the job (it used to be left
+/// running, pinned).
+#[test]
+fn child_left_behind_is_released() {
+    need_root!();
+    let _g = serial();
+    let dir = tempdir();
+    let f = dir.join("orphan.pid");
+    let script = format!("sh -c 'echo $$ > \"{}\"; while :; do :; done' & sleep 0.2; exit 0", f.display());
+    let jobs = vec![JobSpec::command(1, &["sh", "-c", &script]).named("parent"), JobSpec::command(1, SPIN)];
+    let r = run(opts(jobs, &[0], 3.0)).unwrap();
+    let kid = pid_in(&f);
+    let _cleanup = KillOnDrop(kid);
+    assert_eq!(r.clients[0].end, "exited 0", "the main process should have exited on its own");
+    let t = Instant::now();
+    while sys::state(kid).is_some_and(|s| s != 'Z') && t.elapsed() < Duration::from_secs(2) {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let st = sys::state(kid);
+    assert!(st.is_none() || st == Some('Z'), "the child {kid} left behind outlived the run in state {st:?}");
+}
+
 fn tempdir() -> std::path::PathBuf {
     let d = std::env::temp_dir().join(format!(
         "propshare-proc-test-{}-{:?}",
@@ -512,4 +782,198 @@ fn tempdir() -> std::path::PathBuf {
 #[allow(dead_code)]
 fn _usage(e: ProcError) -> bool {
     e.is_usage()
+}
+
+/// Start `run` with a control socket at `sock` on a thread; returns once the socket answers.
+fn run_with_control(
+    jobs: Vec<JobSpec>,
+    sock: &std::path::Path,
+    secs: f64,
+) -> std::thread::JoinHandle<Result<RunReport, ProcError>> {
+    let s2 = sock.to_path_buf();
+    let t = std::thread::spawn(move || run(RunOptions { control: Some(s2), ..opts(jobs, &[0], secs) }));
+    let t0 = Instant::now();
+    while propshare_proc::control::request(sock, "list").is_err() {
+        assert!(t0.elapsed() < Duration::from_secs(5), "the control socket never answered");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    t
+}
+
+/// Under `umask 000` the control socket is still mode 0600 (it was 0777, so
+/// any user could add `sh -c ...` jobs that ran as root).
+#[test]
+fn control_socket_is_private_under_umask_000() {
+    need_root!();
+    let _g = serial();
+    let dir = tempdir();
+    let sock = dir.join("ctl.sock");
+    // SAFETY: umask has no preconditions; restored below.
+    let old = unsafe { libc::umask(0) };
+    let t = run_with_control(vec![JobSpec::command(1, SPIN).named("a")], &sock, 20.0);
+    // SAFETY: as above.
+    unsafe { libc::umask(old) };
+    let mode = std::os::unix::fs::PermissionsExt::mode(&std::fs::metadata(&sock).unwrap().permissions());
+    assert_eq!(propshare_proc::control::request(&sock, "quit").unwrap().trim(), "ok");
+    let r = t.join().unwrap().unwrap();
+    assert_children_gone(&r);
+    assert_eq!(mode & 0o777, 0o600, "control socket mode {:o}", mode & 0o777);
+    assert!(!sock.exists(), "the socket is removed at the end");
+}
+
+/// `--control PATH` where PATH is an existing file: refused, naming the path,
+/// and the file is left untouched (it used to be deleted).
+#[test]
+fn control_socket_never_replaces_an_existing_file() {
+    need_root!();
+    let _g = serial();
+    let dir = tempdir();
+    let path = dir.join("precious.txt");
+    std::fs::write(&path, "keep me\n").unwrap();
+    let e = run(RunOptions { control: Some(path.clone()), ..opts(vec![JobSpec::command(1, SPIN)], &[0], 1.0) })
+        .unwrap_err();
+    assert!(e.is_usage(), "{e}");
+    assert!(e.to_string().contains(&path.display().to_string()), "the error names the path: {e}");
+    assert_eq!(std::fs::read_to_string(&path).unwrap(), "keep me\n");
+}
+
+/// Another user reaching the socket (its mode loosened by hand) is refused
+/// after `SO_PEERCRED`; the command it sent is not run.
+#[test]
+fn control_socket_refuses_other_users() {
+    need_root!();
+    let _g = serial();
+    let dir = tempdir();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let sock = dir.join("ctl.sock");
+    let marker = dir.join("ran-as-nobody");
+    let t = run_with_control(vec![JobSpec::command(1, SPIN).named("a")], &sock, 20.0);
+    std::fs::set_permissions(&sock, std::fs::Permissions::from_mode(0o666)).unwrap();
+    let line = format!("add -w 1 -n intruder -- sh -c \"id > '{}'\"\n", marker.display());
+    let (status, reply) = as_nobody_request(&sock, &line);
+    let list = propshare_proc::control::request(&sock, "list").unwrap();
+    assert_eq!(propshare_proc::control::request(&sock, "quit").unwrap().trim(), "ok");
+    let r = t.join().unwrap().unwrap();
+    assert_children_gone(&r);
+    assert_eq!(status, 0, "the child as uid 65534 could not connect (status {status})");
+    assert!(reply.starts_with("error: permission denied"), "reply to uid 65534: {reply:?}");
+    assert!(!list.contains("intruder") && !marker.exists(), "the intruder's job ran: {list}");
+}
+
+/// Fork a child that becomes uid/gid 65534, connects to `sock`, sends `line`
+/// and returns what it read (the child uses only raw system calls).
+fn as_nobody_request(sock: &std::path::Path, line: &str) -> (i32, String) {
+    use std::os::unix::ffi::OsStrExt;
+    let mut addr: libc::sockaddr_un = unsafe { std::mem::zeroed() };
+    addr.sun_family = libc::AF_UNIX as libc::sa_family_t;
+    for (d, s) in addr.sun_path.iter_mut().zip(sock.as_os_str().as_bytes()) {
+        *d = *s as libc::c_char;
+    }
+    let mut fds = [0i32; 2];
+    // SAFETY: valid array.
+    assert_eq!(unsafe { libc::pipe(fds.as_mut_ptr()) }, 0);
+    let msg = line.as_bytes().to_vec();
+    // SAFETY: the child makes raw system calls only, then _exits.
+    let pid = unsafe { libc::fork() };
+    if pid == 0 {
+        unsafe {
+            libc::close(fds[0]);
+            let gid = 65534;
+            if libc::setgroups(0, std::ptr::null()) != 0 || libc::setgid(gid) != 0 || libc::setuid(65534) != 0 {
+                libc::_exit(3);
+            }
+            let s = libc::socket(libc::AF_UNIX, libc::SOCK_STREAM, 0);
+            let len = std::mem::size_of::<libc::sockaddr_un>() as libc::socklen_t;
+            if libc::connect(s, &addr as *const libc::sockaddr_un as *const libc::sockaddr, len) != 0 {
+                libc::_exit(2);
+            }
+            libc::write(s, msg.as_ptr() as *const libc::c_void, msg.len());
+            let mut buf = [0u8; 512];
+            loop {
+                let n = libc::read(s, buf.as_mut_ptr() as *mut libc::c_void, buf.len());
+                if n <= 0 {
+                    break;
+                }
+                libc::write(fds[1], buf.as_ptr() as *const libc::c_void, n as usize);
+            }
+            libc::_exit(0);
+        }
+    }
+    // SAFETY: closing our copy of the write end.
+    unsafe { libc::close(fds[1]) };
+    use std::io::Read;
+    use std::os::fd::FromRawFd;
+    let mut out = String::new();
+    // SAFETY: the read end is ours.
+    let mut f = unsafe { std::fs::File::from_raw_fd(fds[0]) };
+    let _ = f.read_to_string(&mut out);
+    let mut status = 0;
+    // SAFETY: reaping our child.
+    unsafe { libc::waitpid(pid, &mut status, 0) };
+    (libc::WEXITSTATUS(status), out)
+}
+
+/// A client sending one byte every 100 ms, a 4 MiB line without a newline
+/// and 30 idle connections do not stall decisions: the controller keeps its
+/// rounds (at least one per two quanta) and the 1:3 weights hold; the long
+/// line gets a short error, not an echo. They used
+/// to freeze every decision while one job kept its CPU.
+#[test]
+fn slow_and_idle_clients_do_not_stall_decisions() {
+    need_root!();
+    let _g = serial();
+    let dir = tempdir();
+    let sock = dir.join("ctl.sock");
+    let jobs = vec![JobSpec::command(1, SPIN).named("light"), JobSpec::command(3, SPIN).named("heavy")];
+    let t = run_with_control(jobs, &sock, 20.0);
+    use std::io::Write;
+    let slow_sock = sock.clone();
+    let slow = std::thread::spawn(move || {
+        let mut s = std::os::unix::net::UnixStream::connect(&slow_sock).unwrap();
+        s.set_write_timeout(Some(Duration::from_millis(100))).unwrap();
+        let mut sent = 0;
+        for b in b"list list list list list list list list".iter().cycle().take(25) {
+            if s.write_all(&[*b]).is_err() {
+                break;
+            }
+            sent += 1;
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        sent
+    });
+    std::thread::sleep(Duration::from_millis(50));
+    let mut huge = std::os::unix::net::UnixStream::connect(&sock).unwrap();
+    let idle: Vec<_> = (0..30).filter_map(|_| std::os::unix::net::UnixStream::connect(&sock).ok()).collect();
+    huge.set_write_timeout(Some(Duration::from_millis(500))).unwrap();
+    let chunk = vec![b'x'; 64 * 1024];
+    for _ in 0..64 {
+        if huge.write_all(&chunk).is_err() {
+            break;
+        }
+    }
+    let mut answer = Vec::new();
+    huge.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
+    let _ = std::io::Read::read_to_end(&mut huge, &mut answer);
+    let answer = String::from_utf8_lossy(&answer).into_owned();
+    assert_eq!(slow.join().unwrap(), 25, "the slow client was cut off");
+    drop(idle);
+    let t0 = Instant::now();
+    let r = loop {
+        let r = propshare_proc::control::request(&sock, "quit").unwrap();
+        if r.trim() == "ok" || t0.elapsed() > Duration::from_secs(5) {
+            break r;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert_eq!(r.trim(), "ok");
+    assert!(answer.starts_with("error: command longer than 4096 bytes") && answer.len() < 200, "{answer:?}");
+    let r = t.join().unwrap().unwrap();
+    eprint!("{}", r.to_table());
+    assert_children_gone(&r);
+    let quanta = r.wall_ns / (10 * MS);
+    // One round per quantum on an idle machine; half of that under the load of a shared one.
+    assert!(r.rounds >= quanta / 2, "{} rounds in {} quanta: decisions stalled", r.rounds, quanta);
+    let f = heavy_fraction(&r, "heavy", "light");
+    assert!((0.6..0.9).contains(&f), "heavy got {f:.3} of the CPU (ideal 0.75)");
 }

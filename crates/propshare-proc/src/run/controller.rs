@@ -111,10 +111,15 @@ impl Controller {
         let j = &mut self.jobs[i];
         j.st = St::Gone;
         j.end.get_or_insert_with(|| "exited".into());
-        // Its group may still hold stopped descendants.
+        // Its group may still hold stopped descendants; those it left behind
+        // run unpinned until the end of the run (see `descendants`).
         if let Some(g) = j.group {
             let _ = sys::kill(-g, libc::SIGCONT);
         }
+        self.track_descendants(i, false);
+        self.place_descendants(i, None);
+        self.signal_descendants(i, libc::SIGCONT);
+        let j = &mut self.jobs[i];
         let pid = j.pid;
         if let Some(g) = self.guardian.as_mut() {
             let _ = g.remove(pid);
@@ -225,15 +230,22 @@ impl Controller {
                 self.rec.sample(now, i, c);
             }
         }
-        // Apply: stop first, then pin and continue.
-        for j in self.jobs.iter_mut() {
+        // Apply: stop first (with every descendant), then pin and continue.
+        for i in 0..self.jobs.len() {
+            let j = &mut self.jobs[i];
             if j.st == St::Runnable && !j.sigstopped {
                 j.signal(libc::SIGSTOP);
                 j.sigstopped = true;
+                self.track_descendants(i, true);
+                self.signal_descendants(i, libc::SIGSTOP);
             }
         }
         for cpu in 0..self.cpus.len() {
             let Some(i) = self.running[cpu] else { continue };
+            self.place_descendants(i, Some(cpu));
+            if self.jobs[i].sigstopped {
+                self.signal_descendants(i, libc::SIGCONT);
+            }
             let j = &mut self.jobs[i];
             if j.pinned != Some(cpu) {
                 let m = CpuMask::of(&[self.cpus[cpu]]);

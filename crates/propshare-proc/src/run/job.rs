@@ -21,6 +21,8 @@ pub(super) struct Job {
     /// Process group we created (spawned jobs): signals go to the whole group.
     pub(super) group: Option<Pid>,
     pub(super) spawned: bool,
+    /// Attached while stopped by its user: left stopped when released.
+    pub(super) user_stopped: bool,
     pub(super) weight: u64,
     pub(super) orig_mask: CpuMask,
     pub(super) orig_nice: Vec<(Pid, i32)>,
@@ -35,6 +37,17 @@ pub(super) struct Job {
     pub(super) end: Option<String>,
     /// Baselines: the time and the CPU time at the last sample.
     pub(super) last_sample: (Time, u64),
+    /// Its descendants seen so far (see `descendants`).
+    pub(super) kids: Vec<Kid>,
+}
+
+/// A descendant of a job's main process: forked, `setsid`, or left behind
+/// when the main process exited.
+pub(super) struct Kid {
+    pub(super) pid: Pid,
+    pub(super) pidfd: OwnedFd,
+    /// The managed CPU it is pinned to (`None`: its own mask).
+    pub(super) pinned: Option<usize>,
 }
 
 impl Job {

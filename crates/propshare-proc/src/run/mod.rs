@@ -43,6 +43,7 @@ mod baselines;
 mod blocking;
 mod clock;
 mod controller;
+mod descendants;
 mod job;
 mod options;
 mod release;
@@ -59,14 +60,17 @@ use crate::baseline::{self, Cgroups};
 use crate::control::ControlServer;
 use crate::error::ProcError;
 use crate::guardian::Guardian;
-use crate::metrics::{self, Record, TraceMeta};
+use crate::metrics::{self, Record, TraceFile, TraceMeta};
 use crate::sys::{self, CpuMask};
 use controller::Controller;
 use job::St;
 
-pub use options::{validate, Accounting, Charge, Mode, RunOptions};
+pub use options::{validate, Accounting, Charge, Mode, RunOptions, MIN_QUANTUM};
 pub use report::{ClientReport, RunReport};
 pub use spawn::resolve_program;
+
+/// How often the trace file is appended to while the run goes (ns).
+const TRACE_FLUSH_NS: u64 = 1_000_000_000;
 
 fn set_fifo() -> Result<(), ProcError> {
     let p = libc::sched_param { sched_priority: 1 };
@@ -104,6 +108,19 @@ pub fn run(opts: RunOptions) -> Result<RunReport, ProcError> {
         baseline => baseline.name().into(),
     };
     let cpu_mask = CpuMask::of(&cpus);
+    // Outputs are opened before anything starts: a bad path is an immediate error.
+    let meta = TraceMeta {
+        scheduler: sched_name.clone(),
+        cpus: p,
+        quantum_ns: opts.quantum,
+        seed: opts.seed,
+        scenario: opts.scenario.clone(),
+    };
+    let mut trace = match &opts.trace {
+        Some(path) => Some(TraceFile::create(path, &meta).map_err(ProcError::usage)?),
+        None => None,
+    };
+    let mut output_errors = Vec::new();
     let mut control = match &opts.control {
         Some(path) => Some(ControlServer::bind(path)?),
         None => None,
@@ -151,6 +168,7 @@ pub fn run(opts: RunOptions) -> Result<RunReport, ProcError> {
     if opts.mode == Mode::BaselineShares {
         ctl.cgroups = Some(Cgroups::create(&cpu_mask)?);
     }
+    let mut rounds = 0u64;
     let result = (|| -> Result<(String, u64, u64), ProcError> {
         let nices = if opts.mode == Mode::BaselineNice {
             baseline::nice_for_weights(&jobs.iter().map(|j| j.weight).collect::<Vec<_>>())
@@ -165,7 +183,7 @@ pub fn run(opts: RunOptions) -> Result<RunReport, ProcError> {
         }
         let cpu0 = sys::self_cpu_ns();
         let w0 = sys::monotonic_ns();
-        let mut rounds = 0u64;
+        let mut flushed = w0;
         let ended = loop {
             rounds += 1;
             if opts.panic_after_rounds.is_some_and(|n| rounds > n) {
@@ -180,6 +198,10 @@ pub fn run(opts: RunOptions) -> Result<RunReport, ProcError> {
             }
             if opts.stop.as_ref().is_some_and(|s| s.load(Ordering::Relaxed)) {
                 break "stopped by the caller".into();
+            }
+            if ctl.guardian.as_ref().is_some_and(|g| g.died()) {
+                break "the guardian died (stopped cleanly: nothing could release the jobs if the scheduler died)"
+                    .into();
             }
             if let Some(d) = opts.duration {
                 if ctl.now() >= d {
@@ -207,7 +229,10 @@ pub fn run(opts: RunOptions) -> Result<RunReport, ProcError> {
                 fds.push(libc::pollfd { fd: rx.as_raw_fd(), events: libc::POLLIN, revents: 0 });
             }
             if let Some(cs) = &control {
-                fds.push(libc::pollfd { fd: cs.fd(), events: libc::POLLIN, revents: 0 });
+                fds.extend(cs.poll_fds());
+            }
+            if let Some(fd) = ctl.guardian.as_ref().and_then(|g| g.pidfd()) {
+                fds.push(libc::pollfd { fd: fd.as_raw_fd(), events: libc::POLLIN, revents: 0 });
             }
             for j in &ctl.jobs {
                 if let (Some(fd), true) = (&j.pidfd, j.st != St::Gone) {
@@ -221,6 +246,13 @@ pub fn run(opts: RunOptions) -> Result<RunReport, ProcError> {
             if let Some(rx) = &sig_rx {
                 let mut buf = [0u8; 64];
                 let _ = std::io::Read::read(&mut &*rx, &mut buf);
+            }
+            if trace.is_some() && sys::monotonic_ns().saturating_sub(flushed) >= TRACE_FLUSH_NS {
+                flushed = sys::monotonic_ns();
+                if let Err(e) = trace.as_mut().map_or(Ok(()), |t| t.flush(&ctl.rec)) {
+                    output_errors.push(e);
+                    trace = None;
+                }
             }
         };
         Ok((ended, sys::self_cpu_ns() - cpu0, sys::monotonic_ns() - w0))
@@ -237,17 +269,8 @@ pub fn run(opts: RunOptions) -> Result<RunReport, ProcError> {
     let (ended, own_cpu, wall) = result?;
     let end_t = ctl.now();
     let m = metrics::measure(&ctl.rec, p, end_t);
-    if let Some(path) = &opts.trace {
-        let meta = TraceMeta {
-            scheduler: sched_name.clone(),
-            cpus: p,
-            quantum_ns: opts.quantum,
-            seed: opts.seed,
-            scenario: opts.scenario.clone(),
-        };
-        let f = std::fs::File::create(path).map_err(|e| ProcError::io(format!("creating {}", path.display()), e))?;
-        let mut w = std::io::BufWriter::new(f);
-        ctl.rec.write_trace(&mut w, &meta).map_err(|e| ProcError::io(format!("writing {}", path.display()), e))?;
+    if let Some(Err(e)) = trace.as_mut().map(|t| t.flush(&ctl.rec)) {
+        output_errors.push(e);
     }
     let clients = ctl
         .jobs
@@ -272,8 +295,10 @@ pub fn run(opts: RunOptions) -> Result<RunReport, ProcError> {
             _ => "perf task-clock".into(),
         },
         controller_cpu_ns: own_cpu,
+        rounds,
         ended,
         clients,
         notes: std::mem::take(&mut ctl.notes),
+        output_errors,
     })
 }

@@ -10,10 +10,16 @@ use propshare::{registry, SchedConfig, Time, Weight};
 use serde::Serialize;
 
 use super::spawn::{check_attachable, resolve_program};
-use crate::baseline;
 use crate::error::ProcError;
 use crate::spec::{self, JobSpec, Target};
 use crate::sys::{self, CpuMask, Pid};
+use crate::{baseline, guardian};
+
+/// The shortest quantum accepted (1 ms). Below it the controller's own cost
+/// grows past a few percent of a CPU (a 1 ns quantum cost 36% of one; see
+/// docs/PROC.md for the measured cost per quantum) and sleeps overshoot by
+/// ~75 µs at normal priority, so shorter slices would not be honoured.
+pub const MIN_QUANTUM: Time = propshare::MS;
 
 /// Who shares the CPUs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
@@ -173,8 +179,19 @@ fn validate_cpus(req: &Option<Vec<usize>>) -> Result<Vec<usize>, ProcError> {
 /// weights, names, commands. Nothing is started if this fails.
 pub fn validate(opts: &RunOptions) -> Result<(Vec<usize>, Vec<JobSpec>), ProcError> {
     let cpus = validate_cpus(&opts.cpus)?;
-    if opts.quantum == 0 {
-        return Err(ProcError::usage("the quantum must be positive"));
+    if opts.quantum < MIN_QUANTUM {
+        return Err(ProcError::usage(format!(
+            "the quantum {} ns is below the minimum of 1ms: shorter quanta cost the controller \
+             a large part of a CPU and are not honoured by the kernel's timers",
+            opts.quantum
+        )));
+    }
+    if opts.jobs.len() > guardian::CAPACITY {
+        return Err(ProcError::usage(format!(
+            "{} jobs: at most {} processes can be managed in one run (the guardian's table)",
+            opts.jobs.len(),
+            guardian::CAPACITY
+        )));
     }
     if opts.mode == Mode::Propshare {
         registry::build(&opts.scheduler, SchedConfig { cpus: cpus.len(), quantum: opts.quantum, seed: opts.seed })

@@ -6,8 +6,9 @@ use super::controller::Controller;
 use super::job::{exit_text, St};
 use crate::sys;
 
-/// How long the jobs we started get to end after `term` before SIGKILL.
-const TERM_GRACE_NS: u64 = 1_000_000_000;
+/// How long the jobs we started get to end after `term` before SIGKILL
+/// (the guardian gives the same after a SIGKILL of the scheduler).
+const TERM_GRACE_NS: u64 = crate::guardian::TERM_GRACE_NS;
 /// How often they are looked at meanwhile.
 const REAP_POLL: std::time::Duration = std::time::Duration::from_millis(2);
 
@@ -30,6 +31,11 @@ impl Controller {
                 self.jobs[i].st = St::Runnable;
             }
         }
+        for i in 0..self.jobs.len() {
+            self.track_descendants(i, false);
+            self.place_descendants(i, None);
+            self.signal_descendants(i, libc::SIGCONT);
+        }
         for j in self.jobs.iter_mut() {
             if j.st == St::Gone {
                 continue;
@@ -38,8 +44,8 @@ impl Controller {
             for &(t, n) in &j.orig_nice {
                 let _ = sys::set_nice(t, n);
             }
-            j.signal(libc::SIGCONT);
-            j.sigstopped = false;
+            j.signal(if j.user_stopped { libc::SIGSTOP } else { libc::SIGCONT });
+            j.sigstopped = j.user_stopped;
             j.pinned = None;
         }
         if let Some(mut cg) = self.cgroups.take() {
@@ -50,6 +56,12 @@ impl Controller {
             (0..self.jobs.len()).filter(|&i| self.jobs[i].spawned && self.jobs[i].st != St::Gone).collect();
         for &i in &children {
             self.jobs[i].signal(term);
+        }
+        // The descendants of the jobs we started (including those whose main
+        // process has gone) get the same signal and grace.
+        let started: Vec<usize> = (0..self.jobs.len()).filter(|&i| self.jobs[i].spawned).collect();
+        for &i in &started {
+            self.signal_descendants(i, term);
         }
         let deadline = sys::monotonic_ns() + TERM_GRACE_NS;
         let mut left: Vec<usize> = children;
@@ -82,6 +94,22 @@ impl Controller {
                     unsafe { libc::waitpid(self.jobs[i].pid, &mut status, 0) };
                     self.jobs[i].end = Some(exit_text(status));
                     self.jobs[i].st = St::Gone;
+                }
+                break;
+            }
+            std::thread::sleep(REAP_POLL);
+        }
+        // Descendants: wait out what is left of the same grace, then SIGKILL.
+        loop {
+            for &i in &started {
+                self.jobs[i].kids.retain(|k| !sys::pidfd_exited(&k.pidfd));
+            }
+            if started.iter().all(|&i| self.jobs[i].kids.is_empty()) {
+                break;
+            }
+            if sys::monotonic_ns() > deadline {
+                for &i in &started {
+                    self.signal_descendants(i, libc::SIGKILL);
                 }
                 break;
             }

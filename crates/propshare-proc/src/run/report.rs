@@ -39,12 +39,17 @@ pub struct RunReport {
     pub accounting: String,
     /// CPU time the controller itself used during the run, ns.
     pub controller_cpu_ns: u64,
+    /// Controller rounds (decisions taken; baselines: samples).
+    pub rounds: u64,
     /// Why the run ended.
     pub ended: String,
     /// Per process.
     pub clients: Vec<ClientReport>,
     /// Remarks (fallbacks, skipped steps).
     pub notes: Vec<String>,
+    /// Output files that could not be written (each naming its path); the
+    /// run itself went through.
+    pub output_errors: Vec<String>,
 }
 
 impl RunReport {

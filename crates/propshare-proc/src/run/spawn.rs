@@ -12,7 +12,7 @@ use super::controller::Controller;
 use super::job::{Job, St};
 use super::Mode;
 use crate::error::ProcError;
-use crate::guardian::Guardian;
+use crate::guardian::{Guardian, Release};
 use crate::metrics::Change;
 use crate::spec::{JobSpec, Target};
 use crate::sys::{self, Pid};
@@ -112,7 +112,8 @@ pub(super) fn spawn_stopped(
     }
     // SAFETY: both sides set the group, so it is set before either proceeds.
     unsafe { libc::setpgid(pid, pid) };
-    guardian.add(pid, Some(pid), mask).map_err(|e| ProcError::io("telling the guardian", e))?;
+    let how = Release { terminate: true, leave_stopped: false };
+    guardian.add(pid, Some(pid), mask, how).map_err(|e| ProcError::io("telling the guardian", e))?;
     let mut status = 0;
     // SAFETY: waiting for our own child.
     let r = unsafe { libc::waitpid(pid, &mut status, libc::WUNTRACED) };
@@ -173,6 +174,7 @@ impl Controller {
         let name = spec.name.clone().unwrap_or_else(|| spec.default_name());
         let weight = Weight::new(spec.weight).map_err(|e| ProcError::usage(format!("job {name}: {e}")))?;
         let guardian = self.guardian.as_mut().ok_or_else(|| ProcError::usage("run already ended"))?;
+        let mut user_stopped = false;
         let (pid, group, spawned, orig_mask, tids) = match &spec.target {
             Target::Command(argv) => {
                 let prog = resolve_program(&argv[0])?;
@@ -183,11 +185,14 @@ impl Controller {
             &Target::Pid(pid) => {
                 let gpid = guardian.pid();
                 let managed = self.managed_pids();
-                check_attachable(pid, gpid, &managed)?;
+                let st = check_attachable(pid, gpid, &managed)?;
+                // Stopped by its user before the run: it stays stopped after it.
+                user_stopped = st.state == 'T';
                 let mask = sys::get_affinity(pid)
                     .map_err(|e| ProcError::usage(format!("PID {pid}: cannot read its affinity: {e}")))?;
                 let guardian = self.guardian.as_mut().ok_or_else(|| ProcError::usage("run already ended"))?;
-                guardian.add(pid, None, mask).map_err(|e| ProcError::io("telling the guardian", e))?;
+                let how = Release { terminate: false, leave_stopped: user_stopped };
+                guardian.add(pid, None, mask, how).map_err(|e| ProcError::io("telling the guardian", e))?;
                 if self.mode == Mode::Propshare {
                     sys::kill(pid, libc::SIGSTOP)
                         .map_err(|e| ProcError::usage(format!("PID {pid}: cannot stop it: {e}")))?;
@@ -227,6 +232,7 @@ impl Controller {
             pid,
             group,
             spawned,
+            user_stopped,
             weight: weight.get(),
             orig_mask,
             orig_nice: Vec::new(),
@@ -239,6 +245,7 @@ impl Controller {
             cgroup: None,
             end: None,
             last_sample: (0, 0),
+            kids: Vec::new(),
         });
         self.names.push(name.clone());
         let now = self.now();
