@@ -341,6 +341,44 @@ fn running_client_moves_group_when_it_stops() {
     h.s.check_invariants().unwrap();
 }
 
+/// Gap GDQ-15: a group entering the MFQ competition starts level with the
+/// groups that keep competing, not with a group that leaves it. One CPU,
+/// weights 1087, 1076, 1971 (one group, order 10); client 0 dips to weight 1
+/// (order 0) for 700 quanta, then rises to 1015 (order 9, a new group).
+/// Group 0, leaving, had no work charged (its F was 1/φ̂ = 1 interval per
+/// unit weight, never reached): counting its base let group 9 start 35
+/// intervals ahead of group 10 and run for some 220 quanta straight, 107
+/// quanta of client 2's due. From the raise on, every client's service stays
+/// within 2T of its fluid share.
+#[test]
+fn group_entering_competition_starts_level() {
+    let t = 20;
+    let mut h = Host::new(1, GdqParams { delta: 4, interval: t });
+    for (i, w) in [1087, 1076, 1971].into_iter().enumerate() {
+        h.join(i as u32, w);
+    }
+    for _ in 0..100 {
+        h.quantum();
+    }
+    h.s.set_weight(h.now, ClientId(0), Weight::new(1).unwrap()).unwrap();
+    for _ in 0..700 {
+        h.quantum();
+    }
+    h.s.set_weight(h.now, ClientId(0), Weight::new(1015).unwrap()).unwrap();
+    assert_eq!(h.s.groups().iter().map(|g| (g.order, g.members)).collect::<Vec<_>>(), vec![(9, 1), (10, 2)]);
+    let weights = [1015u64, 1076, 1971];
+    let total: u64 = weights.iter().sum();
+    let before = h.work.clone();
+    for n in 1..=1000u64 {
+        h.quantum();
+        for (i, &w) in weights.iter().enumerate() {
+            let got = (h.work[i] - before[i]) as f64;
+            let due = (n * w) as f64 / total as f64;
+            assert!((got - due).abs() <= 2.0 * t as f64, "client {i} after {n} quanta: got {got}, due {due:.1}");
+        }
+    }
+}
+
 /// A group that appears late gets a processor within a few decisions and
 /// then its fair share; it is not favoured by a VFT that starts at zero.
 #[test]

@@ -154,8 +154,14 @@
 //! round); no NVT credit or debt is kept across a sleep. A group with no
 //! queue gets one stalled queue with nv_Q = 0. (untested)
 //! Gap GDQ-15: a group (re)entering the MFQ competition (ψ from 0 to > 0) starts
-//! its VFT at max(its own, the smallest base of the competing groups), as
-//! WFQ does for a new flow. (untested)
+//! its VFT at max(its own base, v), as WFQ starts a new flow at the system's
+//! virtual time: v is the smallest virtual start F − 1/φ̂ (base plus the
+//! work charged) among the groups that compete both before and after the
+//! change; a group that leaves the competition (its stale F would hand the
+//! newcomer the CPU for many intervals) does not count. With no such group
+//! each entering group keeps its own base: a group that keeps re-entering
+//! (a chain of short tasks, SFS §4.3) keeps the credit it has not used.
+//! (test: `group_entering_competition_starts_level`)
 //! Gap GDQ-16: F keeps one period per constant (ψ_k, P'·D): on a change the period's
 //! work is folded into B_k (E5). (untested)
 //! Gap GDQ-17: a dequeued C(Q) is replaced by next(C(Q)). (untested)
@@ -743,7 +749,8 @@ impl GdqPolicy {
         // other group has no members and keeps P̲ = P̄ = ψ = 0.
         let touched = self.present | self.entitled;
         // Pass 1: install the new shares, fold the ending periods, note the
-        // smallest competing base and the groups entering the competition.
+        // smallest virtual start of the groups that keep competing and the
+        // groups entering the competition.
         let (mut vmin, mut entering, mut entitled) = (None::<u128>, 0u64, 0u64);
         for k in set_bits(touched) {
             let g = &self.groups[k];
@@ -761,10 +768,13 @@ impl GdqPolicy {
                 g.vft_base = g.vft_base.saturating_add(fold);
                 g.vft_work = 0;
             }
-            let g = &mut self.groups[k];
-            if old_psi > 0 {
-                vmin = Some(vmin.map_or(g.vft_base, |v: u128| v.min(g.vft_base)));
+            if old_psi > 0 && psi > 0 {
+                // The period's work is still unfolded only if (ψ, P'D) are unchanged.
+                let g = &self.groups[k];
+                let start = g.vft_base.saturating_add(self.vft_part(g.vft_work, old_psi, false));
+                vmin = Some(vmin.map_or(start, |v: u128| v.min(start)));
             }
+            let g = &mut self.groups[k];
             entering |= ((old_psi == 0 && psi > 0) as u64) << k;
             entitled |= ((floor > 0 || psi > 0) as u64) << k;
             g.floor = floor;
