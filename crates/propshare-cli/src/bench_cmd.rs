@@ -1,61 +1,18 @@
 //! `propshare bench`, `bench-sim` and `bench-insns`: what scheduling costs.
 
-use std::alloc::{GlobalAlloc, Layout, System};
 use std::fmt::Write as _;
 use std::io::Write as _;
 use std::path::Path;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
 
 use propshare::{registry, Weight, MS};
+use propshare_sim::alloc::{live, peak, reset_peak};
 use propshare_sim::bench::{measure_balancing, measure_driver, BalancingResult, BenchDriver, BenchResult};
 use propshare_sim::engine::{ClientSpec, Engine, SimConfig};
 use propshare_sim::output::write_atomic;
 use propshare_sim::plot::{line_chart, Scale, Series};
-
-/// The system allocator, counting live bytes, so benches can report the
-/// scheduler's memory per client.
-pub struct CountingAlloc;
-
-static LIVE: AtomicUsize = AtomicUsize::new(0);
-/// The largest LIVE since the last [`reset_peak`].
-static PEAK: AtomicUsize = AtomicUsize::new(0);
-
-unsafe impl GlobalAlloc for CountingAlloc {
-    unsafe fn alloc(&self, l: Layout) -> *mut u8 {
-        let now = LIVE.fetch_add(l.size(), Ordering::Relaxed) + l.size();
-        PEAK.fetch_max(now, Ordering::Relaxed);
-        unsafe { System.alloc(l) }
-    }
-    unsafe fn dealloc(&self, p: *mut u8, l: Layout) {
-        LIVE.fetch_sub(l.size(), Ordering::Relaxed);
-        unsafe { System.dealloc(p, l) }
-    }
-    unsafe fn realloc(&self, p: *mut u8, l: Layout, new: usize) -> *mut u8 {
-        // Old and new blocks may both be live during the copy: count that.
-        let now = LIVE.fetch_add(new, Ordering::Relaxed) + new;
-        PEAK.fetch_max(now, Ordering::Relaxed);
-        LIVE.fetch_sub(l.size(), Ordering::Relaxed);
-        unsafe { System.realloc(p, l, new) }
-    }
-}
-
-fn live() -> usize {
-    LIVE.load(Ordering::Relaxed)
-}
-
-/// Start a new peak measurement; returns the live bytes now.
-fn reset_peak() -> usize {
-    let now = live();
-    PEAK.store(now, Ordering::Relaxed);
-    now
-}
-
-fn peak() -> usize {
-    PEAK.load(Ordering::Relaxed)
-}
 
 /// CPU time of the calling thread, ns, if the OS reports it. On a shared
 /// machine this is the figure to compare: wall time also counts the time

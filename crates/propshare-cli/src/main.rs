@@ -27,7 +27,7 @@ use propshare_sim::run::{run_scenario, Progress, RunOptions};
 use propshare_sim::scenario::{bytes_label, parse_bytes, Expect, Limits, Scenario, CLIENT_BYTES};
 
 #[global_allocator]
-static ALLOC: bench_cmd::CountingAlloc = bench_cmd::CountingAlloc;
+static ALLOC: propshare_sim::alloc::CountingAlloc = propshare_sim::alloc::CountingAlloc;
 
 mod run_cmd;
 

@@ -13,6 +13,7 @@
 
 #![warn(missing_docs)]
 
+pub mod alloc;
 pub mod bench;
 pub mod engine;
 pub mod fluid;

@@ -10,11 +10,10 @@
 //! --nocapture` runs batches of cases until the time is up and prints the
 //! cases run and the largest peak seen; `PROPTEST_CASES` sets the batch size.
 
-use std::alloc::{GlobalAlloc, Layout, System};
 use std::path::Path;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
+use propshare_sim::alloc::{peak, reset_peak, CountingAlloc};
 use propshare_sim::scenario::{Limits, Scenario};
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestCaseError, TestRunner};
@@ -24,38 +23,13 @@ const CASE_CAP: usize = 64 << 20;
 /// Cases in a normal test run.
 const CI_CASES: u32 = 20_000;
 
-struct Counting;
-
-static LIVE: AtomicUsize = AtomicUsize::new(0);
-static PEAK: AtomicUsize = AtomicUsize::new(0);
-
-// SAFETY: forwards to the system allocator; only counts.
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, l: Layout) -> *mut u8 {
-        let now = LIVE.fetch_add(l.size(), Ordering::Relaxed) + l.size();
-        PEAK.fetch_max(now, Ordering::Relaxed);
-        unsafe { System.alloc(l) }
-    }
-    unsafe fn dealloc(&self, p: *mut u8, l: Layout) {
-        LIVE.fetch_sub(l.size(), Ordering::Relaxed);
-        unsafe { System.dealloc(p, l) }
-    }
-    unsafe fn realloc(&self, p: *mut u8, l: Layout, new: usize) -> *mut u8 {
-        let now = LIVE.fetch_add(new, Ordering::Relaxed) + new;
-        PEAK.fetch_max(now, Ordering::Relaxed);
-        LIVE.fetch_sub(l.size(), Ordering::Relaxed);
-        unsafe { System.realloc(p, l, new) }
-    }
-}
-
 #[global_allocator]
-static ALLOC: Counting = Counting;
+static ALLOC: CountingAlloc = CountingAlloc;
 
 /// Parse, validate and estimate one text: the bytes it allocated at its
 /// peak, and whether it was a valid scenario.
 fn load(text: &str) -> (usize, bool) {
-    let before = LIVE.load(Ordering::Relaxed);
-    PEAK.store(before, Ordering::Relaxed);
+    let before = reset_peak();
     let parsed = Scenario::parse("f.toml", text, "f");
     let valid = parsed.is_ok();
     if let Ok(s) = parsed {
@@ -64,7 +38,7 @@ fn load(text: &str) -> (usize, bool) {
         assert!(cost.runs >= 1);
         let _ = s.windows();
     }
-    (PEAK.load(Ordering::Relaxed).saturating_sub(before), valid)
+    (peak().saturating_sub(before), valid)
 }
 
 fn seeds() -> Vec<String> {
