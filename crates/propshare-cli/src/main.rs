@@ -489,11 +489,6 @@ fn find_scenarios(dir: &Path, out: &mut Vec<PathBuf>) -> std::io::Result<()> {
     Ok(())
 }
 
-/// A file or folder name for `s`: letters, digits and `-` kept, the rest `_`.
-fn slug(s: &str) -> String {
-    s.chars().map(|c| if c.is_ascii_alphanumeric() || c == '-' { c } else { '_' }).collect()
-}
-
 fn reproduce(
     dir: &Path,
     out: &Path,
@@ -520,7 +515,7 @@ fn reproduce(
     let mut results: Vec<ScenarioResult> = Vec::new();
     for scn in &scenarios {
         // Each experiment's plots and metrics in a folder of its own.
-        let folder = slug(&scn.name);
+        let folder = propshare_sim::run::slug(&scn.name);
         let opts =
             RunOptions { out: Some(out.join(&folder)), traces: false, plots: true, measure_cost: true, per_client };
         let r = run_scenario(scn, None, &opts, &mut |p| {

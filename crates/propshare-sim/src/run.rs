@@ -112,7 +112,9 @@ fn io_err(path: &Path) -> impl FnOnce(std::io::Error) -> RunError + '_ {
     move |cause| RunError::Io { path: path.display().to_string(), cause }
 }
 
-fn slug(s: &str) -> String {
+/// A file or folder name for `s`: letters, digits, `-` and `_` kept, the
+/// rest `_` (output files, and `reproduce`'s folder per experiment).
+pub fn slug(s: &str) -> String {
     s.chars().map(|c| if c.is_ascii_alphanumeric() || c == '-' || c == '_' { c } else { '_' }).collect()
 }
 
