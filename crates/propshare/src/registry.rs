@@ -160,6 +160,17 @@ const VARIANT_PARAMS: &[Param] = &[
     },
 ];
 
+const SRR_PARAMS: &[Param] = &[
+    VARIANT_PARAMS[0],
+    VARIANT_PARAMS[1],
+    Param {
+        name: "repay",
+        kind: ParamKind::Bool,
+        default: 0,
+        doc: "a turn skipped while the client runs on another CPU is owed and given back when it waits (Gap SRR-2)",
+    },
+];
+
 const LINUX_PARAMS: &[Param] = &[
     READJUST_PARAMS[0],
     Param {
@@ -199,6 +210,18 @@ fn variants<P: crate::shell::Variants + 'static>(cfg: SchedConfig, p: &Params) -
         (true, false) => Box::new(S::<P>::with_readjustment(cfg)),
         (false, false) => Box::new(S::<P>::new(cfg)),
     }
+}
+
+/// SRR in its three variants, with or without `repay`.
+fn srr(cfg: SchedConfig, p: &Params) -> Box<dyn Scheduler> {
+    type S = algo::srr::SmoothedRoundRobin;
+    let mut s = match (p.flag("readjust"), p.flag("dedicate")) {
+        (_, true) => S::with_dedicated_cpus(cfg),
+        (true, false) => S::with_readjustment(cfg),
+        (false, false) => S::new(cfg),
+    };
+    s.policy_mut().set_repay(p.flag("repay"));
+    Box::new(s)
 }
 
 /// CFS or EEVDF with the readjustment and balance-relaxation options (and
@@ -321,8 +344,8 @@ pub const SCHEDULERS: &[Entry] = &[
     Entry {
         name: "srr",
         summary: "smoothed round robin, weight matrix and weight spread sequence (Guo 2001)",
-        params: VARIANT_PARAMS,
-        build: |c, p| variants::<algo::srr::Srr>(c, p),
+        params: SRR_PARAMS,
+        build: srr,
     },
     Entry {
         name: "srr+readjust",

@@ -141,12 +141,14 @@ fn pattern_4_2(name: &str, seed: u64, lockstep: bool) -> [[u64; 3]; 3] {
 /// FIFO puts T2 behind the others when its turn ends, SRR and VTRR skip it
 /// and it loses that turn, and T2 gets 240 (WRR) or 200 (SRR, VTRR) of its
 /// 300 quanta. `+dedicate` (a waiting capped client runs first: its share is
-/// exactly one CPU) gives 1:2:1 under both orderings.
+/// exactly one CPU) gives 1:2:1 under both orderings, and so does SRR's
+/// `repay` (Gap SRR-2: the skipped turn is owed and given back).
 #[test]
 fn section_4_2_pattern_every_variant() {
     let every = [
         ("wrr+readjust+dedicate", 2),
         ("srr+readjust+dedicate", 4),
+        ("srr(readjust=true,repay=true)", 4),
         ("vtrr+readjust+dedicate", 4),
         ("cfs+readjust", 4),
         ("eevdf+readjust", 2),
@@ -259,7 +261,8 @@ fn static_run(name: &str, weights: &[u64], cpus: usize, quanta: u64) -> Vec<u64>
 ///   quanta instead of plain WRR's 2182 (fluid: 2400). On P CPUs the FIFO,
 ///   not the weights, is WRR's error; the module doc says so.
 /// * SRR and VTRR on 10, 1, 1, 1: their own P-CPU rules leave the heavy
-///   client near half a CPU with or without readjustment.
+///   client near half a CPU with or without readjustment; SRR with `repay`
+///   (Gap SRR-2) gives it back the turns it lost while running.
 #[test]
 fn infeasible_weights_round_robins() {
     let n = 2400;
@@ -286,6 +289,19 @@ fn infeasible_weights_round_robins() {
     assert_eq!((srr[0][0], srr[1][0]), (1_600_000, 1_201_000), "{srr:?}");
     assert_eq!(vtrr[0], vtrr[1]);
     assert_eq!(vtrr[0][0], 1_201_000, "{vtrr:?}");
+    // With `repay` the heavy client is owed every turn it lost while running
+    // on the other CPU and keeps its whole CPU, plain or readjusted. Plain,
+    // the light clients keep SRR's matrix skew (10 = 1010b meets them
+    // unevenly, as on 10, 1, 1); readjusted they are equal within a pass
+    // (Σφ = 6 quanta).
+    for name in ["srr(repay=true)", "srr(readjust=true,repay=true)"] {
+        let got = static_run(name, &[10, 1, 1, 1], 2, n);
+        eprintln!("{name} 10,1,1,1 on 2: {got:?}");
+        assert!(got[0] >= (n - 6) * 1000, "{name}: {got:?}");
+    }
+    let got = static_run("srr(readjust=true,repay=true)", &[10, 1, 1, 1], 2, n);
+    let (lo, hi) = (got[1..].iter().min().unwrap(), got[1..].iter().max().unwrap());
+    assert!(hi - lo <= 6000, "srr(readjust=true,repay=true): {got:?}");
 }
 
 /// Linux: a heavy task ends alone on a CPU either way, but the balancer's

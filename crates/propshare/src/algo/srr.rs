@@ -38,7 +38,17 @@
 //! in a column comes (it loses that turn). If 2k + 2 consecutive terms
 //! yield no waiting client, the first waiting client of the highest column
 //! is run, without moving the position in the sequence (this keeps the
-//! scheduler work-conserving and each pick O(k + P)). (untested)
+//! scheduler work-conserving and each pick O(k + P)). Faithful default; on
+//! P CPUs it misbehaves where a client's turns fall right after each other
+//! (a client alone in a column visited just after it ran): it loses them
+//! every pass. Option `repay` (`Srr::set_repay`, `srr(repay=true)`): a
+//! skipped turn is owed, and the client gets it, before the sequence goes
+//! on, at the first pick after it stops still runnable; a block or leave
+//! forfeits what is owed (SRR drops a blocked client from the matrix). At
+//! most P − 1 turns are owed at a time (the other CPUs' picks while it runs
+//! one quantum): a client that keeps a CPU to itself, whose every turn comes
+//! while it runs, builds no credit to spend when the set changes.
+//! (test: `section_4_2_pattern_every_variant`)
 //! Gap SRR-3: runs shorter than Q count as a full visit (SRR serves packets; we
 //! serve quanta). (untested)
 //!
@@ -77,7 +87,16 @@
 //!
 //! Gap SRR-4: when φ changes mid-pass the client's row changes at once (its new
 //! share starts with the current pass, the carry dropped); a row change
-//! moves it to the back of its columns. (untested)
+//! moves it to the back of its columns. With the faithful Gap SRR-2 this
+//! starves a raised client on P CPUs: at the back of the top column it is
+//! served last, and its turn in the next (one-member) columns comes while it
+//! still runs, so it loses them every pass (2 CPUs, weights 1024 ×4, 1536,
+//! one client dipped to 3 and raised to 1434: 222 quanta behind, against 1.4
+//! without the dip; `scenarios/examples/reweight-srr.toml`). With `repay`
+//! the dip costs nothing (lag within 1.5 quanta).
+//! (test: `srr_raised_client_is_repaid`)
+
+use std::collections::VecDeque;
 
 use crate::algo::reweigh::RoundShare;
 use crate::list::{Link, Links, List};
@@ -155,6 +174,16 @@ pub struct Srr {
     next: Option<ClientId>,
     /// Each client's (readjusted) weight, paid in whole visits per pass.
     shares: ClientTable<RoundShare>,
+    /// Option `repay` (Gap SRR-2): turns skipped while running elsewhere are owed.
+    repay: bool,
+    /// The most turns owed to one client: P − 1.
+    owed_cap: u32,
+    /// Turns owed to each runnable client (only with `repay`).
+    owed: ClientTable<u32>,
+    /// Clients waiting with turns owed, in the order they stopped (`repay`).
+    /// Lazily cleaned: an entry whose client no longer waits or is owed
+    /// nothing is dropped when it reaches the front.
+    owed_queue: VecDeque<ClientId>,
 }
 
 impl Variants for Srr {
@@ -171,6 +200,10 @@ impl Variants for Srr {
             column: 0,
             next: None,
             shares: ClientTable::new(),
+            repay: false,
+            owed_cap: u32::try_from(cfg.cpus - 1).unwrap_or(u32::MAX),
+            owed: ClientTable::new(),
+            owed_queue: VecDeque::new(),
         }
     }
 }
@@ -183,6 +216,39 @@ impl SmoothedRoundRobin {
 }
 
 impl Srr {
+    /// Option `repay` (Gap SRR-2): owe a client the turns it loses while
+    /// running on another CPU, and give them back when it waits again.
+    pub fn set_repay(&mut self, on: bool) {
+        self.repay = on;
+    }
+
+    /// Whether option `repay` is on.
+    pub fn repays(&self) -> bool {
+        self.repay
+    }
+
+    /// The turns owed to `c` (option `repay`).
+    pub fn owed(&self, c: ClientId) -> u32 {
+        self.owed.get(c).copied().unwrap_or(0)
+    }
+
+    /// A waiting client owed a turn, taken off the owed queue (option `repay`).
+    fn take_owed(&mut self, r: &Roster) -> Option<ClientId> {
+        while let Some(c) = self.owed_queue.pop_front() {
+            let owed = self.owed.get_mut(c).filter(|n| **n > 0);
+            if let (Some(n), Ok(Status::Runnable)) = (owed, r.status(c)) {
+                *n -= 1;
+                return Some(c);
+            }
+        }
+        None
+    }
+
+    /// `c` leaves the runnable set: what it is owed is forfeit.
+    fn forfeit(&mut self, c: ClientId) {
+        self.owed.remove(c);
+    }
+
     /// Put runnable `c` in the matrix with its share for the coming pass.
     fn enter(&mut self, c: ClientId) {
         let bits = self.shares[c].next_round(1).max(1);
@@ -294,6 +360,12 @@ impl Srr {
                     if waiting(c) {
                         return Some(c);
                     }
+                    if self.repay && self.owed_cap > 0 {
+                        match self.owed.get_mut(c) {
+                            Some(n) => *n = (*n + 1).min(self.owed_cap),
+                            None => _ = self.owed.insert(c, 1),
+                        }
+                    }
                 }
                 None => {
                     self.next_term(r);
@@ -327,11 +399,13 @@ impl Policy for Srr {
     fn leave(&mut self, _r: &Roster, _now: Time, c: ClientId, _w: Weight, _was: Status) {
         self.remove(c);
         self.shares.remove(c);
+        self.forfeit(c);
     }
 
     #[inline]
     fn block(&mut self, _r: &Roster, _now: Time, c: ClientId, _w: Weight) {
         self.remove(c);
+        self.forfeit(c);
     }
 
     #[inline]
@@ -353,6 +427,7 @@ impl Policy for Srr {
     fn pick(&mut self, r: &Roster, _now: Time, _cpu: CpuId) -> Option<(ClientId, Time)> {
         let first = match r.waiting_capped() {
             Some(c) => Some(c),
+            None if self.repay => self.take_owed(r).or_else(|| self.choose(r)),
             None => self.choose(r),
         };
         first.map(|c| (c, self.quantum))
@@ -362,9 +437,12 @@ impl Policy for Srr {
     fn stopped(&mut self, _r: &Roster, _now: Time, _cpu: CpuId, c: ClientId, _w: Weight, _ran: Time, why: StopReason) {
         if !why.still_runnable() {
             self.remove(c);
+            self.forfeit(c);
             if why == StopReason::Left {
                 self.shares.remove(c);
             }
+        } else if self.owed(c) > 0 {
+            self.owed_queue.push_back(c);
         }
     }
 
@@ -405,6 +483,12 @@ impl Policy for Srr {
         let k = (0..COLUMNS).rev().find(|&o| per_order[o] > 0).map_or(0, |o| o as u32 + 1);
         if per_order != self.per_order || k != self.order {
             return Err(format!("SRR-2: order {} recorded, {k} counted", self.order));
+        }
+        // SRR-3 (`repay`): only runnable clients are owed turns, at most P − 1.
+        for (c, &n) in self.owed.iter() {
+            if n > 0 && !r.status(c).is_ok_and(Status::is_runnable) || n > self.owed_cap {
+                return Err(format!("SRR-3: {c} is owed {n} turns (at most {}, runnable only)", self.owed_cap));
+            }
         }
         Ok(())
     }
