@@ -64,6 +64,8 @@
 //!   client's entry stays in the slab of the CPU it last was on. Memory is
 //!   one entry per client plus one owner word per client id, O(N) in all,
 //!   plus each slab's vacant slots (a slab keeps its high-water mark).
+//! * The slab, the owner map, [`Parts`]' access to the parts and [`Locked`]
+//!   are the shared core's ([`crate::percpu`]); DWRR keeps its rules.
 //! * Steps are functions: one-CPU steps are [`CpuPart`] methods taking the
 //!   global part; cross-CPU steps ([`migrate`], [`steal_expired_half`],
 //!   [`steal_to_average`], [`steal_one`], a [`wake`] onto another CPU) take
