@@ -4,7 +4,7 @@
 
 use clap::{Args, ValueEnum};
 use propshare_proc::{Accounting, Charge, Mode, ProcError, RunOptions};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 /// Linux's own weighting, for side-by-side runs.
 #[derive(Clone, Copy, Debug, ValueEnum)]
@@ -74,9 +74,13 @@ pub struct RunArgs {
     /// Print per process: weight, ideal share, achieved share, max lag.
     #[arg(long)]
     report: bool,
-    /// Write the report as JSON.
+    /// Write the report as JSON: rewritten whole every --json-every while the
+    /// run goes (a killed run leaves the last snapshot), and at the end.
     #[arg(long, value_name = "FILE")]
     json: Option<PathBuf>,
+    /// How often --json is rewritten while the run goes (at least 100ms).
+    #[arg(long, value_name = "DURATION", default_value = "5s")]
+    json_every: String,
     /// Scenario name for the trace.
     #[arg(long, default_value = "run")]
     scenario: String,
@@ -94,7 +98,7 @@ pub struct RunArgs {
     job: Vec<String>,
 }
 
-fn options(a: RunArgs) -> Result<(RunOptions, bool, Option<PathBuf>), ProcError> {
+fn options(a: RunArgs) -> Result<(RunOptions, bool), ProcError> {
     // Output paths first: a bad one is found before anything runs.
     if let Some(p) = &a.trace {
         propshare_proc::check_output_path("--trace", p)?;
@@ -130,32 +134,22 @@ fn options(a: RunArgs) -> Result<(RunOptions, bool, Option<PathBuf>), ProcError>
         },
         control: a.control,
         trace: a.trace,
+        json: a.json,
+        json_every: propshare_proc::parse_duration("--json-every", &a.json_every)?,
         scenario: a.scenario,
         fifo: a.fifo,
         handle_signals: true,
         verbose: true,
         ..RunOptions::default()
     };
-    Ok((opts, a.report, a.json))
-}
-
-/// Write `text` to `path` through a temporary file beside it, renamed into
-/// place: never a half-written file. The error names the path.
-fn write_whole(path: &Path, text: &str) -> Result<(), String> {
-    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-    let tmp = path.with_file_name(format!(".{name}.{}.tmp", std::process::id()));
-    let r = std::fs::write(&tmp, text).and_then(|_| std::fs::rename(&tmp, path));
-    if r.is_err() {
-        let _ = std::fs::remove_file(&tmp);
-    }
-    r.map_err(|e| format!("--json {}: {e}", path.display()))
+    Ok((opts, a.report))
 }
 
 /// Run and exit: status 0 done, 1 failure (the report is still printed when
 /// only an output file failed), 2 bad input.
 pub fn main(a: RunArgs) -> ! {
-    let code = match options(a).and_then(|(o, report, json)| Ok((propshare_proc::run(o)?, report, json))) {
-        Ok((r, report, json)) => {
+    let code = match options(a).and_then(|(o, report)| Ok((propshare_proc::run(o)?, report))) {
+        Ok((r, report)) => {
             if report {
                 print!("{}", r.to_table());
             } else {
@@ -166,17 +160,10 @@ pub fn main(a: RunArgs) -> ! {
                     r.wall_ns as f64 / 1e9
                 );
             }
-            let mut errors = r.output_errors.clone();
-            if let Some(p) = json {
-                match serde_json::to_string_pretty(&r) {
-                    Ok(text) => errors.extend(write_whole(&p, &text).err()),
-                    Err(e) => errors.push(format!("--json {}: {e}", p.display())),
-                }
-            }
-            for e in &errors {
+            for e in &r.output_errors {
                 eprintln!("propshare run: error: {e}");
             }
-            i32::from(!errors.is_empty())
+            i32::from(!r.output_errors.is_empty())
         }
         Err(e) => {
             eprintln!("propshare run: error: {e}");

@@ -252,3 +252,48 @@ fn report_is_printed_when_an_output_file_fails() {
     assert!(err.contains(&json.display().to_string()), "the JSON error does not name the path: {err}");
     assert_eq!(out.status.code(), Some(1), "{err}");
 }
+
+/// A SIGKILL of the scheduler leaves valid output of the run so far: the
+/// JSON report as of its last snapshot (`--json-every`), whole, naming each
+/// process as still running, and the trace up to its last flush (every line
+/// valid JSON, the meta line first). Before, the JSON was written only at
+/// the end, so a killed run left none.
+#[test]
+fn sigkill_leaves_the_last_json_snapshot_and_a_valid_trace() {
+    if !is_root() {
+        eprintln!("SKIPPED: not root");
+        return;
+    }
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = std::env::temp_dir().join(format!("propshare-cli-kill-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let (json, trace) = (dir.join("r.json"), dir.join("t.jsonl"));
+    let mut child = bin()
+        .args(["run", "--cpus", &first_cpu(), "--duration", "60s", "--json-every", "200ms"])
+        .arg("--json")
+        .arg(&json)
+        .arg("--trace")
+        .arg(&trace)
+        .args(["-w", "3", "-n", "heavy", "--", "sh", "-c", "while :; do :; done", ":::"])
+        .args(["-w", "1", "-n", "light", "--", "sh", "-c", "while :; do :; done"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(1500));
+    // SAFETY: signalling our own child.
+    unsafe { libc_kill(child.id() as i32, 9) };
+    child.wait().unwrap();
+    let text = std::fs::read_to_string(&json).expect("no JSON snapshot after a SIGKILL");
+    let r: serde_json::Value = serde_json::from_str(&text).expect("the JSON snapshot is not whole");
+    assert!(r["ended"].as_str().unwrap().starts_with("running"), "{r}");
+    let clients = r["clients"].as_array().unwrap();
+    assert_eq!(clients.len(), 2, "{r}");
+    assert!(clients.iter().all(|c| c["end"] == "running" && c["received_ns"].as_u64().unwrap() > 0), "{r}");
+    let lines = std::fs::read_to_string(&trace).unwrap();
+    let parsed: Vec<serde_json::Value> =
+        lines.lines().map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{l}: {e}"))).collect();
+    assert_eq!(parsed[0]["ev"], "meta");
+    assert!(parsed.iter().any(|v| v["ev"] == "run"), "the trace has no run line after 1 s");
+    std::fs::remove_dir_all(&dir).unwrap();
+}

@@ -52,7 +52,9 @@ pub mod spec;
 pub mod sys;
 
 pub use error::ProcError;
-pub use run::{run, Accounting, Charge, ClientReport, Mode, RunOptions, RunReport, MIN_QUANTUM};
+pub use run::{
+    run, Accounting, Charge, ClientReport, Mode, RunOptions, RunReport, DEFAULT_JSON_EVERY, MIN_JSON_EVERY, MIN_QUANTUM,
+};
 pub use spec::{parse_jobs, parse_jobs_toml, read_jobs_file, JobSpec, Target};
 
 /// Parse the duration given to the command-line flag `flag` (`10ms`, `2.5s`,

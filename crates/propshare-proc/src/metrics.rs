@@ -13,8 +13,9 @@
 //!
 //! where φ are the weights readjusted by [`propshare::readjust`]: a capped
 //! client gets exactly one CPU, an uncapped one `w_i (P' − m) / R`. Ideal
-//! service is the integral of the rate, kept exact as a big rational; only the
-//! printed figures are rounded. Lag = ideal − received, evaluated at every
+//! service is the integral of the rate, computed by the simulator's fluid
+//! reference ([`propshare_sim::fluid::Fluid`], exact to 2^-64 ns), fed the
+//! events the host recorded; only the printed figures are rounded. Lag = ideal − received, evaluated at every
 //! sample of the client's received CPU time (each run's start and end for our
 //! scheduler, every period for the Linux baselines); "max lag" is the largest
 //! |lag| over the run.
@@ -22,11 +23,11 @@
 //! Shares are fractions of the P managed CPUs over the time the client was
 //! present (join to leave, or to the end of the run).
 
-use num_bigint::BigInt;
-use num_rational::BigRational;
-use num_traits::{ToPrimitive, Zero};
-use propshare::readjust::readjust_weights;
-use propshare::Time;
+use propshare::{ClientId, Time, Weight};
+use propshare_sim::engine::TraceEvent;
+use propshare_sim::fluid::{ns_of_service, Fluid};
+use propshare_sim::output::trace_line;
+pub use propshare_sim::output::TraceMeta;
 use serde::Serialize;
 use std::io::Write;
 
@@ -114,46 +115,35 @@ impl Record {
 
     /// Write the trace lines of entries `from..` (the meta line excluded);
     /// returns the number of entries written so far (the next `from`).
+    /// The lines are the simulator's ([`propshare_sim::output::trace_line`]):
+    /// one schema for both.
     pub fn write_entries(&self, w: &mut dyn Write, from: usize) -> std::io::Result<usize> {
         for e in self.entries.iter().skip(from) {
-            let v = match *e {
+            let ev = match *e {
                 Entry::Run { cpu, client, start, end } => {
-                    TraceLine::Run { cpu, client: &self.names[client], start, end }
+                    TraceEvent::Run { cpu, client: &self.names[client], start, end }
                 }
                 Entry::Change { t, client, change } => {
                     let client = &self.names[client];
                     match change {
-                        Change::Join(weight) => TraceLine::Join { t, client, weight },
-                        Change::Leave => TraceLine::Leave { t, client },
-                        Change::Block => TraceLine::Block { t, client },
-                        Change::Wake => TraceLine::Wake { t, client },
-                        Change::Weight(weight) => TraceLine::Weight { t, client, weight },
+                        Change::Join(weight) => TraceEvent::Join { t, client, weight },
+                        Change::Leave => TraceEvent::Leave { t, client },
+                        Change::Block => TraceEvent::Block { t, client },
+                        Change::Wake => TraceEvent::Wake { t, client },
+                        Change::Weight(weight) => TraceEvent::Weight { t, client, weight },
                     }
                 }
             };
-            trace_line(w, &v)?;
+            writeln!(w, "{}", trace_line(&ev))?;
         }
         Ok(self.entries.len().max(from))
     }
 }
 
-fn trace_line(w: &mut dyn Write, v: &TraceLine) -> std::io::Result<()> {
-    serde_json::to_writer(&mut *w, v)?;
-    w.write_all(b"\n")
-}
-
-/// Write the trace's meta line.
+/// Write the trace's meta line (the simulator's).
 pub fn write_meta(w: &mut dyn Write, meta: &TraceMeta) -> std::io::Result<()> {
-    trace_line(
-        w,
-        &TraceLine::Meta {
-            scheduler: &meta.scheduler,
-            cpus: meta.cpus,
-            quantum_ns: meta.quantum_ns,
-            seed: meta.seed,
-            scenario: &meta.scenario,
-        },
-    )
+    serde_json::to_writer(&mut *w, meta)?;
+    w.write_all(b"\n")
 }
 
 /// A trace written as the run goes: created (and its meta line written)
@@ -187,33 +177,6 @@ impl TraceFile {
     }
 }
 
-/// The trace's first line.
-#[derive(Clone, Debug)]
-pub struct TraceMeta {
-    /// Scheduler name (or `linux-nice`, `linux-shares`).
-    pub scheduler: String,
-    /// P.
-    pub cpus: usize,
-    /// Quantum, ns.
-    pub quantum_ns: u64,
-    /// Seed.
-    pub seed: u64,
-    /// Scenario name.
-    pub scenario: String,
-}
-
-#[derive(Serialize)]
-#[serde(tag = "ev", rename_all = "lowercase")]
-enum TraceLine<'a> {
-    Meta { scheduler: &'a str, cpus: usize, quantum_ns: u64, seed: u64, scenario: &'a str },
-    Join { t: Time, client: &'a str, weight: u64 },
-    Leave { t: Time, client: &'a str },
-    Block { t: Time, client: &'a str },
-    Wake { t: Time, client: &'a str },
-    Weight { t: Time, client: &'a str, weight: u64 },
-    Run { cpu: usize, client: &'a str, start: Time, end: Time },
-}
-
 /// Fairness figures of one client.
 #[derive(Clone, Debug, Serialize)]
 pub struct ClientMetrics {
@@ -239,8 +202,10 @@ pub struct ClientMetrics {
     pub norm_max_lag_ns: f64,
 }
 
-fn big(x: u64) -> BigRational {
-    BigRational::from_integer(BigInt::from(x))
+/// A recorded weight as the fluid's type (the hosts record weights they
+/// validated; 0 cannot reach a record, and would count as 1).
+fn weight(w: u64) -> Weight {
+    Weight::new(w).unwrap_or(Weight::ONE)
 }
 
 /// Compute every client's figures from `rec`, on `cpus` CPUs, for a run that ended at `end`.
@@ -263,14 +228,14 @@ pub fn measure(rec: &Record, cpus: usize, end: Time) -> Vec<ClientMetrics> {
     }
     queries.sort_by_key(|q| q.0);
 
-    let mut weight = vec![0u64; n];
-    let mut runnable = vec![false; n];
+    // The simulator's fluid reference (exact to 2^-64 ns), fed the same events.
+    let mut fluid = Fluid::new(cpus);
+    fluid.reserve(n);
+    let id = |i: usize| ClientId(i as u32);
     let mut joined: Vec<Option<Time>> = vec![None; n];
     let mut left: Vec<Option<Time>> = vec![None; n];
-    // ideal_i(t) = ideal[i] + rate[i] * (t - since[i])
-    let mut ideal: Vec<BigRational> = vec![BigRational::zero(); n];
-    let mut rate: Vec<BigRational> = vec![BigRational::zero(); n];
-    let mut since: Vec<Time> = vec![0; n];
+    // A departed client's ideal service, frozen at its leave.
+    let mut final_ideal: Vec<Option<f64>> = vec![None; n];
     let mut max_lag = vec![0f64; n];
     let mut norm_lag = vec![0f64; n];
     // Received CPU of client j at time t, interpolated between its samples.
@@ -286,56 +251,38 @@ pub fn measure(rec: &Record, cpus: usize, end: Time) -> Vec<ClientMetrics> {
             _ => c0 as f64,
         }
     };
-    let at = |ideal: &[BigRational], rate: &[BigRational], since: &[Time], i: usize, t: Time| -> BigRational {
-        &ideal[i] + &rate[i] * big(t.saturating_sub(since[i]))
+    let ideal_at = |fluid: &mut Fluid, final_ideal: &[Option<f64>], i: usize, t: Time| -> f64 {
+        final_ideal[i].unwrap_or_else(|| ns_of_service(fluid.ideal(t, id(i))))
     };
 
-    let mut ci = 0;
-    let mut qi = 0;
+    let (mut ci, mut qi) = (0, 0);
     loop {
         let next_c = changes.get(ci).map(|c| c.0);
         let next_q = queries.get(qi).map(|q| q.0);
-        // Queries at time t see the rates in force just before the changes at t
-        // (ideal is continuous, so it makes no difference to the value).
+        // Queries at time t see the state just before the changes at t
+        // (ideal service is continuous, so it makes no difference).
         match (next_c, next_q) {
             (None, None) => break,
             (Some(tc), Some(tq)) if tq <= tc => {}
             (Some(tc), _) => {
-                // Apply every change at tc, then recompute all rates.
-                for i in 0..n {
-                    ideal[i] = at(&ideal, &rate, &since, i, tc);
-                    since[i] = tc;
-                }
-                while let Some(&(t, c, ch)) = changes.get(ci).filter(|c| c.0 == tc) {
-                    let _ = t;
-                    match ch {
-                        Change::Join(w) => {
-                            weight[c] = w;
-                            runnable[c] = true;
-                            joined[c].get_or_insert(tc);
+                let (_, c, ch) = changes[ci];
+                ci += 1;
+                match ch {
+                    Change::Join(w) => {
+                        if joined[c].is_none() {
+                            joined[c] = Some(tc);
+                            fluid.join(tc, id(c), weight(w));
                         }
-                        Change::Leave => {
-                            runnable[c] = false;
-                            left[c] = Some(tc);
-                        }
-                        Change::Block => runnable[c] = false,
-                        Change::Wake => runnable[c] = left[c].is_none(),
-                        Change::Weight(w) => weight[c] = w,
                     }
-                    ci += 1;
-                }
-                let ids: Vec<usize> = (0..n).filter(|&i| runnable[i]).collect();
-                let ws: Vec<u64> = ids.iter().map(|&i| weight[i]).collect();
-                let phis = readjust_weights(&ws, cpus);
-                let total: BigRational =
-                    phis.iter().map(|p| BigRational::new(BigInt::from(p.num), BigInt::from(p.den))).sum();
-                let p_eff = big(cpus.min(ids.len()) as u64);
-                for r in rate.iter_mut() {
-                    *r = BigRational::zero();
-                }
-                for (k, &i) in ids.iter().enumerate() {
-                    let phi = BigRational::new(BigInt::from(phis[k].num), BigInt::from(phis[k].den));
-                    rate[i] = phi * &p_eff / &total;
+                    Change::Leave => {
+                        if left[c].is_none() && joined[c].is_some() {
+                            left[c] = Some(tc);
+                            final_ideal[c] = Some(ns_of_service(fluid.leave(tc, id(c))));
+                        }
+                    }
+                    Change::Block => fluid.block(tc, id(c)),
+                    Change::Wake => fluid.wake(tc, id(c)),
+                    Change::Weight(w) => fluid.set_weight(tc, id(c), weight(w)),
                 }
                 continue;
             }
@@ -343,24 +290,18 @@ pub fn measure(rec: &Record, cpus: usize, end: Time) -> Vec<ClientMetrics> {
         }
         let (t, i, cum) = queries[qi];
         qi += 1;
-        let mine = at(&ideal, &rate, &since, i, t).to_f64().unwrap_or(0.0);
+        let mine = ideal_at(&mut fluid, &final_ideal, i, t);
         let lag = mine - cum as f64;
-        if lag.abs() > max_lag[i].abs() {
-            max_lag[i] = lag.abs();
-        }
-        let all_ideal: f64 = (0..n).map(|j| at(&ideal, &rate, &since, j, t).to_f64().unwrap_or(0.0)).sum();
+        max_lag[i] = max_lag[i].max(lag.abs());
+        let all_ideal: f64 = (0..n).map(|j| ideal_at(&mut fluid, &final_ideal, j, t)).sum();
         if all_ideal > 0.0 {
             let all_received: f64 = (0..n).map(|j| received_at(j, t)).sum();
             let nl = (mine / all_ideal * all_received - cum as f64).abs();
             norm_lag[i] = norm_lag[i].max(nl);
         }
     }
-    let ideal_end: Vec<f64> = (0..n)
-        .map(|i| {
-            let stop = left[i].unwrap_or(end).max(joined[i].unwrap_or(0));
-            at(&ideal, &rate, &since, i, stop).to_f64().unwrap_or(0.0)
-        })
-        .collect();
+    let last_change = changes.last().map_or(0, |c| c.0);
+    let ideal_end: Vec<f64> = (0..n).map(|i| ideal_at(&mut fluid, &final_ideal, i, end.max(last_change))).collect();
     let sum_ideal: f64 = ideal_end.iter().sum();
     let sum_received: f64 = rec.samples.iter().map(|s| s.last().map_or(0, |x| x.1) as f64).sum();
     (0..n)
@@ -464,7 +405,7 @@ mod tests {
         r.change(20, 0, Change::Wake);
         r.change(30, 0, Change::Leave);
         let mut out = Vec::new();
-        let meta = TraceMeta { scheduler: "wfq".into(), cpus: 2, quantum_ns: 10, seed: 0, scenario: "s".into() };
+        let meta = TraceMeta { ev: "meta", scheduler: "wfq", cpus: 2, quantum_ns: 10, seed: 0, scenario: "s" };
         r.write_trace(&mut out, &meta).unwrap();
         let text = String::from_utf8(out).unwrap();
         let lines: Vec<&str> = text.lines().collect();

@@ -54,7 +54,8 @@ use std::os::fd::AsRawFd;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
-use propshare::{registry, SchedConfig};
+use propshare::{registry, SchedConfig, Time};
+use std::io::Write;
 
 use crate::baseline::{self, Cgroups};
 use crate::control::ControlServer;
@@ -65,7 +66,7 @@ use crate::sys::{self, CpuMask};
 use controller::Controller;
 use job::St;
 
-pub use options::{validate, Accounting, Charge, Mode, RunOptions, MIN_QUANTUM};
+pub use options::{validate, Accounting, Charge, Mode, RunOptions, DEFAULT_JSON_EVERY, MIN_JSON_EVERY, MIN_QUANTUM};
 pub use report::{ClientReport, RunReport};
 pub use spawn::resolve_program;
 
@@ -110,11 +111,12 @@ pub fn run(opts: RunOptions) -> Result<RunReport, ProcError> {
     let cpu_mask = CpuMask::of(&cpus);
     // Outputs are opened before anything starts: a bad path is an immediate error.
     let meta = TraceMeta {
-        scheduler: sched_name.clone(),
+        ev: "meta",
+        scheduler: &sched_name,
         cpus: p,
         quantum_ns: opts.quantum,
         seed: opts.seed,
-        scenario: opts.scenario.clone(),
+        scenario: &opts.scenario,
     };
     let mut trace = match &opts.trace {
         Some(path) => Some(TraceFile::create(path, &meta).map_err(ProcError::usage)?),
@@ -169,6 +171,8 @@ pub fn run(opts: RunOptions) -> Result<RunReport, ProcError> {
         ctl.cgroups = Some(Cgroups::create(&cpu_mask)?);
     }
     let mut rounds = 0u64;
+    let head = ReportHead { mode: opts.mode, scheduler: sched_name.clone(), cpus: cpus.clone(), quantum: opts.quantum };
+    let mut json_ok = opts.json.is_some();
     let result = (|| -> Result<(String, u64, u64), ProcError> {
         let nices = if opts.mode == Mode::BaselineNice {
             baseline::nice_for_weights(&jobs.iter().map(|j| j.weight).collect::<Vec<_>>())
@@ -184,6 +188,7 @@ pub fn run(opts: RunOptions) -> Result<RunReport, ProcError> {
         let cpu0 = sys::self_cpu_ns();
         let w0 = sys::monotonic_ns();
         let mut flushed = w0;
+        let mut snapshot_at = w0;
         let ended = loop {
             rounds += 1;
             if opts.panic_after_rounds.is_some_and(|n| rounds > n) {
@@ -247,6 +252,22 @@ pub fn run(opts: RunOptions) -> Result<RunReport, ProcError> {
                 let mut buf = [0u8; 64];
                 let _ = std::io::Read::read(&mut &*rx, &mut buf);
             }
+            if json_ok && sys::monotonic_ns().saturating_sub(snapshot_at) >= opts.json_every {
+                snapshot_at = sys::monotonic_ns();
+                let wall = snapshot_at - w0;
+                let r = head.report(
+                    &ctl,
+                    rounds,
+                    format!("running ({:.1} s so far)", wall as f64 / 1e9),
+                    sys::self_cpu_ns() - cpu0,
+                    wall,
+                    Vec::new(),
+                );
+                if let Err(e) = write_json(opts.json.as_deref(), &r) {
+                    output_errors.push(e);
+                    json_ok = false;
+                }
+            }
             if trace.is_some() && sys::monotonic_ns().saturating_sub(flushed) >= TRACE_FLUSH_NS {
                 flushed = sys::monotonic_ns();
                 if let Err(e) = trace.as_mut().map_or(Ok(()), |t| t.flush(&ctl.rec)) {
@@ -267,38 +288,76 @@ pub fn run(opts: RunOptions) -> Result<RunReport, ProcError> {
     }
     drop(control);
     let (ended, own_cpu, wall) = result?;
-    let end_t = ctl.now();
-    let m = metrics::measure(&ctl.rec, p, end_t);
     if let Some(Err(e)) = trace.as_mut().map(|t| t.flush(&ctl.rec)) {
         output_errors.push(e);
     }
-    let clients = ctl
-        .jobs
-        .iter()
-        .zip(m)
-        .map(|(j, metrics)| ClientReport {
-            name: j.name.clone(),
-            pid: j.pid,
-            weight: j.weight,
-            metrics,
-            end: j.end.clone().unwrap_or_default(),
-        })
-        .collect();
-    Ok(RunReport {
-        mode: opts.mode.name().into(),
-        scheduler: sched_name,
-        cpus,
-        quantum_ns: opts.quantum,
-        wall_ns: wall,
-        accounting: match ctl.accounting {
-            Accounting::Schedstat => "schedstat".into(),
-            _ => "perf task-clock".into(),
-        },
-        controller_cpu_ns: own_cpu,
-        rounds,
-        ended,
-        clients,
-        notes: std::mem::take(&mut ctl.notes),
-        output_errors,
+    let mut report = head.report(&ctl, rounds, ended, own_cpu, wall, output_errors);
+    if let Err(e) = write_json(opts.json.as_deref(), &report) {
+        report.output_errors.push(e);
+    }
+    Ok(report)
+}
+
+/// What every report of a run (each snapshot and the last) says of the run itself.
+struct ReportHead {
+    mode: Mode,
+    scheduler: String,
+    cpus: Vec<usize>,
+    quantum: Time,
+}
+
+impl ReportHead {
+    /// The report of the run so far: every process measured up to now.
+    fn report(
+        &self,
+        ctl: &Controller,
+        rounds: u64,
+        ended: String,
+        controller_cpu_ns: u64,
+        wall_ns: u64,
+        output_errors: Vec<String>,
+    ) -> RunReport {
+        let m = metrics::measure(&ctl.rec, self.cpus.len(), ctl.now());
+        let clients = ctl
+            .jobs
+            .iter()
+            .zip(m)
+            .map(|(j, metrics)| ClientReport {
+                name: j.name.clone(),
+                pid: j.pid,
+                weight: j.weight,
+                metrics,
+                end: j.end.clone().unwrap_or_else(|| "running".into()),
+            })
+            .collect();
+        RunReport {
+            mode: self.mode.name().into(),
+            scheduler: self.scheduler.clone(),
+            cpus: self.cpus.clone(),
+            quantum_ns: self.quantum,
+            wall_ns,
+            accounting: match ctl.accounting {
+                Accounting::Schedstat => "schedstat".into(),
+                _ => "perf task-clock".into(),
+            },
+            controller_cpu_ns,
+            rounds,
+            ended,
+            clients,
+            notes: ctl.notes.clone(),
+            output_errors,
+        }
+    }
+}
+
+/// Write `report` as pretty JSON to `path` whole (a temporary file beside
+/// it, created exclusively, renamed into place): a reader, or a run killed
+/// mid-write, never sees half a file. The error names the path.
+fn write_json(path: Option<&std::path::Path>, report: &RunReport) -> Result<(), String> {
+    let Some(path) = path else { return Ok(()) };
+    propshare_sim::output::write_atomic(path, |w| {
+        serde_json::to_writer_pretty(&mut *w, report)?;
+        w.write_all(b"\n")
     })
+    .map_err(|e| format!("--json {}: {e}", path.display()))
 }

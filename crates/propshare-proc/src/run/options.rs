@@ -21,6 +21,12 @@ use crate::{baseline, guardian};
 /// ~75 µs at normal priority, so shorter slices would not be honoured.
 pub const MIN_QUANTUM: Time = propshare::MS;
 
+/// How often `--json` is rewritten while the run goes, by default: 5 s.
+pub const DEFAULT_JSON_EVERY: Time = 5_000 * propshare::MS;
+/// The shortest interval between two JSON snapshots: 100 ms (each one
+/// measures the whole run so far).
+pub const MIN_JSON_EVERY: Time = 100 * propshare::MS;
+
 /// Who shares the CPUs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 pub enum Mode {
@@ -93,6 +99,12 @@ pub struct RunOptions {
     pub control: Option<PathBuf>,
     /// Write the JSON Lines trace here.
     pub trace: Option<PathBuf>,
+    /// Write the run's report as JSON here: every few seconds while the run
+    /// goes (each time whole, replacing the last), and at the end.
+    pub json: Option<PathBuf>,
+    /// How often the JSON report is rewritten while the run goes (ns): each
+    /// snapshot measures the whole record so far.
+    pub json_every: Time,
     /// Scenario name for the trace's meta line.
     pub scenario: String,
     /// Run the controller at SCHED_FIFO priority 1.
@@ -125,6 +137,8 @@ impl Default for RunOptions {
             charge: Charge::Cpu,
             control: None,
             trace: None,
+            json: None,
+            json_every: DEFAULT_JSON_EVERY,
             scenario: "run".into(),
             fifo: false,
             handle_signals: false,
@@ -184,6 +198,12 @@ pub fn validate(opts: &RunOptions) -> Result<(Vec<usize>, Vec<JobSpec>), ProcErr
             "the quantum {} ns is below the minimum of 1ms: shorter quanta cost the controller \
              a large part of a CPU and are not honoured by the kernel's timers",
             opts.quantum
+        )));
+    }
+    if opts.json.is_some() && opts.json_every < MIN_JSON_EVERY {
+        return Err(ProcError::usage(format!(
+            "--json-every {} ns is below the minimum of 100ms: each snapshot measures the whole run so far",
+            opts.json_every
         )));
     }
     if opts.jobs.len() > guardian::CAPACITY {
