@@ -737,7 +737,7 @@ impl<R: FairRq> LinuxPolicy<R> {
     pub fn migrate(&mut self, src: usize, dst: usize, c: ClientId) {
         let tun = self.tun;
         let stamp = self.next_stamp();
-        let (from, to) = super::two_mut(&mut self.cpus, src, dst);
+        let (from, to) = crate::percpu::two_mut(&mut self.cpus, src, dst);
         let se = &mut self.ents[c];
         from.rq.dequeue(&tun, c, se, Dequeue::Migrate);
         from.lru.remove(&(se.stamp, c));
@@ -878,7 +878,7 @@ impl<R: FairRq> Policy for LinuxPolicy<R> {
         let prev = self.ents[c].cpu;
         let k = self.select_cpu_wake(prev);
         if k != prev {
-            let (from, to) = super::two_mut(&mut self.cpus, prev, k);
+            let (from, to) = crate::percpu::two_mut(&mut self.cpus, prev, k);
             R::migrate_sleeper(&from.rq, &to.rq, &mut self.ents[c]);
             self.migrations += 1;
         }
