@@ -1293,6 +1293,37 @@ mod tests {
         assert_eq!(s.sh.vft(3), frac(1, 9, VFT_ONE));
     }
 
+    /// The state split: a stolen process's entry moves to the thief's
+    /// queue's slab and the owner map follows it; a blocked client has none.
+    #[test]
+    fn stolen_entry_moves_with_its_client() {
+        let mut s = Gdq::new(SchedConfig::new(2, Q));
+        for c in 0..3 {
+            s.join(0, ClientId(c), Weight::new(1).unwrap()).unwrap();
+        }
+        let where_is = |s: &Gdq, c: u32| {
+            let p = s.policy();
+            let (q, slot) = p.sh.owners.get(ClientId(c)).unwrap();
+            assert_eq!(p.queues[q].client(slot), ClientId(c));
+            q
+        };
+        // All three wait in one stalled queue until CPUs arrive.
+        let q0 = where_is(&s, 0);
+        assert!((0..3).all(|c| where_is(&s, c) == q0));
+        let Decision::Run { client, .. } = s.pick(0, CpuId(0)).unwrap() else { panic!() };
+        let Decision::Run { client: other, .. } = s.pick(0, CpuId(1)).unwrap() else { panic!() };
+        // Each CPU took a queue and pulled a process into it (or kept the stalled one).
+        let (q_a, q_b) = (where_is(&s, client.0), where_is(&s, other.0));
+        assert_ne!(q_a, q_b);
+        assert_eq!(s.policy().cpus[0].queue, Some(q_a));
+        assert_eq!(s.policy().cpus[1].queue, Some(q_b));
+        let entries: usize = s.policy().queues.iter().map(|q| q.procs.len()).sum();
+        assert_eq!(entries, 3);
+        s.stopped(Q, CpuId(0), client, Q, StopReason::Blocked).unwrap();
+        assert_eq!(s.policy().nvt(client), None);
+        s.check_invariants().unwrap();
+    }
+
     /// App. A.2.2, step by step. The paper's ℘1, ℘3, ℘2, ℘4 decide at
     /// t, t+5, t+10, t+15: here CPUs 0, 1, 2, 3 (CPUs 0 and 2 dedicated to G²).
     #[test]

@@ -16,14 +16,22 @@
 //! # Per-CPU runqueues
 //!
 //! Every CPU has its own runqueue ([`CpuPart`]: the policy's queue and
-//! virtual time, plus the list of its tasks in least-recently-run order that
-//! the balancer walks). There is no global virtual time. A client belongs to
-//! exactly one runqueue while runnable (`task_cpu`) and remembers the last one
-//! while blocked. The policy ([`FairRq`]) decides the order *inside* a
-//! runqueue; everything between runqueues is here, as named operations
-//! between two per-CPU parts: [`LinuxPolicy::migrate`] (detach from one
-//! runqueue, attach to another), [`LinuxPolicy::load_balance`] and
-//! [`LinuxPolicy::newidle_balance`].
+//! virtual time, the list of its tasks in least-recently-run order that
+//! the balancer walks, and the slab of its tasks' entities). There is no
+//! global virtual time. A client belongs to exactly one runqueue while
+//! runnable (`task_cpu`) and stays with the last one while blocked: its
+//! entity lives in that CPU's slab and moves with it. The global part is
+//! small: the tunables, the owner map (client → (CPU, slot),
+//! [`crate::percpu::OwnerMap`]), the readjustment and the LRU stamp counter.
+//! The policy ([`FairRq`]) decides the order *inside* a runqueue; everything
+//! between runqueues is here, as named operations between two per-CPU parts:
+//! [`migrate`] (detach from one runqueue, move the entity, attach to
+//! another: a function of the two parts and the owner map, which
+//! [`LinuxPolicy::migrate`] calls), a wake-up onto another CPU
+//! (`migrate_task_rq_fair`), [`LinuxPolicy::load_balance`] and
+//! [`LinuxPolicy::newidle_balance`]. A concurrent host would lock the two
+//! CPUs of a move in CPU id order, as [`crate::percpu::Locked`] does; this
+//! policy runs them in one thread.
 //!
 //! # Wake-up placement (`select_task_rq_fair`)
 //!
@@ -180,8 +188,9 @@ use std::fmt::Debug;
 
 use crate::algo::reweigh::Reweigh;
 use crate::model::{ClientId, CpuId, StopReason, Time, Weight, MS};
+use crate::percpu::{two_mut, Owned, OwnerMap, Slab, Slot};
 use crate::readjust::Phi;
-use crate::roster::{ClientTable, Roster, Status};
+use crate::roster::{Roster, Status};
 use crate::scheduler::{Kick, SchedConfig};
 use crate::shell::{Policy, Shell};
 
@@ -525,13 +534,14 @@ pub trait FairRq: Clone + Debug {
     fn enqueue(&mut self, t: &Tunables, c: ClientId, se: &mut Entity, how: Enqueue);
     /// Remove a waiting client.
     fn dequeue(&mut self, t: &Tunables, c: ClientId, se: &mut Entity, how: Dequeue);
-    /// Choose the next client (it becomes `curr`) and its slice in ns.
-    fn pick(&mut self, t: &Tunables, ents: &mut ClientTable<Entity>) -> Option<(ClientId, Time)>;
+    /// Choose the next client (it becomes `curr`) and its slice in ns;
+    /// `entity` gives a queued client's entity.
+    fn pick(&mut self, t: &Tunables, entity: impl Fn(ClientId) -> Entity) -> Option<(ClientId, Time)>;
     /// `curr` stopped after running `ran` ns: charge it, and queue it again
     /// if it is still runnable (else it leaves this runqueue).
     fn put_prev(&mut self, t: &Tunables, c: ClientId, se: &mut Entity, ran: Time, still_runnable: bool);
-    /// Whether the just-enqueued `wakee` should preempt `curr`.
-    fn wakeup_preempt(&self, t: &Tunables, ents: &ClientTable<Entity>, wakee: ClientId) -> bool;
+    /// Whether the just-enqueued `wakee`, with entity `se`, should preempt `curr`.
+    fn wakeup_preempt(&self, t: &Tunables, wakee: ClientId, se: &Entity) -> bool;
     /// `update_curr`: charge the running client `c` the `ran` ns it has run
     /// since its last charge, at its current weight (before its weight
     /// changes, as `reweight_entity` does; `put_prev` charges the rest).
@@ -546,15 +556,75 @@ pub trait FairRq: Clone + Debug {
     fn migrate_sleeper(src: &Self, dst: &Self, se: &mut Entity);
 }
 
-/// One CPU's part: its runqueue, its tasks in least-recently-run order (the
-/// kernel's `rq->cfs_tasks`), and when it balances next.
+/// A client's entry in its CPU's slab: its entity, named by its client.
+#[derive(Clone, Copy, Debug)]
+struct Task {
+    client: ClientId,
+    se: Entity,
+}
+
+impl Owned for Task {
+    #[inline]
+    fn client(&self) -> ClientId {
+        self.client
+    }
+}
+
+/// One CPU's part: its runqueue, the entities of its tasks (runnable here,
+/// or blocked after they last ran here: the kernel's `task_cpu`), its
+/// tasks in least-recently-run order (the kernel's `rq->cfs_tasks`), and
+/// when it balances next.
 #[derive(Clone, Debug)]
 pub struct CpuPart<R> {
     /// The policy's runqueue.
     pub rq: R,
+    tasks: Slab<Task>,
     lru: BTreeSet<(u64, ClientId)>,
     next_balance: Time,
     nr_balance_failed: u32,
+}
+
+impl<R: FairRq> CpuPart<R> {
+    fn new(tun: &Tunables) -> CpuPart<R> {
+        CpuPart { rq: R::new(tun), tasks: Slab::default(), lru: BTreeSet::new(), next_balance: 0, nr_balance_failed: 0 }
+    }
+
+    /// The entity in slot `s`.
+    #[inline]
+    fn se(&mut self, s: Slot) -> &mut Entity {
+        &mut self.tasks.get_mut(s).se
+    }
+
+    /// Queue slot `s`'s task (its entity here) with stamp `stamp`.
+    fn attach(&mut self, tun: &Tunables, s: Slot, stamp: u64, how: Enqueue) {
+        let Task { client: c, se } = self.tasks.get_mut(s);
+        se.stamp = stamp;
+        self.rq.enqueue(tun, *c, se, how);
+        self.lru.insert((stamp, *c));
+    }
+
+    /// Take waiting slot `s`'s task off the runqueue (its entity stays).
+    fn detach(&mut self, tun: &Tunables, s: Slot, how: Dequeue) {
+        let Task { client: c, se } = self.tasks.get_mut(s);
+        self.rq.dequeue(tun, *c, se, how);
+        self.lru.remove(&(se.stamp, *c));
+    }
+}
+
+/// Move waiting client `c` (in slot `s` of `from`, CPU `src`) to `to`, CPU
+/// `dst` (`detach_task` + `attach_task`): the balancer's cross-CPU step, a
+/// function of the two CPU parts and the owner map.
+pub fn migrate<R: FairRq>(
+    tun: &Tunables,
+    owners: &OwnerMap,
+    (from, s): (&mut CpuPart<R>, Slot),
+    (to, dst): (&mut CpuPart<R>, usize),
+    stamp: u64,
+) {
+    from.detach(tun, s, Dequeue::Migrate);
+    let t = owners.move_entry(&mut from.tasks, s, &mut to.tasks, dst);
+    to.se(t).cpu = dst;
+    to.attach(tun, t, stamp, Enqueue::Migrated);
 }
 
 /// A Linux-like scheduler: per-CPU runqueues of policy `R` plus the shared
@@ -568,7 +638,8 @@ pub type LinuxSched<R> = Shell<LinuxPolicy<R>>;
 #[derive(Clone, Debug)]
 pub struct LinuxPolicy<R: FairRq> {
     tun: Tunables,
-    ents: ClientTable<Entity>,
+    /// Client → (CPU, slot): where its entity is.
+    owners: OwnerMap,
     cpus: Vec<CpuPart<R>>,
     stamp: u64,
     migrations: u64,
@@ -623,10 +694,8 @@ impl<R: FairRq> LinuxPolicy<R> {
         let cpus = cfg.cpus;
         LinuxPolicy {
             tun,
-            ents: ClientTable::new(),
-            cpus: (0..cpus)
-                .map(|_| CpuPart { rq: R::new(&tun), lru: BTreeSet::new(), next_balance: 0, nr_balance_failed: 0 })
-                .collect(),
+            owners: OwnerMap::new(0),
+            cpus: (0..cpus).map(|_| CpuPart::new(&tun)).collect(),
             stamp: 0,
             migrations: 0,
             reweigh,
@@ -645,7 +714,8 @@ impl<R: FairRq> LinuxPolicy<R> {
 
     /// A client's entity.
     pub fn entity(&self, c: ClientId) -> Option<&Entity> {
-        self.ents.get(c)
+        let (k, s) = self.owners.get(c)?;
+        Some(&self.cpus[k].tasks.get(s).se)
     }
 
     /// Tasks moved between CPUs so far (balancing and wake-up placement).
@@ -670,11 +740,13 @@ impl<R: FairRq> LinuxPolicy<R> {
         let tun = self.tun;
         let status = r.status(c);
         let queued = status.is_ok_and(Status::is_runnable) && pending != Some(c);
-        let Some(se) = self.ents.get_mut(c) else { return };
+        let Some((k, s)) = self.owners.get(c) else { return };
+        let part = &mut self.cpus[k];
+        let se = &mut part.tasks.get_mut(s).se;
         if se.weight == w {
             return;
         }
-        let rq = &mut self.cpus[se.cpu].rq;
+        let rq = &mut part.rq;
         if queued {
             if let Ok(Status::Running(_)) = status {
                 let ran = now.saturating_sub(se.exec_start);
@@ -711,40 +783,31 @@ impl<R: FairRq> LinuxPolicy<R> {
         (0..p).map(|i| (prev + i) % p).find(|&k| self.is_idle(k)).unwrap_or(prev)
     }
 
+    /// Queue client `c`, whose entity is on CPU `k`, there; a kick if it
+    /// should preempt the running client.
     fn attach(&mut self, k: usize, c: ClientId, how: Enqueue) -> Kick {
         let stamp = self.next_stamp();
         let tun = self.tun;
-        let se = &mut self.ents[c];
-        se.cpu = k;
-        se.stamp = stamp;
+        let (_, s) = self.owners.get(c).expect("an entity");
         let part = &mut self.cpus[k];
-        part.rq.enqueue(&tun, c, se, how);
-        part.lru.insert((stamp, c));
-        let preempt = part.rq.curr().is_some() && part.rq.wakeup_preempt(&tun, &self.ents, c);
+        part.attach(&tun, s, stamp, how);
+        let se = part.tasks.get(s).se;
+        let preempt = part.rq.curr().is_some() && part.rq.wakeup_preempt(&tun, c, &se);
         preempt.then_some(CpuId(k as u32))
     }
 
     fn detach(&mut self, c: ClientId, how: Dequeue) {
-        let tun = self.tun;
-        let se = &mut self.ents[c];
-        let part = &mut self.cpus[se.cpu];
-        part.rq.dequeue(&tun, c, se, how);
-        part.lru.remove(&(se.stamp, c));
+        let (k, s) = self.owners.get(c).expect("an entity");
+        self.cpus[k].detach(&self.tun, s, how);
     }
 
-    /// Move waiting client `c` from CPU `src` to CPU `dst`
-    /// (`detach_task` + `attach_task`).
+    /// Move waiting client `c` from CPU `src` to CPU `dst` ([`migrate`]).
     pub fn migrate(&mut self, src: usize, dst: usize, c: ClientId) {
-        let tun = self.tun;
         let stamp = self.next_stamp();
-        let (from, to) = crate::percpu::two_mut(&mut self.cpus, src, dst);
-        let se = &mut self.ents[c];
-        from.rq.dequeue(&tun, c, se, Dequeue::Migrate);
-        from.lru.remove(&(se.stamp, c));
-        se.cpu = dst;
-        se.stamp = stamp;
-        to.rq.enqueue(&tun, c, se, Enqueue::Migrated);
-        to.lru.insert((stamp, c));
+        let (k, s) = self.owners.get(c).expect("an entity");
+        debug_assert_eq!(k, src, "{c} is not on cpu {src}");
+        let (from, to) = two_mut(&mut self.cpus, src, dst);
+        migrate(&self.tun, &self.owners, (from, s), (to, dst), stamp);
         self.migrations += 1;
     }
 
@@ -808,7 +871,7 @@ impl<R: FairRq> LinuxPolicy<R> {
             if imbalance == 0 {
                 break;
             }
-            let w = p * self.ents[c].weight as u128;
+            let w = p * self.entity(c).expect("queued").weight as u128;
             if w >> failed > imbalance {
                 continue;
             }
@@ -845,7 +908,9 @@ impl<R: FairRq> Policy for LinuxPolicy<R> {
         let k = self.select_cpu_new();
         let mut se = Entity::new(w.get(), k);
         se.slice = self.tun.base_slice;
-        self.ents.insert(c, se);
+        self.owners.reserve(c);
+        let s = self.cpus[k].tasks.insert(Task { client: c, se });
+        self.owners.set(c, k, s);
         self.reweigh.insert(c, w);
         self.readjust(r, now, Some(c));
         self.attach(k, c, Enqueue::New)
@@ -856,7 +921,9 @@ impl<R: FairRq> Policy for LinuxPolicy<R> {
         if was == Status::Runnable {
             self.detach(c, Dequeue::Leave);
         }
-        self.ents.remove(c);
+        let (k, s) = self.owners.get(c).expect("an entity");
+        self.cpus[k].tasks.remove(s);
+        self.owners.clear(c);
         self.reweigh.remove(c, w);
         self.readjust(r, now, None);
         self.balance_due(now);
@@ -875,11 +942,14 @@ impl<R: FairRq> Policy for LinuxPolicy<R> {
         self.reweigh.insert(c, w);
         self.readjust(r, now, Some(c));
         self.balance_due(now);
-        let prev = self.ents[c].cpu;
+        let (prev, s) = self.owners.get(c).expect("an entity");
         let k = self.select_cpu_wake(prev);
         if k != prev {
-            let (from, to) = crate::percpu::two_mut(&mut self.cpus, prev, k);
-            R::migrate_sleeper(&from.rq, &to.rq, &mut self.ents[c]);
+            // Its entity moves with it: a cross-CPU step.
+            let (from, to) = two_mut(&mut self.cpus, prev, k);
+            R::migrate_sleeper(&from.rq, &to.rq, &mut from.tasks.get_mut(s).se);
+            let t = self.owners.move_entry(&mut from.tasks, s, &mut to.tasks, k);
+            to.se(t).cpu = k;
             self.migrations += 1;
         }
         self.attach(k, c, Enqueue::Wakeup)
@@ -900,28 +970,34 @@ impl<R: FairRq> Policy for LinuxPolicy<R> {
         if self.cpus[k].rq.nr_running() == 0 {
             self.newidle_balance(k);
         }
-        let tun = self.tun;
-        let (client, slice) = self.cpus[k].rq.pick(&tun, &mut self.ents)?;
+        let (tun, owners) = (&self.tun, &self.owners);
+        let CpuPart { rq, tasks, .. } = &mut self.cpus[k];
+        let (client, slice) = rq.pick(tun, |c| tasks.get(owners.get(c).expect("queued").1).se)?;
         let stamp = self.next_stamp();
-        let se = &mut self.ents[client];
-        self.cpus[k].lru.remove(&(se.stamp, client));
+        let (_, s) = self.owners.get(client).expect("queued");
+        let part = &mut self.cpus[k];
+        let se = &mut part.tasks.get_mut(s).se;
+        part.lru.remove(&(se.stamp, client));
         se.stamp = stamp;
         (se.exec_start, se.charged) = (now, 0);
-        self.cpus[k].lru.insert((stamp, client));
+        part.lru.insert((stamp, client));
         Some((client, slice.max(1)))
     }
 
     #[inline]
     fn stopped(&mut self, r: &Roster, now: Time, cpu: CpuId, c: ClientId, w: Weight, ran: Time, why: StopReason) {
         let tun = self.tun;
-        let se = &mut self.ents[c];
-        let part = &mut self.cpus[cpu.index()];
+        let (k, s) = self.owners.get(c).expect("a running client has an entity");
+        debug_assert_eq!(k, cpu.index());
+        let part = &mut self.cpus[k];
+        let se = &mut part.tasks.get_mut(s).se;
         let rest = ran.saturating_sub(std::mem::take(&mut se.charged));
         part.rq.put_prev(&tun, c, se, rest, why.still_runnable());
         if !why.still_runnable() {
             part.lru.remove(&(se.stamp, c));
             if why == StopReason::Left {
-                self.ents.remove(c);
+                part.tasks.remove(s);
+                self.owners.clear(c);
             }
             self.reweigh.remove(c, w);
             self.readjust(r, now, None);
@@ -929,25 +1005,34 @@ impl<R: FairRq> Policy for LinuxPolicy<R> {
         self.balance_due(now);
     }
 
-    /// LX-1: every runnable client has an entity on the CPU its entity
-    /// names, and the CPUs' run queues count exactly the runnable clients
-    /// (running ones included); LX-2: each CPU's LRU list holds exactly the
-    /// clients queued on it.
+    /// LX-1: every client has an entity, in the slab of the CPU the entity
+    /// names and where the owner map says (which names no other), and the
+    /// CPUs' run queues count exactly the runnable clients (running ones
+    /// included); LX-2: each CPU's LRU list holds exactly the clients
+    /// queued on it.
     #[inline]
     fn check_invariants(&self, r: &Roster) -> Result<(), String> {
         let queued: usize = self.cpus.iter().map(|k| k.rq.nr_running()).sum();
         if queued != r.runnable() {
             return Err(format!("LX-1: run queues hold {queued}, {} runnable", r.runnable()));
         }
-        if self.ents.iter().count() != r.len() {
-            return Err(format!("LX-1: {} entities for {} clients", self.ents.iter().count(), r.len()));
+        let mut ents = 0;
+        for (k, part) in self.cpus.iter().enumerate() {
+            ents += self.owners.check_slab(k, &part.tasks).map_err(|e| format!("LX-1: {e}"))?;
+            if let Some((_, t)) = part.tasks.iter().find(|(_, t)| t.se.cpu != k) {
+                return Err(format!("LX-1: {} has its entity on cpu {k} but names cpu {}", t.client, t.se.cpu));
+            }
+        }
+        self.owners.check_count(ents).map_err(|e| format!("LX-1: {e}"))?;
+        if ents != r.len() {
+            return Err(format!("LX-1: {ents} entities for {} clients", r.len()));
         }
         let listed: usize = self.cpus.iter().map(|k| k.lru.len()).sum();
         if listed != r.runnable() {
             return Err(format!("LX-2: LRU lists hold {listed}, {} runnable", r.runnable()));
         }
         for (k, part) in self.cpus.iter().enumerate() {
-            if let Some(&(_, c)) = part.lru.iter().find(|&&(_, c)| self.ents.get(c).is_none_or(|e| e.cpu != k)) {
+            if let Some(&(_, c)) = part.lru.iter().find(|&&(_, c)| self.owners.get(c).is_none_or(|(j, _)| j != k)) {
                 return Err(format!("LX-2: {c} listed on cpu {k} but placed elsewhere"));
             }
         }
@@ -958,6 +1043,36 @@ impl<R: FairRq> Policy for LinuxPolicy<R> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The state split: an entity lives in the slab of its task's CPU (a
+    /// blocked task's: the last one) and moves with it; the owner map follows.
+    #[test]
+    fn entity_moves_with_its_task() {
+        use crate::Scheduler;
+        let mut s = super::super::cfs::Cfs::new(SchedConfig::new(2, MS));
+        let w = Weight::new(1024).unwrap();
+        let (a, b, c) = (ClientId(0), ClientId(1), ClientId(2));
+        let home = |s: &super::super::cfs::Cfs, x: ClientId| {
+            let p = s.policy();
+            let (k, slot) = p.owners.get(x).unwrap();
+            assert_eq!(p.cpus[k].tasks.get(slot).client, x);
+            assert_eq!(p.cpus[k].tasks.get(slot).se.cpu, k);
+            (k, p.cpus[0].tasks.len(), p.cpus[1].tasks.len())
+        };
+        s.join(0, a, w).unwrap(); // idle cpu 0
+        s.join(0, b, w).unwrap(); // idle cpu 1
+        s.block(0, b).unwrap(); // b's entity stays on cpu 1
+        assert_eq!(home(&s, b), (1, 1, 1));
+        s.join(0, c, w).unwrap(); // cpu 1 is idle again
+        s.block(0, a).unwrap();
+        s.wake(0, b).unwrap(); // cpu 1 is busy, cpu 0 idle: b moves
+        assert_eq!(home(&s, b), (0, 2, 1));
+        assert_eq!(home(&s, c), (1, 2, 1));
+        s.leave(0, a).unwrap();
+        assert_eq!(home(&s, b), (0, 1, 1));
+        assert_eq!(s.policy().entity(a), None);
+        s.policy().check_invariants(s.roster()).unwrap();
+    }
 
     #[test]
     fn weight_table_matches_the_kernel() {
