@@ -29,9 +29,15 @@
 //! another: a function of the two parts and the owner map, which
 //! [`LinuxPolicy::migrate`] calls), a wake-up onto another CPU
 //! (`migrate_task_rq_fair`), [`LinuxPolicy::load_balance`] and
-//! [`LinuxPolicy::newidle_balance`]. A concurrent host would lock the two
-//! CPUs of a move in CPU id order, as [`crate::percpu::Locked`] does; this
-//! policy runs them in one thread.
+//! [`LinuxPolicy::newidle_balance`]. The global part ([`LinuxShared`]) is
+//! the tunables, the owner map and two atomic counters; the readjustment,
+//! when on, stays with the policy. [`pick`] (with [`newidle_balance`]) and
+//! [`CpuPart::stopped`] reach the parts through [`crate::percpu::Parts`]:
+//! a slice in [`LinuxPolicy`], or one lock per CPU ([`crate::percpu::Locked`]:
+//! the survey reads one CPU at a time, the move holds both CPUs' locks in
+//! CPU id order and chooses its candidate under them);
+//! tests/linux_threaded.rs drives one thread per CPU that way. The client
+//! events and the periodic balancer still run over the policy's slice.
 //!
 //! # Wake-up placement (`select_task_rq_fair`)
 //!
@@ -185,10 +191,11 @@
 
 use std::collections::BTreeSet;
 use std::fmt::Debug;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::algo::reweigh::Reweigh;
 use crate::model::{ClientId, CpuId, StopReason, Time, Weight, MS};
-use crate::percpu::{two_mut, Owned, OwnerMap, Slab, Slot};
+use crate::percpu::{two_mut, Owned, OwnerMap, Parts, Slab, Slot};
 use crate::readjust::Phi;
 use crate::roster::{Roster, Status};
 use crate::scheduler::{Kick, SchedConfig};
@@ -585,7 +592,8 @@ pub struct CpuPart<R> {
 }
 
 impl<R: FairRq> CpuPart<R> {
-    fn new(tun: &Tunables) -> CpuPart<R> {
+    /// An empty part.
+    pub fn new(tun: &Tunables) -> CpuPart<R> {
         CpuPart { rq: R::new(tun), tasks: Slab::default(), lru: BTreeSet::new(), next_balance: 0, nr_balance_failed: 0 }
     }
 
@@ -595,12 +603,25 @@ impl<R: FairRq> CpuPart<R> {
         &mut self.tasks.get_mut(s).se
     }
 
-    /// Queue slot `s`'s task (its entity here) with stamp `stamp`.
-    fn attach(&mut self, tun: &Tunables, s: Slot, stamp: u64, how: Enqueue) {
+    /// A new client `c` with entity `se` gets its entry here, CPU `k`
+    /// (not yet queued: [`CpuPart::attach`]); returns its slot.
+    pub fn admit(&mut self, sh: &LinuxShared, k: usize, c: ClientId, mut se: Entity) -> Slot {
+        se.cpu = k;
+        let s = self.tasks.insert(Task { client: c, se });
+        sh.owners.set(c, k, s);
+        s
+    }
+
+    /// Queue slot `s`'s task (its entity here) with a new LRU stamp; whether
+    /// it should preempt the running client (`wakeup_preempt`).
+    pub fn attach(&mut self, sh: &LinuxShared, s: Slot, how: Enqueue) -> bool {
+        let stamp = sh.next_stamp();
         let Task { client: c, se } = self.tasks.get_mut(s);
         se.stamp = stamp;
-        self.rq.enqueue(tun, *c, se, how);
+        self.rq.enqueue(&sh.tun, *c, se, how);
         self.lru.insert((stamp, *c));
+        let (c, se) = (*c, *se);
+        self.rq.curr().is_some() && self.rq.wakeup_preempt(&sh.tun, c, &se)
     }
 
     /// Take waiting slot `s`'s task off the runqueue (its entity stays).
@@ -609,22 +630,178 @@ impl<R: FairRq> CpuPart<R> {
         self.rq.dequeue(tun, *c, se, how);
         self.lru.remove(&(se.stamp, *c));
     }
+
+    /// Local dispatch: the runqueue's choice becomes `curr`, with a new
+    /// LRU stamp; its slice (at least 1 ns).
+    pub fn pick(&mut self, sh: &LinuxShared, now: Time) -> Option<(ClientId, Time)> {
+        let CpuPart { rq, tasks, .. } = self;
+        let (client, slice) = rq.pick(&sh.tun, |c| tasks.get(sh.owners.get(c).expect("queued").1).se)?;
+        let stamp = sh.next_stamp();
+        let (_, s) = sh.owners.get(client).expect("queued");
+        let se = &mut self.tasks.get_mut(s).se;
+        self.lru.remove(&(se.stamp, client));
+        se.stamp = stamp;
+        (se.exec_start, se.charged) = (now, 0);
+        self.lru.insert((stamp, client));
+        Some((client, slice.max(1)))
+    }
+
+    /// The running client `c` stops after `ran` ns (`put_prev_task`): queued
+    /// again if `why` leaves it runnable; its entry is dropped if it left.
+    pub fn stopped(&mut self, sh: &LinuxShared, c: ClientId, ran: Time, why: StopReason) {
+        let (_, s) = sh.owners.get(c).expect("a running client has an entity");
+        let se = &mut self.tasks.get_mut(s).se;
+        let rest = ran.saturating_sub(std::mem::take(&mut se.charged));
+        self.rq.put_prev(&sh.tun, c, se, rest, why.still_runnable());
+        if !why.still_runnable() {
+            self.lru.remove(&(se.stamp, c));
+            if why == StopReason::Left {
+                self.tasks.remove(s);
+                sh.owners.clear(c);
+            }
+        }
+    }
+
+    /// The waiting clients the balancer examines, least recently run first
+    /// (at most `nr_migrate`, the running one counted).
+    fn candidates(&self, nr_migrate: usize) -> Vec<ClientId> {
+        let curr = self.rq.curr();
+        self.lru.iter().take(nr_migrate).map(|&(_, c)| c).filter(|&c| Some(c) != curr).collect()
+    }
 }
 
-/// Move waiting client `c` (in slot `s` of `from`, CPU `src`) to `to`, CPU
-/// `dst` (`detach_task` + `attach_task`): the balancer's cross-CPU step, a
-/// function of the two CPU parts and the owner map.
-pub fn migrate<R: FairRq>(
-    tun: &Tunables,
-    owners: &OwnerMap,
-    (from, s): (&mut CpuPart<R>, Slot),
-    (to, dst): (&mut CpuPart<R>, usize),
-    stamp: u64,
-) {
-    from.detach(tun, s, Dequeue::Migrate);
-    let t = owners.move_entry(&mut from.tasks, s, &mut to.tasks, dst);
+/// The global part: the tunables, the owner map (client → (CPU, slot):
+/// where its entity is), the LRU stamp counter and the migration count
+/// (atomics: a concurrent host shares them without a lock). The
+/// readjustment, when on, is the policy's.
+#[derive(Debug)]
+pub struct LinuxShared {
+    tun: Tunables,
+    owners: OwnerMap,
+    stamp: AtomicU64,
+    migrations: AtomicU64,
+}
+
+impl Clone for LinuxShared {
+    fn clone(&self) -> LinuxShared {
+        LinuxShared {
+            tun: self.tun,
+            owners: self.owners.clone(),
+            stamp: AtomicU64::new(self.stamp.load(Ordering::Relaxed)),
+            migrations: AtomicU64::new(self.migrations.load(Ordering::Relaxed)),
+        }
+    }
+}
+
+impl LinuxShared {
+    /// The global part for `tun`, with room in the owner map for client ids
+    /// below `capacity` (the policy grows it on join).
+    pub fn new(tun: Tunables, capacity: usize) -> LinuxShared {
+        LinuxShared { tun, owners: OwnerMap::new(capacity), stamp: AtomicU64::new(0), migrations: AtomicU64::new(0) }
+    }
+
+    /// The tunables in force.
+    pub fn tunables(&self) -> &Tunables {
+        &self.tun
+    }
+
+    /// Where client `c`'s entity is: its CPU and slot.
+    pub fn entry_of(&self, c: ClientId) -> Option<(usize, Slot)> {
+        self.owners.get(c)
+    }
+
+    /// Tasks moved between CPUs so far.
+    pub fn migrations(&self) -> u64 {
+        self.migrations.load(Ordering::Relaxed)
+    }
+
+    fn next_stamp(&self) -> u64 {
+        self.stamp.fetch_add(1, Ordering::Relaxed) + 1
+    }
+}
+
+/// Move waiting slot `s` of `from` to `to`, CPU `dst` (`detach_task` +
+/// `attach_task`): the balancer's cross-CPU step, a function of the two CPU
+/// parts and the global part. The entity moves with its task.
+pub fn migrate<R: FairRq>(sh: &LinuxShared, from: &mut CpuPart<R>, s: Slot, to: &mut CpuPart<R>, dst: usize) {
+    from.detach(&sh.tun, s, Dequeue::Migrate);
+    let t = sh.owners.move_entry(&mut from.tasks, s, &mut to.tasks, dst);
     to.se(t).cpu = dst;
-    to.attach(tun, t, stamp, Enqueue::Migrated);
+    to.attach(sh, t, Enqueue::Migrated);
+    sh.migrations.fetch_add(1, Ordering::Relaxed);
+}
+
+/// The overloaded CPU (≥ 2 runnable) other than `this` with the highest
+/// load (ties: lowest id), reading each CPU's part on its own.
+fn find_busiest<R: FairRq, P: Parts<Part = CpuPart<R>> + ?Sized>(parts: &mut P, this: usize) -> Option<usize> {
+    let mut best: Option<(u64, usize)> = None;
+    for k in (0..parts.count()).filter(|&k| k != this) {
+        let (n, load) = parts.with(k, |p| (p.rq.nr_running(), p.rq.load()));
+        if n >= 2 && best.is_none_or(|(l, _)| load > l) {
+            best = Some((load, k));
+        }
+    }
+    best.map(|(_, k)| k)
+}
+
+/// New-idle balancing: an idle `this` pulls one waiting task from the
+/// busiest CPU (the least recently run candidate there). Returns whether it
+/// moved one. Under locks ([`crate::percpu::Locked`]) the survey reads one
+/// CPU at a time and the move holds both CPUs' locks; the candidate is
+/// chosen under them, so it is still waiting there.
+pub fn newidle_balance<R: FairRq, P: Parts<Part = CpuPart<R>> + ?Sized>(
+    sh: &LinuxShared,
+    parts: &mut P,
+    this: usize,
+) -> bool {
+    let Some(busiest) = find_busiest(parts, this) else { return false };
+    parts.with_two(busiest, this, |from, to| {
+        let Some(&c) = from.candidates(sh.tun.nr_migrate).first() else { return false };
+        let (_, s) = sh.owners.get(c).expect("a candidate has an entity");
+        migrate(sh, from, s, to, this);
+        true
+    })
+}
+
+/// CPU `k` picks: new-idle balancing first if its runqueue is empty, then
+/// one local dispatch.
+pub fn pick<R: FairRq, P: Parts<Part = CpuPart<R>> + ?Sized>(
+    sh: &LinuxShared,
+    parts: &mut P,
+    k: usize,
+    now: Time,
+) -> Option<(ClientId, Time)> {
+    if parts.with(k, |p| p.rq.nr_running() == 0) {
+        newidle_balance(sh, parts, k);
+    }
+    parts.with(k, |p| p.pick(sh, now))
+}
+
+/// Check the parts against each other (in CPU order); returns the number
+/// of entities and of queued clients. LX-1: every entity is in the slab of
+/// the CPU it names and where the owner map says, which names no other;
+/// LX-2: each CPU's LRU list holds exactly the clients queued there (its
+/// runqueue's count) and no client placed elsewhere.
+pub fn check_parts<'a, R: FairRq + 'a>(
+    sh: &LinuxShared,
+    parts: impl IntoIterator<Item = &'a CpuPart<R>>,
+) -> Result<(usize, usize), String> {
+    let (mut ents, mut queued) = (0, 0);
+    for (k, part) in parts.into_iter().enumerate() {
+        ents += sh.owners.check_slab(k, &part.tasks).map_err(|e| format!("LX-1: {e}"))?;
+        if let Some((_, t)) = part.tasks.iter().find(|(_, t)| t.se.cpu != k) {
+            return Err(format!("LX-1: {} has its entity on cpu {k} but names cpu {}", t.client, t.se.cpu));
+        }
+        if part.lru.len() != part.rq.nr_running() {
+            return Err(format!("LX-2: cpu {k} lists {} tasks but runs {}", part.lru.len(), part.rq.nr_running()));
+        }
+        if let Some(&(_, c)) = part.lru.iter().find(|&&(_, c)| sh.owners.get(c).is_none_or(|(j, _)| j != k)) {
+            return Err(format!("LX-2: {c} listed on cpu {k} but placed elsewhere"));
+        }
+        queued += part.rq.nr_running();
+    }
+    sh.owners.check_count(ents).map_err(|e| format!("LX-1: {e}"))?;
+    Ok((ents, queued))
 }
 
 /// A Linux-like scheduler: per-CPU runqueues of policy `R` plus the shared
@@ -637,12 +814,8 @@ pub type LinuxSched<R> = Shell<LinuxPolicy<R>>;
 /// enqueued (`reweight_entity` on a sleeping entity).
 #[derive(Clone, Debug)]
 pub struct LinuxPolicy<R: FairRq> {
-    tun: Tunables,
-    /// Client → (CPU, slot): where its entity is.
-    owners: OwnerMap,
+    sh: LinuxShared,
     cpus: Vec<CpuPart<R>>,
-    stamp: u64,
-    migrations: u64,
     reweigh: Reweigh,
 }
 
@@ -692,19 +865,12 @@ impl<R: FairRq> LinuxSched<R> {
 impl<R: FairRq> LinuxPolicy<R> {
     fn new(cfg: &SchedConfig, tun: Tunables, reweigh: Reweigh) -> Self {
         let cpus = cfg.cpus;
-        LinuxPolicy {
-            tun,
-            owners: OwnerMap::new(0),
-            cpus: (0..cpus).map(|_| CpuPart::new(&tun)).collect(),
-            stamp: 0,
-            migrations: 0,
-            reweigh,
-        }
+        LinuxPolicy { sh: LinuxShared::new(tun, 0), cpus: (0..cpus).map(|_| CpuPart::new(&tun)).collect(), reweigh }
     }
 
     /// The tunables in force.
     pub fn tunables(&self) -> &Tunables {
-        &self.tun
+        &self.sh.tun
     }
 
     /// The runqueue of CPU `cpu`.
@@ -714,13 +880,13 @@ impl<R: FairRq> LinuxPolicy<R> {
 
     /// A client's entity.
     pub fn entity(&self, c: ClientId) -> Option<&Entity> {
-        let (k, s) = self.owners.get(c)?;
+        let (k, s) = self.sh.owners.get(c)?;
         Some(&self.cpus[k].tasks.get(s).se)
     }
 
     /// Tasks moved between CPUs so far (balancing and wake-up placement).
     pub fn migrations(&self) -> u64 {
-        self.migrations
+        self.sh.migrations()
     }
 
     /// Readjust after a change of the runnable set or a weight, and give
@@ -737,10 +903,10 @@ impl<R: FairRq> LinuxPolicy<R> {
     /// client is first charged what it ran so far at its old weight
     /// (`reweight_entity`'s `update_curr`, Gap LINUX-6).
     fn set_load_weight(&mut self, r: &Roster, now: Time, c: ClientId, w: u64, pending: Option<ClientId>) {
-        let tun = self.tun;
+        let tun = self.sh.tun;
         let status = r.status(c);
         let queued = status.is_ok_and(Status::is_runnable) && pending != Some(c);
-        let Some((k, s)) = self.owners.get(c) else { return };
+        let Some((k, s)) = self.sh.owners.get(c) else { return };
         let part = &mut self.cpus[k];
         let se = &mut part.tasks.get_mut(s).se;
         if se.weight == w {
@@ -758,11 +924,6 @@ impl<R: FairRq> LinuxPolicy<R> {
         } else {
             rq.reweight_sleeping(&tun, se, w);
         }
-    }
-
-    fn next_stamp(&mut self) -> u64 {
-        self.stamp += 1;
-        self.stamp
     }
 
     fn is_idle(&self, k: usize) -> bool {
@@ -786,62 +947,32 @@ impl<R: FairRq> LinuxPolicy<R> {
     /// Queue client `c`, whose entity is on CPU `k`, there; a kick if it
     /// should preempt the running client.
     fn attach(&mut self, k: usize, c: ClientId, how: Enqueue) -> Kick {
-        let stamp = self.next_stamp();
-        let tun = self.tun;
-        let (_, s) = self.owners.get(c).expect("an entity");
-        let part = &mut self.cpus[k];
-        part.attach(&tun, s, stamp, how);
-        let se = part.tasks.get(s).se;
-        let preempt = part.rq.curr().is_some() && part.rq.wakeup_preempt(&tun, c, &se);
-        preempt.then_some(CpuId(k as u32))
+        let (_, s) = self.sh.owners.get(c).expect("an entity");
+        self.cpus[k].attach(&self.sh, s, how).then_some(CpuId(k as u32))
     }
 
     fn detach(&mut self, c: ClientId, how: Dequeue) {
-        let (k, s) = self.owners.get(c).expect("an entity");
-        self.cpus[k].detach(&self.tun, s, how);
+        let (k, s) = self.sh.owners.get(c).expect("an entity");
+        self.cpus[k].detach(&self.sh.tun, s, how);
     }
 
     /// Move waiting client `c` from CPU `src` to CPU `dst` ([`migrate`]).
     pub fn migrate(&mut self, src: usize, dst: usize, c: ClientId) {
-        let stamp = self.next_stamp();
-        let (k, s) = self.owners.get(c).expect("an entity");
+        let (k, s) = self.sh.owners.get(c).expect("an entity");
         debug_assert_eq!(k, src, "{c} is not on cpu {src}");
         let (from, to) = two_mut(&mut self.cpus, src, dst);
-        migrate(&self.tun, &self.owners, (from, s), (to, dst), stamp);
-        self.migrations += 1;
+        migrate(&self.sh, from, s, to, dst);
     }
 
-    /// The overloaded CPU (≥ 2 runnable) other than `this` with the highest
-    /// load (ties: lowest id).
-    fn find_busiest(&self, this: usize) -> Option<usize> {
-        (0..self.cpus.len())
-            .filter(|&k| k != this && self.cpus[k].rq.nr_running() >= 2)
-            .max_by(|&a, &b| self.cpus[a].rq.load().cmp(&self.cpus[b].rq.load()).then(b.cmp(&a)))
-    }
-
-    /// The waiting clients of `src` that the balancer examines, least
-    /// recently run first (at most `nr_migrate`, the running one counted).
-    fn candidates(&self, src: usize) -> Vec<ClientId> {
-        let curr = self.cpus[src].rq.curr();
-        self.cpus[src].lru.iter().take(self.tun.nr_migrate).map(|&(_, c)| c).filter(|&c| Some(c) != curr).collect()
-    }
-
-    /// An idle `this` pulls one waiting task from the busiest CPU.
-    /// Returns whether it moved one.
+    /// An idle `this` pulls one waiting task from the busiest CPU
+    /// ([`newidle_balance`]). Returns whether it moved one.
     pub fn newidle_balance(&mut self, this: usize) -> bool {
-        let Some(busiest) = self.find_busiest(this) else { return false };
-        match self.candidates(busiest).first() {
-            Some(&c) => {
-                self.migrate(busiest, this, c);
-                true
-            }
-            None => false,
-        }
+        newidle_balance(&self.sh, self.cpus.as_mut_slice(), this)
     }
 
     /// One periodic balance pass of CPU `this`; returns the number of tasks moved.
     pub fn load_balance(&mut self, this: usize) -> usize {
-        let Some(busiest) = self.find_busiest(this) else {
+        let Some(busiest) = find_busiest(self.cpus.as_mut_slice(), this) else {
             self.cpus[this].nr_balance_failed = 0;
             return 0;
         };
@@ -855,7 +986,10 @@ impl<R: FairRq> LinuxPolicy<R> {
         // Balanced: this is at least as loaded as the busiest, or as the average;
         // or both are overloaded and the busiest is within imbalance_pct.
         let overloaded = self.cpus[this].rq.nr_running() >= 2;
-        if local >= busy || p * local >= total || (overloaded && 100 * busy <= self.tun.imbalance_pct as u128 * local) {
+        if local >= busy
+            || p * local >= total
+            || (overloaded && 100 * busy <= self.sh.tun.imbalance_pct as u128 * local)
+        {
             self.cpus[this].nr_balance_failed = 0;
             return 0;
         }
@@ -865,9 +999,9 @@ impl<R: FairRq> LinuxPolicy<R> {
             self.cpus[this].nr_balance_failed = 0;
             return 0;
         }
-        let failed = if self.tun.balance_failed_relax { self.cpus[this].nr_balance_failed.min(63) } else { 0 };
+        let failed = if self.sh.tun.balance_failed_relax { self.cpus[this].nr_balance_failed.min(63) } else { 0 };
         let mut moved = 0;
-        for c in self.candidates(busiest) {
+        for c in self.cpus[busiest].candidates(self.sh.tun.nr_migrate) {
             if imbalance == 0 {
                 break;
             }
@@ -888,7 +1022,7 @@ impl<R: FairRq> LinuxPolicy<R> {
     fn balance_due(&mut self, now: Time) {
         for k in 0..self.cpus.len() {
             if now >= self.cpus[k].next_balance {
-                self.cpus[k].next_balance = now.saturating_add(self.tun.balance_interval.max(1));
+                self.cpus[k].next_balance = now.saturating_add(self.sh.tun.balance_interval.max(1));
                 self.load_balance(k);
             }
         }
@@ -907,10 +1041,9 @@ impl<R: FairRq> Policy for LinuxPolicy<R> {
         self.balance_due(now);
         let k = self.select_cpu_new();
         let mut se = Entity::new(w.get(), k);
-        se.slice = self.tun.base_slice;
-        self.owners.reserve(c);
-        let s = self.cpus[k].tasks.insert(Task { client: c, se });
-        self.owners.set(c, k, s);
+        se.slice = self.sh.tun.base_slice;
+        self.sh.owners.reserve(c);
+        self.cpus[k].admit(&self.sh, k, c, se);
         self.reweigh.insert(c, w);
         self.readjust(r, now, Some(c));
         self.attach(k, c, Enqueue::New)
@@ -921,9 +1054,9 @@ impl<R: FairRq> Policy for LinuxPolicy<R> {
         if was == Status::Runnable {
             self.detach(c, Dequeue::Leave);
         }
-        let (k, s) = self.owners.get(c).expect("an entity");
+        let (k, s) = self.sh.owners.get(c).expect("an entity");
         self.cpus[k].tasks.remove(s);
-        self.owners.clear(c);
+        self.sh.owners.clear(c);
         self.reweigh.remove(c, w);
         self.readjust(r, now, None);
         self.balance_due(now);
@@ -942,15 +1075,15 @@ impl<R: FairRq> Policy for LinuxPolicy<R> {
         self.reweigh.insert(c, w);
         self.readjust(r, now, Some(c));
         self.balance_due(now);
-        let (prev, s) = self.owners.get(c).expect("an entity");
+        let (prev, s) = self.sh.owners.get(c).expect("an entity");
         let k = self.select_cpu_wake(prev);
         if k != prev {
             // Its entity moves with it: a cross-CPU step.
             let (from, to) = two_mut(&mut self.cpus, prev, k);
             R::migrate_sleeper(&from.rq, &to.rq, &mut from.tasks.get_mut(s).se);
-            let t = self.owners.move_entry(&mut from.tasks, s, &mut to.tasks, k);
+            let t = self.sh.owners.move_entry(&mut from.tasks, s, &mut to.tasks, k);
             to.se(t).cpu = k;
-            self.migrations += 1;
+            self.sh.migrations.fetch_add(1, Ordering::Relaxed);
         }
         self.attach(k, c, Enqueue::Wakeup)
     }
@@ -966,39 +1099,13 @@ impl<R: FairRq> Policy for LinuxPolicy<R> {
     #[inline]
     fn pick(&mut self, _r: &Roster, now: Time, cpu: CpuId) -> Option<(ClientId, Time)> {
         self.balance_due(now);
-        let k = cpu.index();
-        if self.cpus[k].rq.nr_running() == 0 {
-            self.newidle_balance(k);
-        }
-        let (tun, owners) = (&self.tun, &self.owners);
-        let CpuPart { rq, tasks, .. } = &mut self.cpus[k];
-        let (client, slice) = rq.pick(tun, |c| tasks.get(owners.get(c).expect("queued").1).se)?;
-        let stamp = self.next_stamp();
-        let (_, s) = self.owners.get(client).expect("queued");
-        let part = &mut self.cpus[k];
-        let se = &mut part.tasks.get_mut(s).se;
-        part.lru.remove(&(se.stamp, client));
-        se.stamp = stamp;
-        (se.exec_start, se.charged) = (now, 0);
-        part.lru.insert((stamp, client));
-        Some((client, slice.max(1)))
+        pick(&self.sh, self.cpus.as_mut_slice(), cpu.index(), now)
     }
 
     #[inline]
     fn stopped(&mut self, r: &Roster, now: Time, cpu: CpuId, c: ClientId, w: Weight, ran: Time, why: StopReason) {
-        let tun = self.tun;
-        let (k, s) = self.owners.get(c).expect("a running client has an entity");
-        debug_assert_eq!(k, cpu.index());
-        let part = &mut self.cpus[k];
-        let se = &mut part.tasks.get_mut(s).se;
-        let rest = ran.saturating_sub(std::mem::take(&mut se.charged));
-        part.rq.put_prev(&tun, c, se, rest, why.still_runnable());
+        self.cpus[cpu.index()].stopped(&self.sh, c, ran, why);
         if !why.still_runnable() {
-            part.lru.remove(&(se.stamp, c));
-            if why == StopReason::Left {
-                part.tasks.remove(s);
-                self.owners.clear(c);
-            }
             self.reweigh.remove(c, w);
             self.readjust(r, now, None);
         }
@@ -1016,25 +1123,12 @@ impl<R: FairRq> Policy for LinuxPolicy<R> {
         if queued != r.runnable() {
             return Err(format!("LX-1: run queues hold {queued}, {} runnable", r.runnable()));
         }
-        let mut ents = 0;
-        for (k, part) in self.cpus.iter().enumerate() {
-            ents += self.owners.check_slab(k, &part.tasks).map_err(|e| format!("LX-1: {e}"))?;
-            if let Some((_, t)) = part.tasks.iter().find(|(_, t)| t.se.cpu != k) {
-                return Err(format!("LX-1: {} has its entity on cpu {k} but names cpu {}", t.client, t.se.cpu));
-            }
-        }
-        self.owners.check_count(ents).map_err(|e| format!("LX-1: {e}"))?;
+        let (ents, queued) = check_parts(&self.sh, &self.cpus)?;
         if ents != r.len() {
             return Err(format!("LX-1: {ents} entities for {} clients", r.len()));
         }
-        let listed: usize = self.cpus.iter().map(|k| k.lru.len()).sum();
-        if listed != r.runnable() {
-            return Err(format!("LX-2: LRU lists hold {listed}, {} runnable", r.runnable()));
-        }
-        for (k, part) in self.cpus.iter().enumerate() {
-            if let Some(&(_, c)) = part.lru.iter().find(|&&(_, c)| self.owners.get(c).is_none_or(|(j, _)| j != k)) {
-                return Err(format!("LX-2: {c} listed on cpu {k} but placed elsewhere"));
-            }
+        if queued != r.runnable() {
+            return Err(format!("LX-2: LRU lists hold {queued}, {} runnable", r.runnable()));
         }
         Ok(())
     }
@@ -1054,7 +1148,7 @@ mod tests {
         let (a, b, c) = (ClientId(0), ClientId(1), ClientId(2));
         let home = |s: &super::super::cfs::Cfs, x: ClientId| {
             let p = s.policy();
-            let (k, slot) = p.owners.get(x).unwrap();
+            let (k, slot) = p.sh.owners.get(x).unwrap();
             assert_eq!(p.cpus[k].tasks.get(slot).client, x);
             assert_eq!(p.cpus[k].tasks.get(slot).se.cpu, k);
             (k, p.cpus[0].tasks.len(), p.cpus[1].tasks.len())
