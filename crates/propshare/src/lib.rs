@@ -36,6 +36,7 @@ pub mod contract;
 pub mod duration;
 pub mod list;
 pub mod model;
+pub mod percpu;
 pub mod readjust;
 pub mod registry;
 pub mod roster;

@@ -83,7 +83,6 @@ use std::collections::BTreeSet;
 
 use super::linux::{calc_delta_fair, real_for_virtual, Dequeue, Enqueue, Entity, FairRq, LinuxSched, Tunables};
 use crate::model::{ClientId, Time};
-use crate::roster::ClientTable;
 
 /// `v` after a weight change from `old` to `new`: on a raise, keeping the
 /// lag in service, `base + (v − base) · old / new` (saturating); on a drop,
@@ -195,10 +194,10 @@ impl FairRq for CfsRq {
         self.update_min_vruntime();
     }
 
-    fn pick(&mut self, t: &Tunables, ents: &mut ClientTable<Entity>) -> Option<(ClientId, Time)> {
+    fn pick(&mut self, t: &Tunables, entity: impl Fn(ClientId) -> Entity) -> Option<(ClientId, Time)> {
         let (v, c) = self.tree.pop_first()?;
         self.curr = Some((c, v));
-        let w = ents[c].weight;
+        let w = entity(c).weight;
         let ideal = Self::slice_for(t, w, self.load, self.nr_running);
         let slice = match self.tree.first() {
             // check_preempt_tick: resched once v − v_leftmost > ideal (virtual vs real, as the kernel).
@@ -230,9 +229,8 @@ impl FairRq for CfsRq {
         }
     }
 
-    fn wakeup_preempt(&self, t: &Tunables, ents: &ClientTable<Entity>, wakee: ClientId) -> bool {
+    fn wakeup_preempt(&self, t: &Tunables, _wakee: ClientId, se: &Entity) -> bool {
         let Some((_, v_curr)) = self.curr else { return false };
-        let se = &ents[wakee];
         let vdiff = v_curr as i128 - se.vruntime as i128;
         vdiff > 0 && vdiff > calc_delta_fair(t.wakeup_granularity, se.weight) as i128
     }

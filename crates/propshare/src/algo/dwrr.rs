@@ -169,9 +169,11 @@
 pub mod local;
 
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Mutex;
 
 pub use local::{LocalQueue, RoundRobinQueue, VruntimeQueue};
+
+pub use crate::percpu::{Locked, Slot};
+use crate::percpu::{Owned, OwnerMap, Slab};
 
 use crate::model::{ClientId, CpuId, StopReason, Time, Weight};
 use crate::roster::{Roster, Status};
@@ -232,9 +234,6 @@ impl Highest {
     }
 }
 
-/// A client entry's index in its CPU's slab ([`Entries`]).
-pub type Slot = u32;
-
 /// Which of its CPU's two queues (0 or 1) a waiting client is in. The
 /// queues swap roles at every round advance (an O(1) swap: the clients do
 /// not move), so an entry records the physical queue, and the CPU says
@@ -256,7 +255,7 @@ enum Place {
 /// (a blocked client's home: the CPU it last ran or waited on) and moves
 /// with it.
 #[derive(Clone, Copy, Debug)]
-struct Entry<K> {
+pub struct Entry<K> {
     client: ClientId,
     weight: Weight,
     /// Service in the current round, in ns·U.
@@ -274,37 +273,18 @@ impl<K: Default> Entry<K> {
     }
 }
 
-/// One CPU's slab of client entries. A vacant slot is reused by the next
-/// entry, so a slab is as long as the most clients its CPU has held at once.
-#[derive(Debug)]
-pub struct Entries<K> {
-    slots: Vec<Option<Entry<K>>>,
-    free: Vec<Slot>,
-}
-
-impl<K> Default for Entries<K> {
-    fn default() -> Entries<K> {
-        Entries { slots: Vec::new(), free: Vec::new() }
+impl<K> Owned for Entry<K> {
+    #[inline]
+    fn client(&self) -> ClientId {
+        self.client
     }
 }
+
+/// One CPU's slab of client entries (the runnable clients it owns and
+/// those blocked here).
+pub type Entries<K> = Slab<Entry<K>>;
 
 impl<K> Entries<K> {
-    /// Number of entries (the CPU's runnable clients and those blocked here).
-    pub fn len(&self) -> usize {
-        self.slots.len() - self.free.len()
-    }
-
-    /// Whether there is no entry.
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-
-    /// The client in slot `s` (which must be occupied).
-    #[inline]
-    pub fn client(&self, s: Slot) -> ClientId {
-        self.get(s).client
-    }
-
     /// The local-policy key of slot `s`.
     #[inline]
     pub fn key(&self, s: Slot) -> &K {
@@ -316,62 +296,19 @@ impl<K> Entries<K> {
     pub fn key_mut(&mut self, s: Slot) -> &mut K {
         &mut self.get_mut(s).key
     }
-
-    #[inline]
-    fn try_get(&self, s: Slot) -> Option<&Entry<K>> {
-        self.slots.get(s as usize).and_then(Option::as_ref)
-    }
-
-    #[inline]
-    fn get(&self, s: Slot) -> &Entry<K> {
-        self.try_get(s).expect("an occupied slot")
-    }
-
-    #[inline]
-    fn get_mut(&mut self, s: Slot) -> &mut Entry<K> {
-        self.slots[s as usize].as_mut().expect("an occupied slot")
-    }
-
-    fn insert(&mut self, e: Entry<K>) -> Slot {
-        match self.free.pop() {
-            Some(s) => {
-                self.slots[s as usize] = Some(e);
-                s
-            }
-            None => {
-                self.slots.push(Some(e));
-                (self.slots.len() - 1) as Slot
-            }
-        }
-    }
-
-    fn remove(&mut self, s: Slot) -> Entry<K> {
-        let e = self.slots[s as usize].take().expect("an occupied slot");
-        self.free.push(s);
-        e
-    }
-
-    fn iter(&self) -> impl Iterator<Item = (Slot, &Entry<K>)> {
-        self.slots.iter().enumerate().filter_map(|(s, e)| Some((s as Slot, e.as_ref()?)))
-    }
 }
-
-/// "No entry" in the owner map.
-const NO_OWNER: u64 = u64::MAX;
 
 /// The global part: the options, `highest` (paper 3.2.4: the only global
 /// state of the algorithm) and the owner map, client → (CPU, slot).
 ///
-/// The owner map is one atomic word per client id, written only by a step
-/// that holds the lock of the CPU whose slab holds the entry (both CPUs'
-/// when it moves). Anyone may read it without a lock, as a hint: a step
-/// that finds a client through it takes that CPU's lock and reads it again.
+/// The owner map ([`OwnerMap`]) is written only under the lock of the CPU
+/// whose slab holds the entry, and read by anyone as a hint.
 #[derive(Debug)]
 pub struct DwrrShared {
     quantum: Time,
     opts: DwrrOptions,
     highest: Highest,
-    owners: Vec<AtomicU64>,
+    owners: OwnerMap,
 }
 
 impl DwrrShared {
@@ -380,9 +317,7 @@ impl DwrrShared {
     /// below `capacity` (a single-threaded host grows it on join).
     pub fn new(quantum: Time, opts: DwrrOptions, capacity: usize) -> DwrrShared {
         let opts = DwrrOptions { round_unit: opts.round_unit.max(1), weight_unit: opts.weight_unit.max(1), ..opts };
-        let mut sh = DwrrShared { quantum, opts, highest: Highest::default(), owners: Vec::new() };
-        sh.owners.resize_with(capacity, || AtomicU64::new(NO_OWNER));
-        sh
+        DwrrShared { quantum, opts, highest: Highest::default(), owners: OwnerMap::new(capacity) }
     }
 
     /// The options in force.
@@ -398,25 +333,7 @@ impl DwrrShared {
     /// Where client `c`'s entry is: its CPU and slot.
     #[inline]
     pub fn entry_of(&self, c: ClientId) -> Option<(usize, Slot)> {
-        let v = self.owners.get(c.index())?.load(Ordering::Acquire);
-        (v != NO_OWNER).then_some(((v >> 32) as usize, v as Slot))
-    }
-
-    /// Make room in the owner map for client `c`.
-    fn reserve(&mut self, c: ClientId) {
-        if c.index() >= self.owners.len() {
-            self.owners.resize_with(c.index() + 1, || AtomicU64::new(NO_OWNER));
-        }
-    }
-
-    #[inline]
-    fn set_owner(&self, c: ClientId, cpu: usize, s: Slot) {
-        self.owners[c.index()].store(((cpu as u64) << 32) | s as u64, Ordering::Release);
-    }
-
-    #[inline]
-    fn clear_owner(&self, c: ClientId) {
-        self.owners[c.index()].store(NO_OWNER, Ordering::Release);
+        self.owners.get(c)
     }
 
     /// `w·B` in ns·U: the round slice, in the units of `used`.
@@ -696,7 +613,7 @@ impl<L: LocalQueue> CpuPart<L> {
             Place::Blocked => {}
         }
         let e = self.entries.remove(s);
-        sh.clear_owner(e.client);
+        sh.owners.clear(e.client);
         true
     }
 
@@ -787,7 +704,7 @@ impl<L: LocalQueue> CpuPart<L> {
             StopReason::Left => {
                 self.loads[active] -= load;
                 self.entries.remove(s);
-                sh.clear_owner(c);
+                sh.owners.clear(c);
                 self.idle_if_empty();
             }
         }
@@ -811,11 +728,7 @@ impl<L: LocalQueue> CpuPart<L> {
 /// Move slot `s`'s entry from `from`'s slab to `to`'s, and the owner map
 /// with it; returns its slot in `to`.
 fn move_entry<L: LocalQueue>(sh: &DwrrShared, from: &mut CpuPart<L>, to: &mut CpuPart<L>, s: Slot) -> Slot {
-    let e = from.entries.remove(s);
-    let c = e.client;
-    let t = to.entries.insert(e);
-    sh.set_owner(c, to.id, t);
-    t
+    sh.owners.move_entry(&mut from.entries, s, &mut to.entries, to.id)
 }
 
 /// Move waiting slot `s` from `from` (either queue) to `to`'s round-active.
@@ -907,82 +820,30 @@ pub fn steal_one<L: LocalQueue>(sh: &DwrrShared, from: &mut CpuPart<L>, to: &mut
 
 // ----- steps over all the parts -----
 
-/// How a step reaches the per-CPU parts: directly (one thread: a slice of
-/// parts, as [`DwrrPolicy`] holds them) or under one lock per CPU
-/// ([`Locked`]). A step on one CPU runs inside `with`, a cross-CPU step
-/// inside `with_two`; the survey and placement read each CPU's
-/// [`Summary`] inside its own `with`, one CPU at a time.
-pub trait Parts<L: LocalQueue> {
-    /// Number of CPUs.
-    fn count(&self) -> usize;
-    /// Run `f` on CPU `k`'s part.
-    fn with<R>(&mut self, k: usize, f: impl FnOnce(&mut CpuPart<L>) -> R) -> R;
-    /// Run `f` on the parts of CPUs `a` and `b` (distinct), in that order.
-    fn with_two<R>(&mut self, a: usize, b: usize, f: impl FnOnce(&mut CpuPart<L>, &mut CpuPart<L>) -> R) -> R;
-}
-
-impl<L: LocalQueue> Parts<L> for [CpuPart<L>] {
-    #[inline]
-    fn count(&self) -> usize {
-        self.len()
-    }
-    #[inline]
-    fn with<R>(&mut self, k: usize, f: impl FnOnce(&mut CpuPart<L>) -> R) -> R {
-        f(&mut self[k])
-    }
-    #[inline]
-    fn with_two<R>(&mut self, a: usize, b: usize, f: impl FnOnce(&mut CpuPart<L>, &mut CpuPart<L>) -> R) -> R {
-        let (x, y) = super::two_mut(self, a, b);
-        f(x, y)
-    }
-}
-
-/// The per-CPU parts of a concurrent host, each behind its own lock.
+/// How a step reaches the per-CPU parts ([`crate::percpu::Parts`] over
+/// DWRR's [`CpuPart`]): directly (one thread: a slice of parts, as
+/// [`DwrrPolicy`] holds them) or under one lock per CPU ([`Locked`]).
 ///
-/// Locks: a one-CPU step (`pick`'s dispatch, `stopped`, `block`, `leave`,
-/// `set_weight`, Step 2, and `join` or a `wake` that stays home) holds its
-/// CPU's lock alone; a cross-CPU step ([`migrate`] and the stealing
-/// policies, a `wake` onto another CPU) holds both CPUs' locks, taken in
-/// CPU id order, so no two steps wait for each other in a cycle; the survey
-/// and arrival placement take each CPU's lock in turn, alone, to read its
-/// [`Summary`]. No step holds a lock while it waits for `highest` (an
-/// atomic) or for the owner map (atomics, read as a hint and checked again
-/// under the lock).
-pub struct Locked<'a, L: LocalQueue>(pub &'a [Mutex<CpuPart<L>>]);
+/// Locks under [`Locked`]: a one-CPU step (`pick`'s dispatch, `stopped`,
+/// `block`, `leave`, `set_weight`, Step 2, and `join` or a `wake` that
+/// stays home) holds its CPU's lock alone; a cross-CPU step ([`migrate`]
+/// and the stealing policies, a `wake` onto another CPU) holds both CPUs'
+/// locks, in CPU id order; the survey and arrival placement take each
+/// CPU's lock in turn, alone, to read its [`Summary`]. No step holds a lock
+/// while it waits for `highest` (an atomic) or for the owner map (atomics,
+/// read as a hint and checked again under the lock).
+pub trait Parts<L: LocalQueue>: crate::percpu::Parts<Part = CpuPart<L>> {}
 
-impl<L: LocalQueue> Parts<L> for Locked<'_, L> {
-    fn count(&self) -> usize {
-        self.0.len()
-    }
-    fn with<R>(&mut self, k: usize, f: impl FnOnce(&mut CpuPart<L>) -> R) -> R {
-        f(&mut self.0[k].lock().expect("a step panicked holding this CPU's lock"))
-    }
-    fn with_two<R>(&mut self, a: usize, b: usize, f: impl FnOnce(&mut CpuPart<L>, &mut CpuPart<L>) -> R) -> R {
-        assert_ne!(a, b, "a cross-CPU step between a CPU and itself");
-        let first = self.0[a.min(b)].lock().expect("a step panicked holding this CPU's lock");
-        let second = self.0[a.max(b)].lock().expect("a step panicked holding this CPU's lock");
-        let (mut x, mut y) = if a < b { (first, second) } else { (second, first) };
-        f(&mut x, &mut y)
-    }
-}
+impl<L: LocalQueue, P: crate::percpu::Parts<Part = CpuPart<L>> + ?Sized> Parts<L> for P {}
 
-/// Run `f` on the part that holds client `c`'s entry, with its slot; `None`
-/// if `c` has none. The owner map is read again under the lock: if the
-/// entry moved meanwhile, look again.
+/// Run `f` on the part that holds client `c`'s entry, with its slot.
 fn with_client<L: LocalQueue, P: Parts<L> + ?Sized, R>(
     sh: &DwrrShared,
     parts: &mut P,
     c: ClientId,
     f: impl FnOnce(&mut CpuPart<L>, Slot) -> R,
 ) -> Option<R> {
-    let mut f = Some(f);
-    loop {
-        let (k, s) = sh.entry_of(c)?;
-        let done = parts.with(k, |q| if sh.entry_of(c) == Some((k, s)) { f.take().map(|f| f(q, s)) } else { None });
-        if done.is_some() {
-            return done;
-        }
-    }
+    crate::percpu::with_client(&sh.owners, parts, c, f)
 }
 
 /// Arrival placement (3.2.3): the least loaded CPU that is idle or in
@@ -1010,7 +871,7 @@ pub fn join<L: LocalQueue, P: Parts<L> + ?Sized>(sh: &DwrrShared, parts: &mut P,
         let joined = parts.with(k, |q| {
             q.claim(sh).then(|| {
                 let s = q.entries.insert(Entry::new(c, w));
-                sh.set_owner(c, k, s);
+                sh.owners.set(c, k, s);
                 q.attach(s, false);
             })
         });
@@ -1249,27 +1110,13 @@ pub fn check_invariants<'a, L: LocalQueue + 'a>(
                 return Err(format!("cpu {k}: queue {q} load is {} but its clients weigh {load}", p.loads[q]));
             }
         }
-        let mut placed = 0;
-        for (s, e) in p.entries.iter() {
-            if sh.entry_of(e.client) != Some((k, s)) {
-                return Err(format!(
-                    "{} is in slot {s} of cpu {k} but the owner map says {:?}",
-                    e.client,
-                    sh.entry_of(e.client)
-                ));
-            }
-            placed += usize::from(e.place != Place::Blocked);
-            entries += 1;
-        }
+        entries += sh.owners.check_slab(k, &p.entries)?;
+        let placed = p.entries.iter().filter(|(_, e)| e.place != Place::Blocked).count();
         if placed != n {
             return Err(format!("cpu {k} owns {n} clients but {placed} of its entries are runnable"));
         }
     }
-    let mapped = sh.owners.iter().filter(|o| o.load(Ordering::Acquire) != NO_OWNER).count();
-    if mapped != entries {
-        return Err(format!("the owner map names {mapped} clients but the parts hold {entries} entries"));
-    }
-    Ok(())
+    sh.owners.check_count(entries)
 }
 
 /// DWRR over the local policy `L`.
@@ -1372,7 +1219,7 @@ impl<L: LocalQueue> Policy for DwrrPolicy<L> {
 
     #[inline]
     fn join(&mut self, _r: &Roster, _now: Time, c: ClientId, w: Weight) -> Kick {
-        self.shared.reserve(c);
+        self.shared.owners.reserve(c);
         join(&self.shared, self.cpus.as_mut_slice(), c, w);
         None
     }

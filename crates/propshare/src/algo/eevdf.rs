@@ -67,7 +67,6 @@
 use super::cfs::VRUNTIME_START;
 use super::linux::{calc_delta_fair, real_for_virtual, Dequeue, Enqueue, Entity, FairRq, LinuxSched, Tunables};
 use crate::model::{ClientId, Time};
-use crate::roster::ClientTable;
 
 /// Linux EEVDF on per-CPU runqueues (`eevdf`).
 pub type Eevdf = LinuxSched<EevdfRq>;
@@ -451,11 +450,11 @@ impl FairRq for EevdfRq {
         self.update_min_vruntime();
     }
 
-    fn pick(&mut self, _t: &Tunables, ents: &mut ClientTable<Entity>) -> Option<(ClientId, Time)> {
+    fn pick(&mut self, _t: &Tunables, entity: impl Fn(ClientId) -> Entity) -> Option<(ClientId, Time)> {
         let (avg, load) = self.totals();
         let item = if self.tree.len() == 1 { self.tree.first() } else { self.tree.pick(|v| avg >= self.key(v) * load) }
             .or_else(|| self.tree.first())?;
-        let se = ents[item.client];
+        let se = entity(item.client);
         self.remove_tree(item.client, &se);
         self.curr = Some(Curr { client: item.client, weight: se.weight, vruntime: se.vruntime, deadline: se.deadline });
         let slice = real_for_virtual(se.deadline.saturating_sub(se.vruntime).max(1), se.weight);
@@ -488,7 +487,7 @@ impl FairRq for EevdfRq {
         }
     }
 
-    fn wakeup_preempt(&self, t: &Tunables, _ents: &ClientTable<Entity>, wakee: ClientId) -> bool {
+    fn wakeup_preempt(&self, t: &Tunables, wakee: ClientId, _se: &Entity) -> bool {
         let Some(cu) = self.curr else { return false };
         let (avg, load) = self.totals();
         let eligible = |v: u64| avg >= self.key(v) * load;
@@ -539,6 +538,7 @@ impl FairRq for EevdfRq {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::roster::ClientTable;
     use crate::{CpuId, Decision, SchedConfig, Scheduler, StopReason, Weight, MS};
 
     #[test]
@@ -643,7 +643,7 @@ mod tests {
             let mut a = ents[ClientId(0)];
             rq.enqueue(&t, ClientId(0), &mut a, Enqueue::New);
             ents.insert(ClientId(0), a);
-            assert_eq!(rq.pick(&t, &mut ents).map(|p| p.0), Some(ClientId(0)));
+            assert_eq!(rq.pick(&t, |c| ents[c]).map(|p| p.0), Some(ClientId(0)));
             // The running task has just renewed its request: its deadline is a whole slice away.
             rq.curr.as_mut().unwrap().deadline += 10 * MS;
             let mut w = ents[ClientId(1)];
@@ -651,7 +651,7 @@ mod tests {
             ents.insert(ClientId(1), w);
             // Both are eligible (v = V); the wakee's deadline is earlier.
             assert!(rq.vruntime_eligible(w.vruntime) && rq.vruntime_eligible(a.vruntime));
-            assert_eq!(rq.wakeup_preempt(&t, &ents, ClientId(1)), !parity, "parity {parity}");
+            assert_eq!(rq.wakeup_preempt(&t, ClientId(1), &ents[ClientId(1)]), !parity, "parity {parity}");
         }
     }
 }

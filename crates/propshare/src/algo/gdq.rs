@@ -67,16 +67,37 @@
 //!
 //! # State layout
 //!
-//! Per CPU (`Cpu`): its group, its queue, dedicated or floating, its next
-//! MFQ time and the work it delivered since its last decision. Queues live
-//! in an arena (`RunQueue`); an active queue belongs to exactly one CPU, a
-//! stalled one to its group. The global part (the `Group` table) is the
-//! group-to-processor assignment, the group weights and the VFTs. Cross-CPU
-//! steps are named: `steal` (MOVE-PROCESS between two queues), `pull` (fill
-//! an empty queue), `reassign` (= `leave_group` then `enter_group`). A
-//! concurrent host would lock a CPU with its queue, take a second queue's
-//! lock (in a fixed order) to steal, and the group table's lock only for MFQ
-//! decisions and joins/leaves.
+//! * **The queue parts** (`RunQueue`, in an arena): a group's round-robin
+//!   queue with its round counter nv_Q, its weight and the slab of its
+//!   clients' entries (`Proc`: weight, φ, order, nv_C, the ring links, which
+//!   name slots of the same slab). An entry moves with its client: a steal
+//!   moves it to the thief's queue. An active queue is its CPU's part (the
+//!   CPU runs INTRAGROUP on it alone); a stalled one belongs to its group.
+//!   REASSIGN hands whole queues over (the CPU leaves its queue stalled in
+//!   its old group and takes a stalled queue of the new one, or a new queue):
+//!   no client moves. A blocked client has no entry (nothing of it outlives a
+//!   sleep, Gap GDQ-14).
+//! * **Per CPU** (`Cpu`): its group, its queue, dedicated or floating, its
+//!   next MFQ time and the work it delivered since its last decision.
+//! * **The global part** (`GdqShared`): what the paper keeps global, because
+//!   MFQ compares groups and every arrival changes every group's share
+//!   (§2.2.1): the group table (members and weight sums Φ_k, P̲^k, P̄^k,
+//!   ψ_k, the CPUs assigned and dedicated, the group's queue list, the VFT
+//!   F_k), the readjustment (a function of every runnable weight: the weight
+//!   classes and the capped list), the arena's free list, and the owner map
+//!   (client → (queue, slot), [`crate::percpu::OwnerMap`]).
+//! * **Steps.** INTRAGROUP's common path touches one queue. The cross-queue
+//!   step MOVE-PROCESS is `steal`, a function of the owner map and two queue
+//!   parts; `pull` (fill an empty queue) and the end-of-round steal find
+//!   their source with GET-MIN-QUEUE, which reads nv_Q and the length of
+//!   each queue of the group. MFQ decisions, `reassign` (= `leave_group`
+//!   then `enter_group`), arrivals and departures change the group table. A
+//!   concurrent host would lock a CPU with its queue, take a second queue's
+//!   lock (in queue id order) to steal, and the group table's lock for MFQ
+//!   decisions and the client events; this policy runs them in one thread.
+//!   `check_invariants` checks every part: queue ownership, group counts
+//!   and sums against the queues, links, queue weights, and every entry
+//!   where the owner map says (and it names no other).
 //!
 //! # Cost
 //!
@@ -90,7 +111,8 @@
 //!   clients sorted), O(P) to re-weigh the at most P capped clients, O(g) for
 //!   the entitlements (only groups with members or an entitlement are
 //!   visited) + O(P) (smallest queue). No ordered set: nothing grows with N.
-//! * layout: a client's state (`Proc`) is one 64-byte cache line.
+//! * layout: a client's entry (`Proc`) is one 64-byte cache line, in its
+//!   queue's slab; plus one owner word per client id.
 //! * measured (docs/ALGORITHMS.md): P = 8, about 740-920 instructions per
 //!   decision from N = 16 to 65536 under callgrind.
 //!
@@ -172,13 +194,14 @@
 //! Gap GDQ-19: preempted stops are charged like expired ones (actual time).
 //! (test: `gdq_preempted_stop_is_charged_like_expiry`)
 
-use crate::list::{Link, Links, List, NIL};
+use crate::list::{Link, Links, List};
 use crate::model::{ClientId, CpuId, StopReason, Time, Weight};
+use crate::percpu::{two_mut, Owned, OwnerMap, Slab, Slot};
 use std::cmp::Reverse;
 
 use super::classes::WeightClasses;
 use crate::readjust::{Phi, Readjustment};
-use crate::roster::{ClientTable, Roster, Status};
+use crate::roster::{Roster, Status};
 use crate::scheduler::{Kick, SchedConfig};
 use crate::shell::{Policy, Shell};
 use crate::wide::mul_div;
@@ -206,20 +229,22 @@ impl Default for GdqParams {
     }
 }
 
-/// One client: 64 bytes, one cache line (the decision path reads `nv`,
-/// `next`, `phi` and `order` of clients met in random order).
-#[derive(Clone, Debug)]
+/// One client's entry, in the slab of the queue it is queued in (an entry
+/// moves with its client: a steal moves it to the thief's queue). 64 bytes,
+/// one cache line (the decision path reads `nv`, the links, `phi` and
+/// `order` of clients met in random order). A blocked client has no entry:
+/// nothing of it outlives a sleep (Gap GDQ-14), and its weight is the roster's.
+#[derive(Clone, Copy, Debug)]
 #[repr(align(64))]
 struct Proc {
+    client: ClientId,
     weight: Weight,
     capped: bool,
     phi: Phi,
-    /// The group it is queued in (meaningful while `queue` is set).
+    /// The group it is queued in.
     order: u32,
-    /// Its queue's index in the arena (u32 keeps `Proc` within a line).
-    queue: Option<u32>,
-    prev: ClientId,
-    next: ClientId,
+    /// Its ring links: slots of the same slab.
+    link: Link<Slot>,
     nv: u128,
     /// Its order changed while it ran: move it when it stops.
     regroup: bool,
@@ -227,46 +252,109 @@ struct Proc {
 
 const _: () = assert!(std::mem::size_of::<Option<Proc>>() == 64);
 
-/// A process's queue links are fields of its `Proc` (one cache line), in
-/// [`Link`]'s encoding (`NIL` for none).
-impl Links for ClientTable<Proc> {
-    #[inline]
-    fn link(&self, c: ClientId) -> Link {
-        let p = &self[c];
-        Link { prev: p.prev, next: p.next }
-    }
-    #[inline]
-    fn set_prev(&mut self, c: ClientId, prev: Option<ClientId>) {
-        self[c].prev = prev.unwrap_or(NIL);
-    }
-    #[inline]
-    fn set_next(&mut self, c: ClientId, next: Option<ClientId>) {
-        self[c].next = next.unwrap_or(NIL);
-    }
-    #[inline]
-    fn put(&mut self, c: ClientId, link: Link) {
-        let p = &mut self[c];
-        (p.prev, p.next) = (link.prev, link.next);
+impl Proc {
+    /// A client arriving (join, wake) with weight `w`, not yet readjusted.
+    fn new(client: ClientId, w: Weight) -> Proc {
+        let phi = Phi::whole(w.get());
+        Proc { client, weight: w, capped: false, phi, order: 0, link: Link::default(), nv: 0, regroup: false }
     }
 }
 
-/// A round-robin queue of one group: active (served by `cpu`) or stalled.
+impl Owned for Proc {
+    #[inline]
+    fn client(&self) -> ClientId {
+        self.client
+    }
+}
+
+/// A queue's ring links are fields of its clients' entries.
+impl Links<Slot> for Slab<Proc> {
+    #[inline]
+    fn link(&self, s: Slot) -> Link<Slot> {
+        self.get(s).link
+    }
+    #[inline]
+    fn set_prev(&mut self, s: Slot, prev: Option<Slot>) {
+        self.get_mut(s).link.set_prev(prev);
+    }
+    #[inline]
+    fn set_next(&mut self, s: Slot, next: Option<Slot>) {
+        self.get_mut(s).link.set_next(next);
+    }
+}
+
+/// A round-robin queue of one group, active (served by `cpu`) or stalled,
+/// with the entries of its clients: the per-CPU part (an active queue is
+/// its CPU's; REASSIGN hands whole queues between a CPU and its group).
 #[derive(Clone, Debug)]
 struct RunQueue {
+    /// Its index in the arena (what the owner map names).
+    id: usize,
     group: u32,
     /// Its clients, read as a ring from C(Q).
-    ring: List,
+    ring: List<Slot>,
     /// C(Q), the client the queue's round stands on.
-    current: Option<ClientId>,
+    current: Option<Slot>,
     /// Σ φ of its clients, in 2^-32 units (arrivals go to the lightest queue).
     weight: u128,
     /// nv_Q, the round counter.
     nv: u64,
     cpu: Option<CpuId>,
     live: bool,
+    procs: Slab<Proc>,
 }
 
-/// The per-CPU part.
+impl RunQueue {
+    /// The client in slot `s`.
+    #[inline]
+    fn client(&self, s: Slot) -> ClientId {
+        self.procs.client(s)
+    }
+
+    /// Link entry `p` into this queue just before C(Q) (the end of the
+    /// current traversal); `make_current` makes it C(Q) (MOVE-PROCESS).
+    /// Returns its slot; the owner map is the caller's.
+    fn link(&mut self, p: Proc, make_current: bool) -> Slot {
+        let phi = p.phi;
+        let s = self.procs.insert(p);
+        match self.current {
+            None => {
+                self.ring.push_back(&mut self.procs, s);
+                self.current = Some(s);
+            }
+            Some(cur) => {
+                self.ring.insert_before_cyclic(&mut self.procs, cur, s);
+                if make_current {
+                    self.current = Some(s);
+                }
+            }
+        }
+        self.weight += phi_fp(phi);
+        s
+    }
+
+    /// Unlink slot `s` (C(Q) passes to next(C), Gap GDQ-17) and take its entry out.
+    fn unlink(&mut self, s: Slot) -> Proc {
+        self.weight = self.weight.saturating_sub(phi_fp(self.procs.get(s).phi));
+        let link = self.ring.remove(&mut self.procs, s);
+        if self.current == Some(s) {
+            self.current = link.next().or(self.ring.front());
+        }
+        self.procs.remove(s)
+    }
+
+    /// Whether GET-MIN-QUEUE may take a process from it: an active queue
+    /// with ≥ 2 processes or a non-empty stalled queue.
+    fn has_spare(&self) -> bool {
+        if self.cpu.is_some() {
+            self.ring.len() >= 2
+        } else {
+            !self.ring.is_empty()
+        }
+    }
+}
+
+/// The per-CPU MFQ state.
 #[derive(Clone, Debug, Default)]
 struct Cpu {
     group: Option<u32>,
@@ -328,9 +416,13 @@ pub struct QueueView {
 /// Grouped Distributed Queues.
 pub type Gdq = Shell<GdqPolicy>;
 
-/// The rules of GDQ: weight-order groups of per-CPU run queues.
+/// The global part: what the paper keeps global (§2.2.1: the group table,
+/// the group-to-processor assignment and the groups' VFTs, which MFQ
+/// decisions compare across groups), the readjustment (a function of every
+/// runnable weight), the queue arena's free list and the owner map,
+/// client → (queue, slot).
 #[derive(Clone, Debug)]
-pub struct GdqPolicy {
+struct GdqShared {
     quantum: Time,
     params: GdqParams,
     /// T in ns.
@@ -343,10 +435,8 @@ pub struct GdqPolicy {
     capped: Vec<ClientId>,
     /// The previous capped list, kept for its allocation.
     spare_capped: Vec<ClientId>,
-    procs: ClientTable<Proc>,
-    queues: Vec<RunQueue>,
+    owners: OwnerMap,
     free_queues: Vec<usize>,
-    cpus: Vec<Cpu>,
     groups: Vec<Group>,
     /// Bit k set: G^k has members or CPUs.
     present: u64,
@@ -354,6 +444,15 @@ pub struct GdqPolicy {
     entitled: u64,
     /// P'·D, the VFT scale of the current period.
     vft_scale: u128,
+}
+
+/// The rules of GDQ: weight-order groups of per-CPU run queues.
+#[derive(Clone, Debug)]
+pub struct GdqPolicy {
+    sh: GdqShared,
+    /// The queue parts (an arena: a freed queue's place is reused).
+    queues: Vec<RunQueue>,
+    cpus: Vec<Cpu>,
 }
 
 impl Gdq {
@@ -365,7 +464,7 @@ impl Gdq {
     /// GDQ with explicit δ and T (δ ≥ 0, T ≥ 1 quantum; T = 0 is taken as 1).
     pub fn with_params(cfg: SchedConfig, params: GdqParams) -> Gdq {
         let params = GdqParams { interval: params.interval.max(1), ..params };
-        let policy = GdqPolicy {
+        let sh = GdqShared {
             quantum: cfg.quantum,
             params,
             interval_ns: params.interval.saturating_mul(cfg.quantum),
@@ -374,161 +473,42 @@ impl Gdq {
             readjustment: Readjustment::EMPTY,
             capped: Vec::new(),
             spare_capped: Vec::new(),
-            procs: ClientTable::new(),
-            queues: Vec::new(),
+            owners: OwnerMap::new(0),
             free_queues: Vec::new(),
-            cpus: vec![Cpu::default(); cfg.cpus],
             groups: vec![Group::default(); ORDERS],
             present: 0,
             entitled: 0,
             vft_scale: 0,
         };
+        let policy = GdqPolicy { sh, queues: Vec::new(), cpus: vec![Cpu::default(); cfg.cpus] };
         Shell::build("gdq", &cfg, policy)
     }
 }
 
-impl GdqPolicy {
-    /// The parameters in use.
-    pub fn params(&self) -> GdqParams {
-        self.params
-    }
+/// φ in 2^-32 units (a queue's weight).
+fn phi_fp(phi: Phi) -> u128 {
+    mul_div(phi.num as u128, VFT_ONE, phi.den.max(1) as u128, false)
+}
 
-    /// Every group with members or CPUs, in increasing order.
-    pub fn groups(&self) -> Vec<GroupView> {
-        (0..ORDERS as u32)
-            .filter(|&k| self.present & (1 << k) != 0)
-            .map(|k| {
-                let g = &self.groups[k as usize];
-                GroupView {
-                    order: k,
-                    members: g.members,
-                    floor: g.floor,
-                    ceil: g.ceil,
-                    assigned: g.assigned,
-                    dedicated: g.dedicated,
-                    queues: g.queues.iter().map(|&q| self.queue_view(q)).collect(),
-                    vft: if g.psi > 0 { self.vft(k) } else { 0 },
-                }
-            })
-            .collect()
-    }
+/// σ = ⌊log2 φ⌋ (Gap GDQ-1).
+fn order_of(phi: Phi) -> u32 {
+    let whole = (phi.num / phi.den.max(1)).max(1);
+    63 - whole.leading_zeros()
+}
 
-    fn queue_view(&self, q: usize) -> QueueView {
-        let rq = &self.queues[q];
-        let clients =
-            rq.current.map_or(Vec::new(), |cur| rq.ring.walk_cyclic(&self.procs, cur, rq.ring.len()).collect());
-        QueueView { cpu: rq.cpu, nv: rq.nv, clients }
-    }
+/// MOVE-PROCESS(next(C(from)), to) (§2.2.2): the cross-CPU step of
+/// stealing, a function of the two queues and the owner map. The stolen
+/// process becomes C(to); its entry moves to `to`'s slab. Returns it.
+fn steal(owners: &OwnerMap, from: &mut RunQueue, to: &mut RunQueue) -> ClientId {
+    let cur = from.current.expect("non-empty");
+    let victim = if from.ring.len() == 1 { cur } else { from.ring.next_cyclic(&from.procs, cur) };
+    let p = from.unlink(victim);
+    let s = to.link(p, true);
+    owners.set(p.client, to.id, s);
+    p.client
+}
 
-    /// nv_C of a runnable client, in units of [`NV_ONE`].
-    pub fn nvt(&self, c: ClientId) -> Option<u128> {
-        self.procs.get(c).map(|p| p.nv)
-    }
-
-    /// The group a CPU serves and whether it is dedicated there.
-    pub fn cpu_assignment(&self, cpu: CpuId) -> Option<(u32, bool)> {
-        let k = self.cpus.get(cpu.index())?;
-        k.group.map(|g| (g, k.dedicated))
-    }
-
-    /// Check the structural invariants (for tests): every CPU's queue is its
-    /// own, group CPU counts and weight sums match the queues, list links are
-    /// consistent, no empty stalled queue is kept, every runnable client is
-    /// queued exactly once. Smoothness is checked by the tests themselves.
-    fn check(&self, roster: &Roster) -> Result<(), String> {
-        let mut assigned = vec![0usize; ORDERS];
-        let mut dedicated = vec![0usize; ORDERS];
-        for (j, cpu) in self.cpus.iter().enumerate() {
-            match (cpu.group, cpu.queue) {
-                (None, None) => {}
-                (Some(k), Some(q)) => {
-                    assigned[k as usize] += 1;
-                    dedicated[k as usize] += cpu.dedicated as usize;
-                    let rq = &self.queues[q];
-                    if !rq.live || rq.group != k || rq.cpu != Some(CpuId(j as u32)) {
-                        return Err(format!("cpu {j}: queue {q} not its own"));
-                    }
-                }
-                _ => return Err(format!("cpu {j}: group without queue")),
-            }
-        }
-        for k in 0..ORDERS {
-            let g = &self.groups[k];
-            if g.assigned != assigned[k] || g.dedicated != dedicated[k] {
-                return Err(format!(
-                    "group {k}: counts {}/{} vs {}/{}",
-                    g.assigned, g.dedicated, assigned[k], dedicated[k]
-                ));
-            }
-            let (mut n, mut u, mut m) = (0, 0, 0);
-            for &q in &g.queues {
-                let rq = &self.queues[q];
-                if !rq.live || rq.group != k as u32 {
-                    return Err(format!("group {k}: dead or foreign queue {q}"));
-                }
-                if rq.cpu.is_none() && rq.ring.is_empty() {
-                    return Err(format!("group {k}: empty stalled queue {q}"));
-                }
-                let v = self.queue_view(q);
-                for &c in &v.clients {
-                    let p = &self.procs[c];
-                    if p.queue != Some(q as u32) || p.order != k as u32 {
-                        return Err(format!("{c} in queue {q} points elsewhere"));
-                    }
-                    if rq.ring.next(&self.procs, c).is_some_and(|n| self.procs[n].prev != c) {
-                        return Err(format!("{c}: broken links"));
-                    }
-                    n += 1;
-                    if p.capped {
-                        m += 1
-                    } else {
-                        u += p.weight.get()
-                    }
-                }
-            }
-            if (n, u, m) != (g.members, g.uncapped_weight, g.capped) {
-                return Err(format!(
-                    "group {k}: sums {:?} vs {:?}",
-                    (g.members, g.uncapped_weight, g.capped),
-                    (n, u, m)
-                ));
-            }
-            if (g.members > 0 || g.assigned > 0) != (self.present & (1 << k) != 0) {
-                return Err(format!("group {k}: presence bit wrong"));
-            }
-        }
-        let queued = self.procs.iter().filter(|(_, p)| p.queue.is_some()).count();
-        if queued != roster.runnable() {
-            return Err(format!("{queued} queued vs {} runnable", roster.runnable()));
-        }
-        Ok(())
-    }
-
-    // ----- time -------------------------------------------------------
-
-    fn start_clock(&mut self, now: Time) {
-        if self.epoch.is_none() {
-            self.epoch = Some(now);
-            let p = self.cpus.len() as u128;
-            let t = self.interval_ns as u128;
-            for (j, cpu) in self.cpus.iter_mut().enumerate() {
-                let offset = (t * j as u128 / p) as Time;
-                cpu.next_mfq = now.saturating_add(offset);
-            }
-        }
-    }
-
-    // ----- per-client arithmetic --------------------------------------
-
-    fn phi_fp(phi: Phi) -> u128 {
-        mul_div(phi.num as u128, VFT_ONE, phi.den.max(1) as u128, false)
-    }
-
-    fn order_of(phi: Phi) -> u32 {
-        let whole = (phi.num / phi.den.max(1)).max(1);
-        63 - whole.leading_zeros()
-    }
-
+impl GdqShared {
     /// (ran / Q) · 2^k / φ in units of NV_ONE, rounded up.
     fn nv_charge(&self, ran: Time, k: u32, phi: Phi) -> u128 {
         let a = (ran as u128) << k;
@@ -537,74 +517,7 @@ impl GdqPolicy {
         mul_div(a, b, d, true)
     }
 
-    // ----- queue lists --------------------------------------------------
-
-    fn new_queue(&mut self, k: u32, cpu: Option<CpuId>, nv: u64) -> usize {
-        let rq = RunQueue { group: k, ring: List::EMPTY, current: None, weight: 0, nv, cpu, live: true };
-        let q = match self.free_queues.pop() {
-            Some(q) => {
-                self.queues[q] = rq;
-                q
-            }
-            None => {
-                self.queues.push(rq);
-                self.queues.len() - 1
-            }
-        };
-        self.groups[k as usize].queues.push(q);
-        self.present |= 1 << k;
-        q
-    }
-
-    fn free_queue(&mut self, q: usize) {
-        let k = self.queues[q].group as usize;
-        self.groups[k].queues.retain(|&x| x != q);
-        self.queues[q].live = false;
-        self.free_queues.push(q);
-    }
-
-    /// Link `c` into `q` just before C(Q) (the end of the current traversal);
-    /// `make_current` makes it C(Q) (MOVE-PROCESS).
-    fn link(&mut self, c: ClientId, q: usize, make_current: bool) {
-        let phi = self.procs[c].phi;
-        let rq = &mut self.queues[q];
-        match rq.current {
-            None => {
-                rq.ring.push_back(&mut self.procs, c);
-                rq.current = Some(c);
-            }
-            Some(cur) => {
-                rq.ring.insert_before_cyclic(&mut self.procs, cur, c);
-                if make_current {
-                    rq.current = Some(c);
-                }
-            }
-        }
-        rq.weight += Self::phi_fp(phi);
-        self.procs[c].queue = Some(q as u32);
-    }
-
-    /// Unlink `c` from its queue (C(Q) passes to next(C)). Frees an emptied stalled queue.
-    fn unlink(&mut self, c: ClientId) -> usize {
-        let p = &self.procs[c];
-        let q = p.queue.expect("queued") as usize;
-        let phi = p.phi;
-        let rq = &mut self.queues[q];
-        rq.weight = rq.weight.saturating_sub(Self::phi_fp(phi));
-        let link = rq.ring.remove(&mut self.procs, c);
-        if rq.current == Some(c) {
-            // C(Q) passes to next(C), read as a ring.
-            rq.current = link.next().or(rq.ring.front());
-        }
-        self.procs[c].queue = None;
-        if self.queues[q].ring.is_empty() && self.queues[q].cpu.is_none() {
-            self.free_queue(q);
-        }
-        q
-    }
-
-    fn add_contribution(&mut self, c: ClientId) {
-        let p = &self.procs[c];
+    fn add_contribution(&mut self, p: &Proc) {
         let g = &mut self.groups[p.order as usize];
         g.members += 1;
         if p.capped {
@@ -615,8 +528,7 @@ impl GdqPolicy {
         self.present |= 1 << p.order;
     }
 
-    fn remove_contribution(&mut self, c: ClientId) {
-        let p = &self.procs[c];
+    fn remove_contribution(&mut self, p: &Proc) {
         let k = p.order as usize;
         let g = &mut self.groups[k];
         g.members -= 1;
@@ -635,106 +547,6 @@ impl GdqPolicy {
         } else {
             self.present |= 1 << k;
         }
-    }
-
-    /// ENQUEUE (§2.4): into the smallest-weight queue of its group, just
-    /// before C(Q), with nv_C := nv_Q.
-    fn enqueue(&mut self, c: ClientId) {
-        let k = Self::order_of(self.procs[c].phi);
-        self.procs[c].order = k;
-        let g = &self.groups[k as usize];
-        let lightest = g.queues.iter().copied().min_by_key(|&q| self.queues[q].weight);
-        let q = match lightest {
-            Some(q) => q,
-            None => self.new_queue(k, None, 0),
-        };
-        self.procs[c].nv = self.queues[q].nv as u128 * NV_ONE;
-        self.link(c, q, false);
-        self.add_contribution(c);
-    }
-
-    /// DEQUEUE (§2.4).
-    fn dequeue(&mut self, c: ClientId) {
-        if self.procs[c].queue.is_none() {
-            return;
-        }
-        self.remove_contribution(c);
-        self.unlink(c);
-        let k = self.procs[c].order as usize;
-        self.update_presence(k);
-    }
-
-    /// Move `c` to the group of its current order if it changed (deferred while it runs).
-    fn settle(&mut self, roster: &Roster, c: ClientId) {
-        let Some(p) = self.procs.get(c) else { return };
-        if p.queue.is_none() || Self::order_of(p.phi) == p.order {
-            return;
-        }
-        if matches!(roster.status(c), Ok(Status::Running(_))) {
-            self.procs[c].regroup = true;
-            return;
-        }
-        self.dequeue(c);
-        self.enqueue(c);
-    }
-
-    /// Give `c` a new (weight, capped, φ), keeping group sums and queue weights right.
-    fn set_phi(&mut self, c: ClientId, weight: Weight, capped: bool, phi: Phi) {
-        let Some(p) = self.procs.get(c) else { return };
-        let queued = p.queue.map(|q| q as usize);
-        if let Some(q) = queued {
-            self.remove_contribution(c);
-            let old = Self::phi_fp(self.procs[c].phi);
-            self.queues[q].weight = self.queues[q].weight.saturating_sub(old);
-        }
-        let p = &mut self.procs[c];
-        p.weight = weight;
-        p.capped = capped;
-        p.phi = phi;
-        if let Some(q) = queued {
-            self.add_contribution(c);
-            self.queues[q].weight += Self::phi_fp(phi);
-        }
-    }
-
-    // ----- readjustment and entitlements -------------------------------
-
-    /// After the runnable set or a weight changed: readjust (crate::readjust),
-    /// update capped clients, regroup those whose order changed, recompute
-    /// every group's entitlement.
-    fn refresh(&mut self, roster: &Roster) {
-        // The readjustment of crate::readjust, found through the weight
-        // classes in O(g + P log P) instead of an ordered set's O(log N)
-        // updates; the capped clients in the order of its `heaviest`.
-        let cpus = roster.cpus();
-        let procs = &self.procs;
-        let mut now_capped = std::mem::take(&mut self.spare_capped);
-        let (rest, _) = self.feasible.infeasible(cpus, &mut now_capped, |c| procs[c].weight.get());
-        now_capped.sort_unstable_by_key(|&c| (Reverse(procs[c].weight), c));
-        let r = Readjustment {
-            cpus: cpus.min(self.feasible.len()) as u64,
-            capped: now_capped.len(),
-            feasible_weight: rest as u64,
-        };
-        let mut old = std::mem::take(&mut self.capped);
-        for c in old.iter().chain(now_capped.iter()).copied() {
-            let Some(p) = self.procs.get(c) else { continue };
-            let w = p.weight;
-            let (capped, phi) =
-                if now_capped.contains(&c) { (true, r.capped_phi()) } else { (false, Phi::whole(w.get())) };
-            self.set_phi(c, w, capped, phi);
-        }
-        self.readjustment = r;
-        for c in now_capped.iter().copied() {
-            self.settle(roster, c);
-        }
-        for c in old.iter().copied().filter(|c| !now_capped.contains(c)) {
-            self.settle(roster, c);
-        }
-        old.clear();
-        self.spare_capped = old;
-        self.capped = now_capped;
-        self.reshare();
     }
 
     /// Recompute P̲^k, P̄^k and ψ_k for all groups; fold VFT periods that end.
@@ -805,6 +617,315 @@ impl GdqPolicy {
         let g = &self.groups[k as usize];
         g.vft_base.saturating_add(self.vft_part(g.vft_work, g.psi, true))
     }
+}
+
+impl GdqPolicy {
+    /// The parameters in use.
+    pub fn params(&self) -> GdqParams {
+        self.sh.params
+    }
+
+    /// Every group with members or CPUs, in increasing order.
+    pub fn groups(&self) -> Vec<GroupView> {
+        (0..ORDERS as u32)
+            .filter(|&k| self.sh.present & (1 << k) != 0)
+            .map(|k| {
+                let g = &self.sh.groups[k as usize];
+                GroupView {
+                    order: k,
+                    members: g.members,
+                    floor: g.floor,
+                    ceil: g.ceil,
+                    assigned: g.assigned,
+                    dedicated: g.dedicated,
+                    queues: g.queues.iter().map(|&q| self.queue_view(q)).collect(),
+                    vft: if g.psi > 0 { self.sh.vft(k) } else { 0 },
+                }
+            })
+            .collect()
+    }
+
+    fn queue_view(&self, q: usize) -> QueueView {
+        let rq = &self.queues[q];
+        let clients = rq.current.map_or(Vec::new(), |cur| {
+            rq.ring.walk_cyclic(&rq.procs, cur, rq.ring.len()).map(|s| rq.client(s)).collect()
+        });
+        QueueView { cpu: rq.cpu, nv: rq.nv, clients }
+    }
+
+    /// Runnable client `c`'s entry.
+    fn proc_of(&self, c: ClientId) -> Option<&Proc> {
+        let (q, s) = self.sh.owners.get(c)?;
+        Some(self.queues[q].procs.get(s))
+    }
+
+    /// Runnable client `c`'s entry, mutably.
+    fn proc_mut(&mut self, c: ClientId) -> Option<&mut Proc> {
+        let (q, s) = self.sh.owners.get(c)?;
+        Some(self.queues[q].procs.get_mut(s))
+    }
+
+    /// nv_C of a runnable client, in units of [`NV_ONE`].
+    pub fn nvt(&self, c: ClientId) -> Option<u128> {
+        self.proc_of(c).map(|p| p.nv)
+    }
+
+    /// The group a CPU serves and whether it is dedicated there.
+    pub fn cpu_assignment(&self, cpu: CpuId) -> Option<(u32, bool)> {
+        let k = self.cpus.get(cpu.index())?;
+        k.group.map(|g| (g, k.dedicated))
+    }
+
+    /// Check the structural invariants: every CPU's queue is its own, group
+    /// CPU counts and weight sums match the queues, list links are
+    /// consistent, no empty stalled queue is kept, every runnable client is
+    /// queued exactly once, every entry is where the owner map says (and it
+    /// names no other), a queue's weight is its clients' φ. Smoothness is
+    /// checked by the tests themselves.
+    fn check(&self, roster: &Roster) -> Result<(), String> {
+        let mut assigned = vec![0usize; ORDERS];
+        let mut dedicated = vec![0usize; ORDERS];
+        for (j, cpu) in self.cpus.iter().enumerate() {
+            match (cpu.group, cpu.queue) {
+                (None, None) => {}
+                (Some(k), Some(q)) => {
+                    assigned[k as usize] += 1;
+                    dedicated[k as usize] += cpu.dedicated as usize;
+                    let rq = &self.queues[q];
+                    if !rq.live || rq.group != k || rq.cpu != Some(CpuId(j as u32)) {
+                        return Err(format!("cpu {j}: queue {q} not its own"));
+                    }
+                }
+                _ => return Err(format!("cpu {j}: group without queue")),
+            }
+        }
+        let mut entries = 0;
+        for (q, rq) in self.queues.iter().enumerate() {
+            if rq.id != q {
+                return Err(format!("queue {q} says it is queue {}", rq.id));
+            }
+            entries += self.sh.owners.check_slab(q, &rq.procs)?;
+            if rq.procs.len() != rq.ring.len() {
+                return Err(format!("queue {q}: {} entries but {} linked", rq.procs.len(), rq.ring.len()));
+            }
+            let weight: u128 = rq.procs.iter().map(|(_, p)| phi_fp(p.phi)).sum();
+            if weight != rq.weight {
+                return Err(format!("queue {q}: weight {} but its clients weigh {weight}", rq.weight));
+            }
+        }
+        self.sh.owners.check_count(entries)?;
+        for k in 0..ORDERS {
+            let g = &self.sh.groups[k];
+            if g.assigned != assigned[k] || g.dedicated != dedicated[k] {
+                return Err(format!(
+                    "group {k}: counts {}/{} vs {}/{}",
+                    g.assigned, g.dedicated, assigned[k], dedicated[k]
+                ));
+            }
+            let (mut n, mut u, mut m) = (0, 0, 0);
+            for &q in &g.queues {
+                let rq = &self.queues[q];
+                if !rq.live || rq.group != k as u32 {
+                    return Err(format!("group {k}: dead or foreign queue {q}"));
+                }
+                if rq.cpu.is_none() && rq.ring.is_empty() {
+                    return Err(format!("group {k}: empty stalled queue {q}"));
+                }
+                let Some(cur) = rq.current else { continue };
+                for s in rq.ring.walk_cyclic(&rq.procs, cur, rq.ring.len()) {
+                    let p = rq.procs.get(s);
+                    if p.order != k as u32 {
+                        return Err(format!("{} in queue {q} of group {k} has order {}", p.client, p.order));
+                    }
+                    if rq.ring.next(&rq.procs, s).is_some_and(|n| rq.procs.get(n).link.prev != s) {
+                        return Err(format!("{}: broken links", p.client));
+                    }
+                    n += 1;
+                    if p.capped {
+                        m += 1
+                    } else {
+                        u += p.weight.get()
+                    }
+                }
+            }
+            if (n, u, m) != (g.members, g.uncapped_weight, g.capped) {
+                return Err(format!(
+                    "group {k}: sums {:?} vs {:?}",
+                    (g.members, g.uncapped_weight, g.capped),
+                    (n, u, m)
+                ));
+            }
+            if (g.members > 0 || g.assigned > 0) != (self.sh.present & (1 << k) != 0) {
+                return Err(format!("group {k}: presence bit wrong"));
+            }
+        }
+        if entries != roster.runnable() {
+            return Err(format!("{entries} queued vs {} runnable", roster.runnable()));
+        }
+        Ok(())
+    }
+
+    // ----- time -------------------------------------------------------
+
+    fn start_clock(&mut self, now: Time) {
+        if self.sh.epoch.is_none() {
+            self.sh.epoch = Some(now);
+            let p = self.cpus.len() as u128;
+            let t = self.sh.interval_ns as u128;
+            for (j, cpu) in self.cpus.iter_mut().enumerate() {
+                let offset = (t * j as u128 / p) as Time;
+                cpu.next_mfq = now.saturating_add(offset);
+            }
+        }
+    }
+
+    // ----- the queue arena ------------------------------------------------
+
+    fn new_queue(&mut self, k: u32, cpu: Option<CpuId>, nv: u64) -> usize {
+        let q = match self.sh.free_queues.pop() {
+            Some(q) => q,
+            None => {
+                let id = self.queues.len();
+                let rq = RunQueue {
+                    id,
+                    group: k,
+                    ring: List::default(),
+                    current: None,
+                    weight: 0,
+                    nv,
+                    cpu,
+                    live: true,
+                    procs: Slab::default(),
+                };
+                self.queues.push(rq);
+                id
+            }
+        };
+        let rq = &mut self.queues[q];
+        debug_assert!(rq.procs.is_empty() && rq.ring.is_empty());
+        (rq.group, rq.current, rq.weight, rq.nv, rq.cpu, rq.live) = (k, None, 0, nv, cpu, true);
+        self.sh.groups[k as usize].queues.push(q);
+        self.sh.present |= 1 << k;
+        q
+    }
+
+    fn free_queue(&mut self, q: usize) {
+        let k = self.queues[q].group as usize;
+        self.sh.groups[k].queues.retain(|&x| x != q);
+        self.queues[q].live = false;
+        self.sh.free_queues.push(q);
+    }
+
+    /// Link entry `p` into queue `q` (see [`RunQueue::link`]) and map it there.
+    fn link(&mut self, p: Proc, q: usize, make_current: bool) {
+        let s = self.queues[q].link(p, make_current);
+        self.sh.owners.set(p.client, q, s);
+    }
+
+    /// Unlink client `c` from its queue and take its entry out (C(Q) passes
+    /// to next(C)). Frees an emptied stalled queue.
+    fn unlink(&mut self, c: ClientId) -> Proc {
+        let (q, s) = self.sh.owners.get(c).expect("queued");
+        let p = self.queues[q].unlink(s);
+        self.sh.owners.clear(c);
+        if self.queues[q].ring.is_empty() && self.queues[q].cpu.is_none() {
+            self.free_queue(q);
+        }
+        p
+    }
+
+    /// ENQUEUE (§2.4): into the smallest-weight queue of its group, just
+    /// before C(Q), with nv_C := nv_Q.
+    fn enqueue(&mut self, mut p: Proc) {
+        let k = order_of(p.phi);
+        p.order = k;
+        let g = &self.sh.groups[k as usize];
+        let lightest = g.queues.iter().copied().min_by_key(|&q| self.queues[q].weight);
+        let q = match lightest {
+            Some(q) => q,
+            None => self.new_queue(k, None, 0),
+        };
+        p.nv = self.queues[q].nv as u128 * NV_ONE;
+        self.link(p, q, false);
+        self.sh.add_contribution(&p);
+    }
+
+    /// DEQUEUE (§2.4): returns the entry, if `c` was queued.
+    fn dequeue(&mut self, c: ClientId) -> Option<Proc> {
+        let p = *self.proc_of(c)?;
+        self.sh.remove_contribution(&p);
+        let p = self.unlink(c);
+        self.sh.update_presence(p.order as usize);
+        Some(p)
+    }
+
+    /// Move `c` to the group of its current order if it changed (deferred while it runs).
+    fn settle(&mut self, roster: &Roster, c: ClientId) {
+        let Some(p) = self.proc_of(c) else { return };
+        if order_of(p.phi) == p.order {
+            return;
+        }
+        if matches!(roster.status(c), Ok(Status::Running(_))) {
+            self.proc_mut(c).expect("queued").regroup = true;
+            return;
+        }
+        let p = self.dequeue(c).expect("queued");
+        self.enqueue(p);
+    }
+
+    /// Give queued `c` a new (weight, capped, φ), keeping group sums and queue weights right.
+    fn set_phi(&mut self, c: ClientId, weight: Weight, capped: bool, phi: Phi) {
+        let Some((q, s)) = self.sh.owners.get(c) else { return };
+        let rq = &mut self.queues[q];
+        let p = rq.procs.get_mut(s);
+        self.sh.remove_contribution(p);
+        rq.weight = rq.weight.saturating_sub(phi_fp(p.phi));
+        (p.weight, p.capped, p.phi) = (weight, capped, phi);
+        self.sh.add_contribution(p);
+        rq.weight += phi_fp(phi);
+    }
+
+    // ----- readjustment and entitlements -------------------------------
+
+    /// After the runnable set or a weight changed: readjust (crate::readjust),
+    /// update capped clients, regroup those whose order changed, recompute
+    /// every group's entitlement.
+    fn refresh(&mut self, roster: &Roster) {
+        // The readjustment of crate::readjust, found through the weight
+        // classes in O(g + P log P) instead of an ordered set's O(log N)
+        // updates; the capped clients in the order of its `heaviest`.
+        let cpus = roster.cpus();
+        let (queues, owners) = (&self.queues, &self.sh.owners);
+        let weight = |c: ClientId| weight_of(queues, owners, c);
+        let mut now_capped = std::mem::take(&mut self.sh.spare_capped);
+        let (rest, _) = self.sh.feasible.infeasible(cpus, &mut now_capped, |c| weight(c).get());
+        now_capped.sort_unstable_by_key(|&c| (Reverse(weight(c)), c));
+        let r = Readjustment {
+            cpus: cpus.min(self.sh.feasible.len()) as u64,
+            capped: now_capped.len(),
+            feasible_weight: rest as u64,
+        };
+        let mut old = std::mem::take(&mut self.sh.capped);
+        for c in old.iter().chain(now_capped.iter()).copied() {
+            // A client capped before and blocked or gone since has no entry.
+            let Some(p) = self.proc_of(c) else { continue };
+            let w = p.weight;
+            let (capped, phi) =
+                if now_capped.contains(&c) { (true, r.capped_phi()) } else { (false, Phi::whole(w.get())) };
+            self.set_phi(c, w, capped, phi);
+        }
+        self.sh.readjustment = r;
+        for c in now_capped.iter().copied() {
+            self.settle(roster, c);
+        }
+        for c in old.iter().copied().filter(|c| !now_capped.contains(c)) {
+            self.settle(roster, c);
+        }
+        old.clear();
+        self.sh.spare_capped = old;
+        self.sh.capped = now_capped;
+        self.sh.reshare();
+    }
 
     // ----- intra-group --------------------------------------------------
 
@@ -812,30 +933,29 @@ impl GdqPolicy {
     /// ≥ 2 processes and non-empty stalled queues, `except` excluded.
     fn min_queue(&self, k: u32, except: usize) -> Option<usize> {
         let mut best: Option<usize> = None;
-        for &q in &self.groups[k as usize].queues {
+        for &q in &self.sh.groups[k as usize].queues {
             let rq = &self.queues[q];
-            let eligible = q != except && if rq.cpu.is_some() { rq.ring.len() >= 2 } else { !rq.ring.is_empty() };
-            if eligible && best.is_none_or(|b| rq.nv < self.queues[b].nv) {
+            if q != except && rq.has_spare() && best.is_none_or(|b| rq.nv < self.queues[b].nv) {
                 best = Some(q);
             }
         }
         best
     }
 
-    /// MOVE-PROCESS(next(C(from)), to): the cross-queue step of stealing.
-    /// The stolen process becomes C(to). Returns it.
-    pub(crate) fn steal(&mut self, from: usize, to: usize) -> ClientId {
-        let rq = &self.queues[from];
-        let cur = rq.current.expect("non-empty");
-        let victim = if rq.ring.len() == 1 { cur } else { rq.ring.next_cyclic(&self.procs, cur) };
-        self.unlink(victim);
-        self.link(victim, to, true);
-        victim
+    /// [`steal`] from queue `from` into queue `to`, freeing `from` if it was
+    /// a stalled queue and is now empty.
+    fn steal(&mut self, from: usize, to: usize) -> ClientId {
+        let (a, b) = two_mut(&mut self.queues, from, to);
+        let c = steal(&self.sh.owners, a, b);
+        if a.ring.is_empty() && a.cpu.is_none() {
+            self.free_queue(from);
+        }
+        c
     }
 
     /// Fill the empty queue `q` with one process of its group (no δ test);
     /// q takes the source queue's nv_Q. Returns whether it found one.
-    pub(crate) fn pull(&mut self, q: usize) -> bool {
+    fn pull(&mut self, q: usize) -> bool {
         let k = self.queues[q].group;
         let Some(from) = self.min_queue(k, q) else { return false };
         let nv = self.queues[from].nv;
@@ -850,32 +970,32 @@ impl GdqPolicy {
         if self.queues[q].ring.is_empty() && !self.pull(q) {
             return None;
         }
-        let k = self.queues[q].group;
-        let nv_q = self.queues[q].nv as u128 * NV_ONE;
-        let mut c = self.queues[q].current.expect("non-empty");
-        if self.procs[c].nv >= nv_q {
-            c = self.queues[q].ring.next_cyclic(&self.procs, c);
-            self.queues[q].current = Some(c);
-            if self.procs[c].nv >= nv_q {
+        let rq = &mut self.queues[q];
+        let (k, nv_q) = (rq.group, rq.nv as u128 * NV_ONE);
+        let mut s = rq.current.expect("non-empty");
+        if rq.procs.get(s).nv >= nv_q {
+            s = rq.ring.next_cyclic(&rq.procs, s);
+            rq.current = Some(s);
+            if rq.procs.get(s).nv >= nv_q {
                 match self.min_queue(k, q) {
-                    Some(min) if self.queues[q].nv > self.queues[min].nv.saturating_add(self.params.delta) => {
-                        c = self.steal(min, q);
+                    Some(min) if self.queues[q].nv > self.queues[min].nv.saturating_add(self.sh.params.delta) => {
+                        return Some(self.steal(min, q));
                     }
                     _ => self.queues[q].nv += 1,
                 }
             }
         }
-        Some(c)
+        Some(self.queues[q].client(s))
     }
 
     // ----- inter-group --------------------------------------------------
 
     /// ℘ leaves its group: its queue becomes a stalled queue of that group
     /// (freed if empty).
-    pub(crate) fn leave_group(&mut self, cpu: usize) {
+    fn leave_group(&mut self, cpu: usize) {
         let Some(k) = self.cpus[cpu].group.take() else { return };
         let q = self.cpus[cpu].queue.take().expect("assigned CPU has a queue");
-        let g = &mut self.groups[k as usize];
+        let g = &mut self.sh.groups[k as usize];
         g.assigned -= 1;
         if std::mem::take(&mut self.cpus[cpu].dedicated) {
             g.dedicated -= 1;
@@ -885,13 +1005,13 @@ impl GdqPolicy {
         if self.queues[q].ring.is_empty() {
             self.free_queue(q);
         }
-        self.update_presence(k as usize);
+        self.sh.update_presence(k as usize);
     }
 
     /// ℘ joins G^k: it takes a stalled queue of G^k, or a new queue that
     /// pulls one process.
-    pub(crate) fn enter_group(&mut self, cpu: usize, k: u32, dedicated: bool) {
-        let stalled = self.groups[k as usize].queues.iter().copied().find(|&q| self.queues[q].cpu.is_none());
+    fn enter_group(&mut self, cpu: usize, k: u32, dedicated: bool) {
+        let stalled = self.sh.groups[k as usize].queues.iter().copied().find(|&q| self.queues[q].cpu.is_none());
         let id = CpuId(cpu as u32);
         let q = match stalled {
             Some(q) => {
@@ -900,16 +1020,16 @@ impl GdqPolicy {
             }
             None => {
                 // If nothing can be pulled, start level with the slowest queue.
-                let nv = self.groups[k as usize].queues.iter().map(|&q| self.queues[q].nv).min().unwrap_or(0);
+                let nv = self.sh.groups[k as usize].queues.iter().map(|&q| self.queues[q].nv).min().unwrap_or(0);
                 let q = self.new_queue(k, Some(id), nv);
                 self.pull(q);
                 q
             }
         };
-        let g = &mut self.groups[k as usize];
+        let g = &mut self.sh.groups[k as usize];
         g.assigned += 1;
         g.dedicated += dedicated as usize;
-        self.present |= 1 << k;
+        self.sh.present |= 1 << k;
         let c = &mut self.cpus[cpu];
         c.group = Some(k);
         c.queue = Some(q);
@@ -918,7 +1038,7 @@ impl GdqPolicy {
     }
 
     /// REASSIGN(℘, G^k, G^i).
-    pub(crate) fn reassign(&mut self, cpu: usize, to: u32, dedicated: bool) {
+    fn reassign(&mut self, cpu: usize, to: u32, dedicated: bool) {
         self.leave_group(cpu);
         self.enter_group(cpu, to, dedicated);
     }
@@ -927,38 +1047,37 @@ impl GdqPolicy {
     /// and must leave it.
     fn mfq(&mut self, cpu: usize, forced: bool) {
         let own = self.cpus[cpu].group;
+        let groups = &mut self.sh.groups;
         if let Some(k) = own {
             let ku = k as usize;
-            let (dedicated, floor) = (self.groups[ku].dedicated, self.groups[ku].floor as usize);
+            let (dedicated, floor) = (groups[ku].dedicated, groups[ku].floor as usize);
             if self.cpus[cpu].dedicated {
                 if !forced && dedicated <= floor {
                     return; // lines 1-2: dedicated processors stay
                 }
                 self.cpus[cpu].dedicated = false; // demote (Gap)
-                self.groups[ku].dedicated -= 1;
-            } else if self.groups[ku].psi > 0 {
+                groups[ku].dedicated -= 1;
+            } else if groups[ku].psi > 0 {
                 // line 3: charge the work delivered, with φ̂.
                 let w = self.cpus[cpu].float_work as u128;
-                self.groups[ku].vft_work = self.groups[ku].vft_work.saturating_add(w);
+                groups[ku].vft_work = groups[ku].vft_work.saturating_add(w);
             }
             self.cpus[cpu].float_work = 0;
-            if !forced && self.groups[ku].dedicated < floor {
+            if !forced && groups[ku].dedicated < floor {
                 self.cpus[cpu].dedicated = true; // promote (Gap)
-                self.groups[ku].dedicated += 1;
+                groups[ku].dedicated += 1;
                 return;
             }
         }
         // A group below its dedicated floor takes ℘ first (Gap).
-        let mut present = self.present;
-        while present != 0 {
-            let i = present.trailing_zeros();
-            present &= present - 1;
-            let g = &self.groups[i as usize];
+        for i in set_bits(self.sh.present) {
+            let g = &self.sh.groups[i];
+            let i = i as u32;
             let held = g.assigned - (own == Some(i)) as usize;
             if held < g.floor as usize && !(forced && own == Some(i)) {
                 if own == Some(i) {
                     self.cpus[cpu].dedicated = true;
-                    self.groups[i as usize].dedicated += 1;
+                    self.sh.groups[i as usize].dedicated += 1;
                 } else {
                     self.reassign(cpu, i, true);
                 }
@@ -967,15 +1086,13 @@ impl GdqPolicy {
         }
         // Lines 4-7: smallest F among groups without a non-dedicated CPU; ties to the lower order.
         let mut best: Option<(u128, u32)> = None;
-        let mut present = self.present;
-        while present != 0 {
-            let i = present.trailing_zeros();
-            present &= present - 1;
-            let g = &self.groups[i as usize];
+        for i in set_bits(self.sh.present) {
+            let g = &self.sh.groups[i];
+            let i = i as u32;
             let held = g.assigned - (own == Some(i)) as usize;
             let eligible = g.psi > 0 && (held as u64) < g.ceil && !(forced && own == Some(i));
             if eligible {
-                let f = self.vft(i);
+                let f = self.sh.vft(i);
                 if best.is_none_or(|(bf, _)| f < bf) {
                     best = Some((f, i));
                 }
@@ -997,7 +1114,7 @@ impl GdqPolicy {
         }
         let next = self.cpus[cpu].next_mfq;
         if now >= next {
-            let t = self.interval_ns.max(1);
+            let t = self.sh.interval_ns.max(1);
             let behind = (now - next) / t + 1;
             self.cpus[cpu].next_mfq = next.saturating_add(behind.saturating_mul(t));
         }
@@ -1012,6 +1129,12 @@ impl GdqPolicy {
     }
 }
 
+/// Runnable client `c`'s weight, through the owner map.
+fn weight_of(queues: &[RunQueue], owners: &OwnerMap, c: ClientId) -> Weight {
+    let (q, s) = owners.get(c).expect("runnable");
+    queues[q].procs.get(s).weight
+}
+
 impl Policy for GdqPolicy {
     /// Yes, once the host has polled every idle CPU: see "Work conservation"
     /// in the module documentation.
@@ -1023,20 +1146,9 @@ impl Policy for GdqPolicy {
     #[inline]
     fn join(&mut self, roster: &Roster, now: Time, c: ClientId, w: Weight) -> Kick {
         self.start_clock(now);
-        let proc = Proc {
-            weight: w,
-            capped: false,
-            phi: Phi::whole(w.get()),
-            order: w.order(),
-            queue: None,
-            prev: c,
-            next: c,
-            nv: 0,
-            regroup: false,
-        };
-        self.procs.insert(c, proc);
-        self.feasible.insert(c, w.get());
-        self.enqueue(c);
+        self.sh.owners.reserve(c);
+        self.sh.feasible.insert(c, w.get());
+        self.enqueue(Proc::new(c, w));
         self.refresh(roster);
         None
     }
@@ -1046,30 +1158,24 @@ impl Policy for GdqPolicy {
         self.start_clock(now);
         if was.is_runnable() {
             self.dequeue(c);
-            self.feasible.remove(c, w.get());
+            self.sh.feasible.remove(c, w.get());
         }
-        self.procs.remove(c);
         self.refresh(roster);
     }
 
     #[inline]
     fn block(&mut self, roster: &Roster, now: Time, c: ClientId, _w: Weight) {
         self.start_clock(now);
-        self.dequeue(c);
-        self.feasible.remove(c, self.procs[c].weight.get());
+        let p = self.dequeue(c).expect("a waiting client is queued");
+        self.sh.feasible.remove(c, p.weight.get());
         self.refresh(roster);
     }
 
     #[inline]
-    fn wake(&mut self, roster: &Roster, now: Time, c: ClientId, _w: Weight) -> Kick {
+    fn wake(&mut self, roster: &Roster, now: Time, c: ClientId, w: Weight) -> Kick {
         self.start_clock(now);
-        let w = self.procs[c].weight;
-        let p = &mut self.procs[c];
-        p.capped = false;
-        p.phi = Phi::whole(w.get());
-        p.regroup = false;
-        self.feasible.insert(c, w.get());
-        self.enqueue(c);
+        self.sh.feasible.insert(c, w.get());
+        self.enqueue(Proc::new(c, w));
         self.refresh(roster);
         None
     }
@@ -1078,51 +1184,47 @@ impl Policy for GdqPolicy {
     fn set_weight(&mut self, roster: &Roster, now: Time, c: ClientId, old: Weight, w: Weight, status: Status) {
         self.start_clock(now);
         if status.is_runnable() {
-            self.feasible.remove(c, old.get());
-            self.feasible.insert(c, w.get());
+            self.sh.feasible.remove(c, old.get());
+            self.sh.feasible.insert(c, w.get());
         }
-        let p = &self.procs[c];
-        let (capped, phi) = (p.capped, if p.capped { p.phi } else { Phi::whole(w.get()) });
-        self.set_phi(c, w, capped, phi);
+        // A blocked client has no entry: it wakes with its new weight.
+        if let Some(p) = self.proc_of(c) {
+            let (capped, phi) = (p.capped, if p.capped { p.phi } else { Phi::whole(w.get()) });
+            self.set_phi(c, w, capped, phi);
+        }
         self.refresh(roster);
         self.settle(roster, c);
-        self.reshare();
+        self.sh.reshare();
     }
 
     #[inline]
     fn pick(&mut self, _roster: &Roster, now: Time, cpu: CpuId) -> Option<(ClientId, Time)> {
         self.start_clock(now);
         let chosen = self.pick_inner(now, cpu.index());
-        chosen.map(|c| (c, self.quantum))
+        chosen.map(|c| (c, self.sh.quantum))
     }
 
     #[inline]
     fn stopped(&mut self, roster: &Roster, now: Time, cpu: CpuId, c: ClientId, w: Weight, ran: Time, why: StopReason) {
         self.start_clock(now);
-        let p = &self.procs[c];
-        let inc = self.nv_charge(ran, p.order, p.phi);
-        self.procs[c].nv = self.procs[c].nv.saturating_add(inc);
+        let (q, s) = self.sh.owners.get(c).expect("a running client is queued");
+        let p = self.queues[q].procs.get_mut(s);
+        p.nv = p.nv.saturating_add(self.sh.nv_charge(ran, p.order, p.phi));
+        let regroup = std::mem::take(&mut p.regroup);
         let k = &mut self.cpus[cpu.index()];
         if k.group.is_some() && !k.dedicated {
             k.float_work = k.float_work.saturating_add(ran);
         }
         match why {
             StopReason::Expired | StopReason::Preempted => {
-                if std::mem::take(&mut self.procs[c].regroup) {
+                if regroup {
                     self.settle(roster, c);
-                    self.reshare();
+                    self.sh.reshare();
                 }
             }
-            StopReason::Blocked => {
-                self.procs[c].regroup = false;
+            StopReason::Blocked | StopReason::Left => {
                 self.dequeue(c);
-                self.feasible.remove(c, w.get());
-                self.refresh(roster);
-            }
-            StopReason::Left => {
-                self.dequeue(c);
-                self.feasible.remove(c, w.get());
-                self.procs.remove(c);
+                self.sh.feasible.remove(c, w.get());
                 self.refresh(roster);
             }
         }
@@ -1182,13 +1284,44 @@ mod tests {
         let summary: Vec<_> = g.iter().map(|g| (g.order, g.members, g.floor, g.ceil)).collect();
         assert_eq!(summary, vec![(1, 3, 0, 1), (2, 6, 2, 3), (3, 1, 0, 1)]);
         // φ̂_k = ψ_k / (P'·D), here D = P' = 4: 16 φ̂ = (112, 96, 144).
-        let psi: Vec<u128> = [1, 2, 3].iter().map(|&k| s.groups[k].psi).collect();
+        let psi: Vec<u128> = [1, 2, 3].iter().map(|&k| s.sh.groups[k].psi).collect();
         assert_eq!(psi, vec![112, 96, 144]);
-        assert_eq!(s.vft_scale, 16);
+        assert_eq!(s.sh.vft_scale, 16);
         // Initial F = 1/φ̂.
-        assert_eq!(s.vft(1), frac(1, 7, VFT_ONE));
-        assert_eq!(s.vft(2), frac(1, 6, VFT_ONE));
-        assert_eq!(s.vft(3), frac(1, 9, VFT_ONE));
+        assert_eq!(s.sh.vft(1), frac(1, 7, VFT_ONE));
+        assert_eq!(s.sh.vft(2), frac(1, 6, VFT_ONE));
+        assert_eq!(s.sh.vft(3), frac(1, 9, VFT_ONE));
+    }
+
+    /// The state split: a stolen process's entry moves to the thief's
+    /// queue's slab and the owner map follows it; a blocked client has none.
+    #[test]
+    fn stolen_entry_moves_with_its_client() {
+        let mut s = Gdq::new(SchedConfig::new(2, Q));
+        for c in 0..3 {
+            s.join(0, ClientId(c), Weight::new(1).unwrap()).unwrap();
+        }
+        let where_is = |s: &Gdq, c: u32| {
+            let p = s.policy();
+            let (q, slot) = p.sh.owners.get(ClientId(c)).unwrap();
+            assert_eq!(p.queues[q].client(slot), ClientId(c));
+            q
+        };
+        // All three wait in one stalled queue until CPUs arrive.
+        let q0 = where_is(&s, 0);
+        assert!((0..3).all(|c| where_is(&s, c) == q0));
+        let Decision::Run { client, .. } = s.pick(0, CpuId(0)).unwrap() else { panic!() };
+        let Decision::Run { client: other, .. } = s.pick(0, CpuId(1)).unwrap() else { panic!() };
+        // Each CPU took a queue and pulled a process into it (or kept the stalled one).
+        let (q_a, q_b) = (where_is(&s, client.0), where_is(&s, other.0));
+        assert_ne!(q_a, q_b);
+        assert_eq!(s.policy().cpus[0].queue, Some(q_a));
+        assert_eq!(s.policy().cpus[1].queue, Some(q_b));
+        let entries: usize = s.policy().queues.iter().map(|q| q.procs.len()).sum();
+        assert_eq!(entries, 3);
+        s.stopped(Q, CpuId(0), client, Q, StopReason::Blocked).unwrap();
+        assert_eq!(s.policy().nvt(client), None);
+        s.check_invariants().unwrap();
     }
 
     /// App. A.2.2, step by step. The paper's ℘1, ℘3, ℘2, ℘4 decide at
@@ -1207,14 +1340,14 @@ mod tests {
                 s.cpus[j].next_mfq = (t + 5 * j as u64) * Q;
             }
             // F = (2/7, 1/6, 2/9) at t: G¹ and G³ completed one interval each.
-            s.groups[1].vft_work = 20 * Q as u128;
-            s.groups[3].vft_work = 20 * Q as u128;
+            s.sh.groups[1].vft_work = 20 * Q as u128;
+            s.sh.groups[3].vft_work = 20 * Q as u128;
             // ℘3 has served G² for 10 quanta of its current interval at t-5, ℘4 has just decided.
             s.cpus[1].float_work = 10 * Q;
         }
-        assert_eq!(s.vft(1), frac(2, 7, VFT_ONE));
-        assert_eq!(s.vft(2), frac(1, 6, VFT_ONE));
-        assert_eq!(s.vft(3), frac(2, 9, VFT_ONE));
+        assert_eq!(s.sh.vft(1), frac(2, 7, VFT_ONE));
+        assert_eq!(s.sh.vft(2), frac(1, 6, VFT_ONE));
+        assert_eq!(s.sh.vft(3), frac(2, 9, VFT_ONE));
         s.check_invariants().unwrap();
 
         let mut log = Vec::new();
@@ -1223,7 +1356,7 @@ mod tests {
             for j in 0..4 {
                 let d = s.pick(tau * Q, CpuId(j)).unwrap();
                 let Decision::Run { client, .. } = d else { panic!("cpu {j} idle at {tau}") };
-                assert_eq!(Some(s.procs[client].order), s.cpus[j as usize].group);
+                assert_eq!(Some(s.proc_of(client).unwrap().order), s.cpus[j as usize].group);
             }
             for j in 0..4 {
                 let c = s.roster().on_cpu(CpuId(j)).unwrap();
@@ -1235,12 +1368,12 @@ mod tests {
                 }
             }
             match tau as i64 - t as i64 {
-                5 => assert_eq!(s.vft(2), frac(2, 6, VFT_ONE)),
+                5 => assert_eq!(s.sh.vft(2), frac(2, 6, VFT_ONE)),
                 15 => {
-                    assert_eq!(s.vft(3), frac(3, 9, VFT_ONE));
-                    assert_eq!(s.vft(2), s.vft(3), "the tie of the paper");
+                    assert_eq!(s.sh.vft(3), frac(3, 9, VFT_ONE));
+                    assert_eq!(s.sh.vft(2), s.sh.vft(3), "the tie of the paper");
                 }
-                25 => assert_eq!(s.vft(1), frac(3, 7, VFT_ONE)),
+                25 => assert_eq!(s.sh.vft(1), frac(3, 7, VFT_ONE)),
                 _ => {}
             }
             s.check_invariants().unwrap();
@@ -1257,21 +1390,21 @@ mod tests {
         let q = s.new_queue(k, cpu.map(|j| CpuId(j as u32)), nv);
         for &c in clients {
             let c = ClientId(c);
-            s.unlink(c);
-            s.procs[c].nv = 0;
-            s.link(c, q, false);
+            let mut p = s.unlink(c);
+            p.nv = 0;
+            s.link(p, q, false);
         }
         if let Some(j) = cpu {
             s.cpus[j].group = Some(k);
             s.cpus[j].queue = Some(q);
-            s.groups[k as usize].assigned += 1;
+            s.sh.groups[k as usize].assigned += 1;
         }
         q
     }
 
     fn nv_is(s: &Gdq, c: u32, num: u128, den: u128) -> bool {
         let exact = frac(num, den, NV_ONE);
-        let got = s.procs[ClientId(c)].nv;
+        let got = s.nvt(ClientId(c)).unwrap();
         got >= exact && got - exact < 16
     }
 
@@ -1280,9 +1413,10 @@ mod tests {
         let mut ran = Vec::new();
         for &j in cpus {
             let c = s.policy_mut().intragroup(j).expect("work");
-            let p = &s.procs[c];
-            let inc = s.nv_charge(Q, p.order, p.phi);
-            s.policy_mut().procs[c].nv += inc;
+            let s = s.policy_mut();
+            let p = s.proc_of(c).unwrap();
+            let inc = s.sh.nv_charge(Q, p.order, p.phi);
+            s.proc_mut(c).unwrap().nv += inc;
             ran.push(c.0);
         }
         ran
@@ -1302,7 +1436,7 @@ mod tests {
         let q1 = install_queue(s.policy_mut(), Some(0), 2, &[4, 5], 1);
         let q2 = install_queue(s.policy_mut(), Some(1), 2, &[7], 1);
         let q3 = install_queue(s.policy_mut(), Some(2), 2, &[8, 9, 6], 1);
-        assert!(s.groups[2].queues.len() == 3, "the join-time stalled queue was freed");
+        assert!(s.sh.groups[2].queues.len() == 3, "the join-time stalled queue was freed");
         let cpus = [0, 1, 2];
         // t: ℘1 runs C4 (→1), ℘2 C7 (→1), ℘3 C8 (→2/3).
         assert_eq!(step(&mut s, &cpus), [4, 7, 8]);
@@ -1407,7 +1541,7 @@ mod tests {
             }
             let wt: i128 = work.iter().sum();
             for k in 0..ORDERS as u32 {
-                let members = (0..w.len()).filter(|&i| s.procs[ClientId(i as u32)].order == k);
+                let members = (0..w.len()).filter(|&i| s.proc_of(ClientId(i as u32)).unwrap().order == k);
                 let (wk, phik) = members.fold((0, 0), |(a, b), i| (a + work[i], b + w[i]));
                 if phik > 0 {
                     let e = wk * total - wt * phik; // E_k · Φ_T

@@ -228,7 +228,7 @@ impl Gr3MpPolicy {
                 continue;
             }
             if let Some(q) = self.frontlogs[c].owner.filter(|&q| q != cpu) {
-                let (from, to) = super::two_mut(&mut self.cpus, q, cpu);
+                let (from, to) = crate::percpu::two_mut(&mut self.cpus, q, cpu);
                 take_over(from, to, cpu, c, &mut self.frontlogs[c]);
                 self.waiting -= 1;
                 self.stats.take_overs += 1;

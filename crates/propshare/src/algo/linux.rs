@@ -16,14 +16,28 @@
 //! # Per-CPU runqueues
 //!
 //! Every CPU has its own runqueue ([`CpuPart`]: the policy's queue and
-//! virtual time, plus the list of its tasks in least-recently-run order that
-//! the balancer walks). There is no global virtual time. A client belongs to
-//! exactly one runqueue while runnable (`task_cpu`) and remembers the last one
-//! while blocked. The policy ([`FairRq`]) decides the order *inside* a
-//! runqueue; everything between runqueues is here, as named operations
-//! between two per-CPU parts: [`LinuxPolicy::migrate`] (detach from one
-//! runqueue, attach to another), [`LinuxPolicy::load_balance`] and
-//! [`LinuxPolicy::newidle_balance`].
+//! virtual time, the list of its tasks in least-recently-run order that
+//! the balancer walks, and the slab of its tasks' entities). There is no
+//! global virtual time. A client belongs to exactly one runqueue while
+//! runnable (`task_cpu`) and stays with the last one while blocked: its
+//! entity lives in that CPU's slab and moves with it. The global part is
+//! small: the tunables, the owner map (client → (CPU, slot),
+//! [`crate::percpu::OwnerMap`]), the readjustment and the LRU stamp counter.
+//! The policy ([`FairRq`]) decides the order *inside* a runqueue; everything
+//! between runqueues is here, as named operations between two per-CPU parts:
+//! [`migrate`] (detach from one runqueue, move the entity, attach to
+//! another: a function of the two parts and the owner map, which
+//! [`LinuxPolicy::migrate`] calls), a wake-up onto another CPU
+//! (`migrate_task_rq_fair`), [`LinuxPolicy::load_balance`] and
+//! [`LinuxPolicy::newidle_balance`]. The global part ([`LinuxShared`]) is
+//! the tunables, the owner map and two atomic counters; the readjustment,
+//! when on, stays with the policy. [`pick`] (with [`newidle_balance`]) and
+//! [`CpuPart::stopped`] reach the parts through [`crate::percpu::Parts`]:
+//! a slice in [`LinuxPolicy`], or one lock per CPU ([`crate::percpu::Locked`]:
+//! the survey reads one CPU at a time, the move holds both CPUs' locks in
+//! CPU id order and chooses its candidate under them);
+//! tests/linux_threaded.rs drives one thread per CPU that way. The client
+//! events and the periodic balancer still run over the policy's slice.
 //!
 //! # Wake-up placement (`select_task_rq_fair`)
 //!
@@ -177,11 +191,13 @@
 
 use std::collections::BTreeSet;
 use std::fmt::Debug;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::algo::reweigh::Reweigh;
 use crate::model::{ClientId, CpuId, StopReason, Time, Weight, MS};
+use crate::percpu::{two_mut, Owned, OwnerMap, Parts, Slab, Slot};
 use crate::readjust::Phi;
-use crate::roster::{ClientTable, Roster, Status};
+use crate::roster::{Roster, Status};
 use crate::scheduler::{Kick, SchedConfig};
 use crate::shell::{Policy, Shell};
 
@@ -525,13 +541,14 @@ pub trait FairRq: Clone + Debug {
     fn enqueue(&mut self, t: &Tunables, c: ClientId, se: &mut Entity, how: Enqueue);
     /// Remove a waiting client.
     fn dequeue(&mut self, t: &Tunables, c: ClientId, se: &mut Entity, how: Dequeue);
-    /// Choose the next client (it becomes `curr`) and its slice in ns.
-    fn pick(&mut self, t: &Tunables, ents: &mut ClientTable<Entity>) -> Option<(ClientId, Time)>;
+    /// Choose the next client (it becomes `curr`) and its slice in ns;
+    /// `entity` gives a queued client's entity.
+    fn pick(&mut self, t: &Tunables, entity: impl Fn(ClientId) -> Entity) -> Option<(ClientId, Time)>;
     /// `curr` stopped after running `ran` ns: charge it, and queue it again
     /// if it is still runnable (else it leaves this runqueue).
     fn put_prev(&mut self, t: &Tunables, c: ClientId, se: &mut Entity, ran: Time, still_runnable: bool);
-    /// Whether the just-enqueued `wakee` should preempt `curr`.
-    fn wakeup_preempt(&self, t: &Tunables, ents: &ClientTable<Entity>, wakee: ClientId) -> bool;
+    /// Whether the just-enqueued `wakee`, with entity `se`, should preempt `curr`.
+    fn wakeup_preempt(&self, t: &Tunables, wakee: ClientId, se: &Entity) -> bool;
     /// `update_curr`: charge the running client `c` the `ran` ns it has run
     /// since its last charge, at its current weight (before its weight
     /// changes, as `reweight_entity` does; `put_prev` charges the rest).
@@ -546,15 +563,245 @@ pub trait FairRq: Clone + Debug {
     fn migrate_sleeper(src: &Self, dst: &Self, se: &mut Entity);
 }
 
-/// One CPU's part: its runqueue, its tasks in least-recently-run order (the
-/// kernel's `rq->cfs_tasks`), and when it balances next.
+/// A client's entry in its CPU's slab: its entity, named by its client.
+#[derive(Clone, Copy, Debug)]
+struct Task {
+    client: ClientId,
+    se: Entity,
+}
+
+impl Owned for Task {
+    #[inline]
+    fn client(&self) -> ClientId {
+        self.client
+    }
+}
+
+/// One CPU's part: its runqueue, the entities of its tasks (runnable here,
+/// or blocked after they last ran here: the kernel's `task_cpu`), its
+/// tasks in least-recently-run order (the kernel's `rq->cfs_tasks`), and
+/// when it balances next.
 #[derive(Clone, Debug)]
 pub struct CpuPart<R> {
     /// The policy's runqueue.
     pub rq: R,
+    tasks: Slab<Task>,
     lru: BTreeSet<(u64, ClientId)>,
     next_balance: Time,
     nr_balance_failed: u32,
+}
+
+impl<R: FairRq> CpuPart<R> {
+    /// An empty part.
+    pub fn new(tun: &Tunables) -> CpuPart<R> {
+        CpuPart { rq: R::new(tun), tasks: Slab::default(), lru: BTreeSet::new(), next_balance: 0, nr_balance_failed: 0 }
+    }
+
+    /// The entity in slot `s`.
+    #[inline]
+    fn se(&mut self, s: Slot) -> &mut Entity {
+        &mut self.tasks.get_mut(s).se
+    }
+
+    /// A new client `c` with entity `se` gets its entry here, CPU `k`
+    /// (not yet queued: [`CpuPart::attach`]); returns its slot.
+    pub fn admit(&mut self, sh: &LinuxShared, k: usize, c: ClientId, mut se: Entity) -> Slot {
+        se.cpu = k;
+        let s = self.tasks.insert(Task { client: c, se });
+        sh.owners.set(c, k, s);
+        s
+    }
+
+    /// Queue slot `s`'s task (its entity here) with a new LRU stamp; whether
+    /// it should preempt the running client (`wakeup_preempt`).
+    pub fn attach(&mut self, sh: &LinuxShared, s: Slot, how: Enqueue) -> bool {
+        let stamp = sh.next_stamp();
+        let Task { client: c, se } = self.tasks.get_mut(s);
+        se.stamp = stamp;
+        self.rq.enqueue(&sh.tun, *c, se, how);
+        self.lru.insert((stamp, *c));
+        let (c, se) = (*c, *se);
+        self.rq.curr().is_some() && self.rq.wakeup_preempt(&sh.tun, c, &se)
+    }
+
+    /// Take waiting slot `s`'s task off the runqueue (its entity stays).
+    fn detach(&mut self, tun: &Tunables, s: Slot, how: Dequeue) {
+        let Task { client: c, se } = self.tasks.get_mut(s);
+        self.rq.dequeue(tun, *c, se, how);
+        self.lru.remove(&(se.stamp, *c));
+    }
+
+    /// Local dispatch: the runqueue's choice becomes `curr`, with a new
+    /// LRU stamp; its slice (at least 1 ns).
+    pub fn pick(&mut self, sh: &LinuxShared, now: Time) -> Option<(ClientId, Time)> {
+        let CpuPart { rq, tasks, .. } = self;
+        let (client, slice) = rq.pick(&sh.tun, |c| tasks.get(sh.owners.get(c).expect("queued").1).se)?;
+        let stamp = sh.next_stamp();
+        let (_, s) = sh.owners.get(client).expect("queued");
+        let se = &mut self.tasks.get_mut(s).se;
+        self.lru.remove(&(se.stamp, client));
+        se.stamp = stamp;
+        (se.exec_start, se.charged) = (now, 0);
+        self.lru.insert((stamp, client));
+        Some((client, slice.max(1)))
+    }
+
+    /// The running client `c` stops after `ran` ns (`put_prev_task`): queued
+    /// again if `why` leaves it runnable; its entry is dropped if it left.
+    pub fn stopped(&mut self, sh: &LinuxShared, c: ClientId, ran: Time, why: StopReason) {
+        let (_, s) = sh.owners.get(c).expect("a running client has an entity");
+        let se = &mut self.tasks.get_mut(s).se;
+        let rest = ran.saturating_sub(std::mem::take(&mut se.charged));
+        self.rq.put_prev(&sh.tun, c, se, rest, why.still_runnable());
+        if !why.still_runnable() {
+            self.lru.remove(&(se.stamp, c));
+            if why == StopReason::Left {
+                self.tasks.remove(s);
+                sh.owners.clear(c);
+            }
+        }
+    }
+
+    /// The waiting clients the balancer examines, least recently run first
+    /// (at most `nr_migrate`, the running one counted).
+    fn candidates(&self, nr_migrate: usize) -> Vec<ClientId> {
+        let curr = self.rq.curr();
+        self.lru.iter().take(nr_migrate).map(|&(_, c)| c).filter(|&c| Some(c) != curr).collect()
+    }
+}
+
+/// The global part: the tunables, the owner map (client → (CPU, slot):
+/// where its entity is), the LRU stamp counter and the migration count
+/// (atomics: a concurrent host shares them without a lock). The
+/// readjustment, when on, is the policy's.
+#[derive(Debug)]
+pub struct LinuxShared {
+    tun: Tunables,
+    owners: OwnerMap,
+    stamp: AtomicU64,
+    migrations: AtomicU64,
+}
+
+impl Clone for LinuxShared {
+    fn clone(&self) -> LinuxShared {
+        LinuxShared {
+            tun: self.tun,
+            owners: self.owners.clone(),
+            stamp: AtomicU64::new(self.stamp.load(Ordering::Relaxed)),
+            migrations: AtomicU64::new(self.migrations.load(Ordering::Relaxed)),
+        }
+    }
+}
+
+impl LinuxShared {
+    /// The global part for `tun`, with room in the owner map for client ids
+    /// below `capacity` (the policy grows it on join).
+    pub fn new(tun: Tunables, capacity: usize) -> LinuxShared {
+        LinuxShared { tun, owners: OwnerMap::new(capacity), stamp: AtomicU64::new(0), migrations: AtomicU64::new(0) }
+    }
+
+    /// The tunables in force.
+    pub fn tunables(&self) -> &Tunables {
+        &self.tun
+    }
+
+    /// Where client `c`'s entity is: its CPU and slot.
+    pub fn entry_of(&self, c: ClientId) -> Option<(usize, Slot)> {
+        self.owners.get(c)
+    }
+
+    /// Tasks moved between CPUs so far.
+    pub fn migrations(&self) -> u64 {
+        self.migrations.load(Ordering::Relaxed)
+    }
+
+    fn next_stamp(&self) -> u64 {
+        self.stamp.fetch_add(1, Ordering::Relaxed) + 1
+    }
+}
+
+/// Move waiting slot `s` of `from` to `to`, CPU `dst` (`detach_task` +
+/// `attach_task`): the balancer's cross-CPU step, a function of the two CPU
+/// parts and the global part. The entity moves with its task.
+pub fn migrate<R: FairRq>(sh: &LinuxShared, from: &mut CpuPart<R>, s: Slot, to: &mut CpuPart<R>, dst: usize) {
+    from.detach(&sh.tun, s, Dequeue::Migrate);
+    let t = sh.owners.move_entry(&mut from.tasks, s, &mut to.tasks, dst);
+    to.se(t).cpu = dst;
+    to.attach(sh, t, Enqueue::Migrated);
+    sh.migrations.fetch_add(1, Ordering::Relaxed);
+}
+
+/// The overloaded CPU (≥ 2 runnable) other than `this` with the highest
+/// load (ties: lowest id), reading each CPU's part on its own.
+fn find_busiest<R: FairRq, P: Parts<Part = CpuPart<R>> + ?Sized>(parts: &mut P, this: usize) -> Option<usize> {
+    let mut best: Option<(u64, usize)> = None;
+    for k in (0..parts.count()).filter(|&k| k != this) {
+        let (n, load) = parts.with(k, |p| (p.rq.nr_running(), p.rq.load()));
+        if n >= 2 && best.is_none_or(|(l, _)| load > l) {
+            best = Some((load, k));
+        }
+    }
+    best.map(|(_, k)| k)
+}
+
+/// New-idle balancing: an idle `this` pulls one waiting task from the
+/// busiest CPU (the least recently run candidate there). Returns whether it
+/// moved one. Under locks ([`crate::percpu::Locked`]) the survey reads one
+/// CPU at a time and the move holds both CPUs' locks; the candidate is
+/// chosen under them, so it is still waiting there.
+pub fn newidle_balance<R: FairRq, P: Parts<Part = CpuPart<R>> + ?Sized>(
+    sh: &LinuxShared,
+    parts: &mut P,
+    this: usize,
+) -> bool {
+    let Some(busiest) = find_busiest(parts, this) else { return false };
+    parts.with_two(busiest, this, |from, to| {
+        let Some(&c) = from.candidates(sh.tun.nr_migrate).first() else { return false };
+        let (_, s) = sh.owners.get(c).expect("a candidate has an entity");
+        migrate(sh, from, s, to, this);
+        true
+    })
+}
+
+/// CPU `k` picks: new-idle balancing first if its runqueue is empty, then
+/// one local dispatch.
+pub fn pick<R: FairRq, P: Parts<Part = CpuPart<R>> + ?Sized>(
+    sh: &LinuxShared,
+    parts: &mut P,
+    k: usize,
+    now: Time,
+) -> Option<(ClientId, Time)> {
+    if parts.with(k, |p| p.rq.nr_running() == 0) {
+        newidle_balance(sh, parts, k);
+    }
+    parts.with(k, |p| p.pick(sh, now))
+}
+
+/// Check the parts against each other (in CPU order); returns the number
+/// of entities and of queued clients. LX-1: every entity is in the slab of
+/// the CPU it names and where the owner map says, which names no other;
+/// LX-2: each CPU's LRU list holds exactly the clients queued there (its
+/// runqueue's count) and no client placed elsewhere.
+pub fn check_parts<'a, R: FairRq + 'a>(
+    sh: &LinuxShared,
+    parts: impl IntoIterator<Item = &'a CpuPart<R>>,
+) -> Result<(usize, usize), String> {
+    let (mut ents, mut queued) = (0, 0);
+    for (k, part) in parts.into_iter().enumerate() {
+        ents += sh.owners.check_slab(k, &part.tasks).map_err(|e| format!("LX-1: {e}"))?;
+        if let Some((_, t)) = part.tasks.iter().find(|(_, t)| t.se.cpu != k) {
+            return Err(format!("LX-1: {} has its entity on cpu {k} but names cpu {}", t.client, t.se.cpu));
+        }
+        if part.lru.len() != part.rq.nr_running() {
+            return Err(format!("LX-2: cpu {k} lists {} tasks but runs {}", part.lru.len(), part.rq.nr_running()));
+        }
+        if let Some(&(_, c)) = part.lru.iter().find(|&&(_, c)| sh.owners.get(c).is_none_or(|(j, _)| j != k)) {
+            return Err(format!("LX-2: {c} listed on cpu {k} but placed elsewhere"));
+        }
+        queued += part.rq.nr_running();
+    }
+    sh.owners.check_count(ents).map_err(|e| format!("LX-1: {e}"))?;
+    Ok((ents, queued))
 }
 
 /// A Linux-like scheduler: per-CPU runqueues of policy `R` plus the shared
@@ -567,11 +814,8 @@ pub type LinuxSched<R> = Shell<LinuxPolicy<R>>;
 /// enqueued (`reweight_entity` on a sleeping entity).
 #[derive(Clone, Debug)]
 pub struct LinuxPolicy<R: FairRq> {
-    tun: Tunables,
-    ents: ClientTable<Entity>,
+    sh: LinuxShared,
     cpus: Vec<CpuPart<R>>,
-    stamp: u64,
-    migrations: u64,
     reweigh: Reweigh,
 }
 
@@ -621,21 +865,12 @@ impl<R: FairRq> LinuxSched<R> {
 impl<R: FairRq> LinuxPolicy<R> {
     fn new(cfg: &SchedConfig, tun: Tunables, reweigh: Reweigh) -> Self {
         let cpus = cfg.cpus;
-        LinuxPolicy {
-            tun,
-            ents: ClientTable::new(),
-            cpus: (0..cpus)
-                .map(|_| CpuPart { rq: R::new(&tun), lru: BTreeSet::new(), next_balance: 0, nr_balance_failed: 0 })
-                .collect(),
-            stamp: 0,
-            migrations: 0,
-            reweigh,
-        }
+        LinuxPolicy { sh: LinuxShared::new(tun, 0), cpus: (0..cpus).map(|_| CpuPart::new(&tun)).collect(), reweigh }
     }
 
     /// The tunables in force.
     pub fn tunables(&self) -> &Tunables {
-        &self.tun
+        &self.sh.tun
     }
 
     /// The runqueue of CPU `cpu`.
@@ -645,12 +880,13 @@ impl<R: FairRq> LinuxPolicy<R> {
 
     /// A client's entity.
     pub fn entity(&self, c: ClientId) -> Option<&Entity> {
-        self.ents.get(c)
+        let (k, s) = self.sh.owners.get(c)?;
+        Some(&self.cpus[k].tasks.get(s).se)
     }
 
     /// Tasks moved between CPUs so far (balancing and wake-up placement).
     pub fn migrations(&self) -> u64 {
-        self.migrations
+        self.sh.migrations()
     }
 
     /// Readjust after a change of the runnable set or a weight, and give
@@ -667,14 +903,16 @@ impl<R: FairRq> LinuxPolicy<R> {
     /// client is first charged what it ran so far at its old weight
     /// (`reweight_entity`'s `update_curr`, Gap LINUX-6).
     fn set_load_weight(&mut self, r: &Roster, now: Time, c: ClientId, w: u64, pending: Option<ClientId>) {
-        let tun = self.tun;
+        let tun = self.sh.tun;
         let status = r.status(c);
         let queued = status.is_ok_and(Status::is_runnable) && pending != Some(c);
-        let Some(se) = self.ents.get_mut(c) else { return };
+        let Some((k, s)) = self.sh.owners.get(c) else { return };
+        let part = &mut self.cpus[k];
+        let se = &mut part.tasks.get_mut(s).se;
         if se.weight == w {
             return;
         }
-        let rq = &mut self.cpus[se.cpu].rq;
+        let rq = &mut part.rq;
         if queued {
             if let Ok(Status::Running(_)) = status {
                 let ran = now.saturating_sub(se.exec_start);
@@ -686,11 +924,6 @@ impl<R: FairRq> LinuxPolicy<R> {
         } else {
             rq.reweight_sleeping(&tun, se, w);
         }
-    }
-
-    fn next_stamp(&mut self) -> u64 {
-        self.stamp += 1;
-        self.stamp
     }
 
     fn is_idle(&self, k: usize) -> bool {
@@ -711,74 +944,35 @@ impl<R: FairRq> LinuxPolicy<R> {
         (0..p).map(|i| (prev + i) % p).find(|&k| self.is_idle(k)).unwrap_or(prev)
     }
 
+    /// Queue client `c`, whose entity is on CPU `k`, there; a kick if it
+    /// should preempt the running client.
     fn attach(&mut self, k: usize, c: ClientId, how: Enqueue) -> Kick {
-        let stamp = self.next_stamp();
-        let tun = self.tun;
-        let se = &mut self.ents[c];
-        se.cpu = k;
-        se.stamp = stamp;
-        let part = &mut self.cpus[k];
-        part.rq.enqueue(&tun, c, se, how);
-        part.lru.insert((stamp, c));
-        let preempt = part.rq.curr().is_some() && part.rq.wakeup_preempt(&tun, &self.ents, c);
-        preempt.then_some(CpuId(k as u32))
+        let (_, s) = self.sh.owners.get(c).expect("an entity");
+        self.cpus[k].attach(&self.sh, s, how).then_some(CpuId(k as u32))
     }
 
     fn detach(&mut self, c: ClientId, how: Dequeue) {
-        let tun = self.tun;
-        let se = &mut self.ents[c];
-        let part = &mut self.cpus[se.cpu];
-        part.rq.dequeue(&tun, c, se, how);
-        part.lru.remove(&(se.stamp, c));
+        let (k, s) = self.sh.owners.get(c).expect("an entity");
+        self.cpus[k].detach(&self.sh.tun, s, how);
     }
 
-    /// Move waiting client `c` from CPU `src` to CPU `dst`
-    /// (`detach_task` + `attach_task`).
+    /// Move waiting client `c` from CPU `src` to CPU `dst` ([`migrate`]).
     pub fn migrate(&mut self, src: usize, dst: usize, c: ClientId) {
-        let tun = self.tun;
-        let stamp = self.next_stamp();
-        let (from, to) = super::two_mut(&mut self.cpus, src, dst);
-        let se = &mut self.ents[c];
-        from.rq.dequeue(&tun, c, se, Dequeue::Migrate);
-        from.lru.remove(&(se.stamp, c));
-        se.cpu = dst;
-        se.stamp = stamp;
-        to.rq.enqueue(&tun, c, se, Enqueue::Migrated);
-        to.lru.insert((stamp, c));
-        self.migrations += 1;
+        let (k, s) = self.sh.owners.get(c).expect("an entity");
+        debug_assert_eq!(k, src, "{c} is not on cpu {src}");
+        let (from, to) = two_mut(&mut self.cpus, src, dst);
+        migrate(&self.sh, from, s, to, dst);
     }
 
-    /// The overloaded CPU (≥ 2 runnable) other than `this` with the highest
-    /// load (ties: lowest id).
-    fn find_busiest(&self, this: usize) -> Option<usize> {
-        (0..self.cpus.len())
-            .filter(|&k| k != this && self.cpus[k].rq.nr_running() >= 2)
-            .max_by(|&a, &b| self.cpus[a].rq.load().cmp(&self.cpus[b].rq.load()).then(b.cmp(&a)))
-    }
-
-    /// The waiting clients of `src` that the balancer examines, least
-    /// recently run first (at most `nr_migrate`, the running one counted).
-    fn candidates(&self, src: usize) -> Vec<ClientId> {
-        let curr = self.cpus[src].rq.curr();
-        self.cpus[src].lru.iter().take(self.tun.nr_migrate).map(|&(_, c)| c).filter(|&c| Some(c) != curr).collect()
-    }
-
-    /// An idle `this` pulls one waiting task from the busiest CPU.
-    /// Returns whether it moved one.
+    /// An idle `this` pulls one waiting task from the busiest CPU
+    /// ([`newidle_balance`]). Returns whether it moved one.
     pub fn newidle_balance(&mut self, this: usize) -> bool {
-        let Some(busiest) = self.find_busiest(this) else { return false };
-        match self.candidates(busiest).first() {
-            Some(&c) => {
-                self.migrate(busiest, this, c);
-                true
-            }
-            None => false,
-        }
+        newidle_balance(&self.sh, self.cpus.as_mut_slice(), this)
     }
 
     /// One periodic balance pass of CPU `this`; returns the number of tasks moved.
     pub fn load_balance(&mut self, this: usize) -> usize {
-        let Some(busiest) = self.find_busiest(this) else {
+        let Some(busiest) = find_busiest(self.cpus.as_mut_slice(), this) else {
             self.cpus[this].nr_balance_failed = 0;
             return 0;
         };
@@ -792,7 +986,10 @@ impl<R: FairRq> LinuxPolicy<R> {
         // Balanced: this is at least as loaded as the busiest, or as the average;
         // or both are overloaded and the busiest is within imbalance_pct.
         let overloaded = self.cpus[this].rq.nr_running() >= 2;
-        if local >= busy || p * local >= total || (overloaded && 100 * busy <= self.tun.imbalance_pct as u128 * local) {
+        if local >= busy
+            || p * local >= total
+            || (overloaded && 100 * busy <= self.sh.tun.imbalance_pct as u128 * local)
+        {
             self.cpus[this].nr_balance_failed = 0;
             return 0;
         }
@@ -802,13 +999,13 @@ impl<R: FairRq> LinuxPolicy<R> {
             self.cpus[this].nr_balance_failed = 0;
             return 0;
         }
-        let failed = if self.tun.balance_failed_relax { self.cpus[this].nr_balance_failed.min(63) } else { 0 };
+        let failed = if self.sh.tun.balance_failed_relax { self.cpus[this].nr_balance_failed.min(63) } else { 0 };
         let mut moved = 0;
-        for c in self.candidates(busiest) {
+        for c in self.cpus[busiest].candidates(self.sh.tun.nr_migrate) {
             if imbalance == 0 {
                 break;
             }
-            let w = p * self.ents[c].weight as u128;
+            let w = p * self.entity(c).expect("queued").weight as u128;
             if w >> failed > imbalance {
                 continue;
             }
@@ -825,7 +1022,7 @@ impl<R: FairRq> LinuxPolicy<R> {
     fn balance_due(&mut self, now: Time) {
         for k in 0..self.cpus.len() {
             if now >= self.cpus[k].next_balance {
-                self.cpus[k].next_balance = now.saturating_add(self.tun.balance_interval.max(1));
+                self.cpus[k].next_balance = now.saturating_add(self.sh.tun.balance_interval.max(1));
                 self.load_balance(k);
             }
         }
@@ -844,8 +1041,9 @@ impl<R: FairRq> Policy for LinuxPolicy<R> {
         self.balance_due(now);
         let k = self.select_cpu_new();
         let mut se = Entity::new(w.get(), k);
-        se.slice = self.tun.base_slice;
-        self.ents.insert(c, se);
+        se.slice = self.sh.tun.base_slice;
+        self.sh.owners.reserve(c);
+        self.cpus[k].admit(&self.sh, k, c, se);
         self.reweigh.insert(c, w);
         self.readjust(r, now, Some(c));
         self.attach(k, c, Enqueue::New)
@@ -856,7 +1054,9 @@ impl<R: FairRq> Policy for LinuxPolicy<R> {
         if was == Status::Runnable {
             self.detach(c, Dequeue::Leave);
         }
-        self.ents.remove(c);
+        let (k, s) = self.sh.owners.get(c).expect("an entity");
+        self.cpus[k].tasks.remove(s);
+        self.sh.owners.clear(c);
         self.reweigh.remove(c, w);
         self.readjust(r, now, None);
         self.balance_due(now);
@@ -875,12 +1075,15 @@ impl<R: FairRq> Policy for LinuxPolicy<R> {
         self.reweigh.insert(c, w);
         self.readjust(r, now, Some(c));
         self.balance_due(now);
-        let prev = self.ents[c].cpu;
+        let (prev, s) = self.sh.owners.get(c).expect("an entity");
         let k = self.select_cpu_wake(prev);
         if k != prev {
-            let (from, to) = super::two_mut(&mut self.cpus, prev, k);
-            R::migrate_sleeper(&from.rq, &to.rq, &mut self.ents[c]);
-            self.migrations += 1;
+            // Its entity moves with it: a cross-CPU step.
+            let (from, to) = two_mut(&mut self.cpus, prev, k);
+            R::migrate_sleeper(&from.rq, &to.rq, &mut from.tasks.get_mut(s).se);
+            let t = self.sh.owners.move_entry(&mut from.tasks, s, &mut to.tasks, k);
+            to.se(t).cpu = k;
+            self.sh.migrations.fetch_add(1, Ordering::Relaxed);
         }
         self.attach(k, c, Enqueue::Wakeup)
     }
@@ -896,60 +1099,36 @@ impl<R: FairRq> Policy for LinuxPolicy<R> {
     #[inline]
     fn pick(&mut self, _r: &Roster, now: Time, cpu: CpuId) -> Option<(ClientId, Time)> {
         self.balance_due(now);
-        let k = cpu.index();
-        if self.cpus[k].rq.nr_running() == 0 {
-            self.newidle_balance(k);
-        }
-        let tun = self.tun;
-        let (client, slice) = self.cpus[k].rq.pick(&tun, &mut self.ents)?;
-        let stamp = self.next_stamp();
-        let se = &mut self.ents[client];
-        self.cpus[k].lru.remove(&(se.stamp, client));
-        se.stamp = stamp;
-        (se.exec_start, se.charged) = (now, 0);
-        self.cpus[k].lru.insert((stamp, client));
-        Some((client, slice.max(1)))
+        pick(&self.sh, self.cpus.as_mut_slice(), cpu.index(), now)
     }
 
     #[inline]
     fn stopped(&mut self, r: &Roster, now: Time, cpu: CpuId, c: ClientId, w: Weight, ran: Time, why: StopReason) {
-        let tun = self.tun;
-        let se = &mut self.ents[c];
-        let part = &mut self.cpus[cpu.index()];
-        let rest = ran.saturating_sub(std::mem::take(&mut se.charged));
-        part.rq.put_prev(&tun, c, se, rest, why.still_runnable());
+        self.cpus[cpu.index()].stopped(&self.sh, c, ran, why);
         if !why.still_runnable() {
-            part.lru.remove(&(se.stamp, c));
-            if why == StopReason::Left {
-                self.ents.remove(c);
-            }
             self.reweigh.remove(c, w);
             self.readjust(r, now, None);
         }
         self.balance_due(now);
     }
 
-    /// LX-1: every runnable client has an entity on the CPU its entity
-    /// names, and the CPUs' run queues count exactly the runnable clients
-    /// (running ones included); LX-2: each CPU's LRU list holds exactly the
-    /// clients queued on it.
+    /// LX-1: every client has an entity, in the slab of the CPU the entity
+    /// names and where the owner map says (which names no other), and the
+    /// CPUs' run queues count exactly the runnable clients (running ones
+    /// included); LX-2: each CPU's LRU list holds exactly the clients
+    /// queued on it.
     #[inline]
     fn check_invariants(&self, r: &Roster) -> Result<(), String> {
         let queued: usize = self.cpus.iter().map(|k| k.rq.nr_running()).sum();
         if queued != r.runnable() {
             return Err(format!("LX-1: run queues hold {queued}, {} runnable", r.runnable()));
         }
-        if self.ents.iter().count() != r.len() {
-            return Err(format!("LX-1: {} entities for {} clients", self.ents.iter().count(), r.len()));
+        let (ents, queued) = check_parts(&self.sh, &self.cpus)?;
+        if ents != r.len() {
+            return Err(format!("LX-1: {ents} entities for {} clients", r.len()));
         }
-        let listed: usize = self.cpus.iter().map(|k| k.lru.len()).sum();
-        if listed != r.runnable() {
-            return Err(format!("LX-2: LRU lists hold {listed}, {} runnable", r.runnable()));
-        }
-        for (k, part) in self.cpus.iter().enumerate() {
-            if let Some(&(_, c)) = part.lru.iter().find(|&&(_, c)| self.ents.get(c).is_none_or(|e| e.cpu != k)) {
-                return Err(format!("LX-2: {c} listed on cpu {k} but placed elsewhere"));
-            }
+        if queued != r.runnable() {
+            return Err(format!("LX-2: LRU lists hold {queued}, {} runnable", r.runnable()));
         }
         Ok(())
     }
@@ -958,6 +1137,36 @@ impl<R: FairRq> Policy for LinuxPolicy<R> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The state split: an entity lives in the slab of its task's CPU (a
+    /// blocked task's: the last one) and moves with it; the owner map follows.
+    #[test]
+    fn entity_moves_with_its_task() {
+        use crate::Scheduler;
+        let mut s = super::super::cfs::Cfs::new(SchedConfig::new(2, MS));
+        let w = Weight::new(1024).unwrap();
+        let (a, b, c) = (ClientId(0), ClientId(1), ClientId(2));
+        let home = |s: &super::super::cfs::Cfs, x: ClientId| {
+            let p = s.policy();
+            let (k, slot) = p.sh.owners.get(x).unwrap();
+            assert_eq!(p.cpus[k].tasks.get(slot).client, x);
+            assert_eq!(p.cpus[k].tasks.get(slot).se.cpu, k);
+            (k, p.cpus[0].tasks.len(), p.cpus[1].tasks.len())
+        };
+        s.join(0, a, w).unwrap(); // idle cpu 0
+        s.join(0, b, w).unwrap(); // idle cpu 1
+        s.block(0, b).unwrap(); // b's entity stays on cpu 1
+        assert_eq!(home(&s, b), (1, 1, 1));
+        s.join(0, c, w).unwrap(); // cpu 1 is idle again
+        s.block(0, a).unwrap();
+        s.wake(0, b).unwrap(); // cpu 1 is busy, cpu 0 idle: b moves
+        assert_eq!(home(&s, b), (0, 2, 1));
+        assert_eq!(home(&s, c), (1, 2, 1));
+        s.leave(0, a).unwrap();
+        assert_eq!(home(&s, b), (0, 1, 1));
+        assert_eq!(s.policy().entity(a), None);
+        s.policy().check_invariants(s.roster()).unwrap();
+    }
 
     #[test]
     fn weight_table_matches_the_kernel() {
