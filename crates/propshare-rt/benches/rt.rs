@@ -154,7 +154,8 @@ fn overhead(s: &Sizes) -> f64 {
     println!("|---|---:|---:|");
     let n = s.tasks;
     let per = |d: Duration| d.as_nanos() as f64 / n as f64;
-    let rows: Vec<(&str, Box<dyn Fn(fn() -> u64) -> Duration>)> = vec![
+    type Row = (&'static str, Box<dyn Fn(fn() -> u64) -> Duration>);
+    let rows: Vec<Row> = vec![
         ("crossbeam-channel pool", Box::new(move |w| crossbeam_pool(n, w))),
         ("rayon scope.spawn", Box::new(move |w| rayon_scope(n, w))),
         ("tokio spawn + await", Box::new(move |w| tokio_spawn(n, w))),
@@ -213,19 +214,39 @@ fn shares_run(spec: &str, workers: usize, weights: &[u64], run: Duration) -> Sna
     snap
 }
 
-/// (worst share error in points, max |lag| in slices, shares, ideal shares).
-fn share_error(snap: &Snapshot) -> (f64, f64, Vec<f64>, Vec<f64>) {
+/// The scheduler's proven lag bound for these weights, in slices (open
+/// interval): GR3MP Theorem 2 (feasible weights after readjustment; g
+/// groups of weights by floor(log2 w), taking the lower bound's
+/// `phi_C/Phi_T` at its largest, 1), DWRR Theorem 1 (feasible weights,
+/// fixed set; B = 3 slices, the registry's default). `None`: no bound stated.
+fn bound(spec: &str, weights: &[u64], workers: usize) -> Option<(f64, f64)> {
+    let mut orders: Vec<u32> = weights.iter().map(|w| w.ilog2()).collect();
+    orders.sort_unstable();
+    orders.dedup();
+    let g = orders.len() as f64;
+    let w_max = *weights.iter().max()? as f64;
+    match spec {
+        "gr3mp" => Some((-((g - 1.0) * (g - 2.0) / 2.0).max(0.0) - 4.0, 2.0 * g + 10.0 + (g - 1.0) / workers as f64)),
+        "dwrr" => Some((-3.0 * w_max * 3.0, 2.0 * w_max * 3.0)),
+        _ => None,
+    }
+}
+
+/// (worst share error in points, (min, max) lag in slices, shares, ideal shares).
+fn share_error(snap: &Snapshot) -> (f64, (f64, f64), Vec<f64>, Vec<f64>) {
     let total: u64 = snap.groups.iter().map(|g| g.cpu_ns).sum();
     let rates: Vec<f64> = snap.groups.iter().map(|g| g.ideal_rate.0 as f64 / g.ideal_rate.1 as f64).collect();
     let rate_sum: f64 = rates.iter().sum();
     let shares: Vec<f64> = snap.groups.iter().map(|g| g.cpu_ns as f64 / total.max(1) as f64).collect();
     let ideal: Vec<f64> = rates.iter().map(|r| r / rate_sum).collect();
     let worst = shares.iter().zip(&ideal).map(|(s, i)| (s - i).abs() * 100.0).fold(0.0, f64::max);
-    let lag = snap.groups.iter().map(|g| g.max_lag_ns.max(-g.min_lag_ns)).max().unwrap_or(0);
-    (worst, lag as f64 / snap.slice_ns as f64, shares, ideal)
+    let q = snap.slice_ns as f64;
+    let lo = snap.groups.iter().map(|g| g.min_lag_ns).min().unwrap_or(0) as f64 / q;
+    let hi = snap.groups.iter().map(|g| g.max_lag_ns).max().unwrap_or(0) as f64 / q;
+    (worst, (lo, hi), shares, ideal)
 }
 
-fn shares(s: &Sizes) -> (f64, f64) {
+fn shares(s: &Sizes) -> (f64, Vec<String>) {
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     println!("## 2. Shares and lag of CPU-bound groups, 1 ms slices, {:?} each\n", s.share_run);
     println!(
@@ -235,13 +256,15 @@ fn shares(s: &Sizes) -> (f64, f64) {
          oversubscribed (the OS time-slices them), which the CPU clock takes out of the lag \
          but not out of the wait times.\n"
     );
-    println!("| scheduler | workers | weights | shares % | ideal % | worst error (points) | max \\|lag\\| (slices) |");
-    println!("|---|---:|---|---|---|---:|---:|");
+    println!(
+        "| scheduler | workers | weights | shares % | ideal % | worst error (points) | lag min..max (slices) | proven bound (slices) |"
+    );
+    println!("|---|---:|---|---|---|---:|---|---|");
     let equal17 = [1u64; 17];
     let cases: [(&str, usize, &[u64]); 3] =
         [("1:2:3", 2, &[1, 2, 3]), ("10:1:1", 2, &[10, 1, 1]), ("17 x 1", 16, &equal17)];
     let mut worst_two = 0.0f64;
-    let mut worst_lag = 0.0f64;
+    let mut outside = Vec::new();
     for spec in ["gr3mp", "dwrr", "sfs"] {
         for (label, workers, weights) in cases {
             let snap = shares_run(spec, workers, weights, s.share_run);
@@ -254,17 +277,28 @@ fn shares(s: &Sizes) -> (f64, f64) {
                     v.iter().map(|x| format!("{:.2}", x * 100.0)).collect::<Vec<_>>().join(" / ")
                 }
             };
-            println!("| {spec} | {workers} | {label} | {} | {} | {worst:.2} | {lag:.1} |", fmt(&sh), fmt(&id));
+            let feasible = weights.iter().all(|&w| w * workers as u64 <= weights.iter().sum::<u64>());
+            let b = bound(spec, weights, workers).filter(|_| feasible || spec == "gr3mp");
+            let bound_text = b.map_or("none stated".to_string(), |(lo, hi)| format!("({lo:.1}, {hi:.1})"));
+            println!(
+                "| {spec} | {workers} | {label} | {} | {} | {worst:.2} | {:.1}..{:.1} | {bound_text} |",
+                fmt(&sh),
+                fmt(&id),
+                lag.0,
+                lag.1
+            );
             if workers == 2 && spec != "dwrr" {
                 worst_two = worst_two.max(worst);
             }
-            if spec == "gr3mp" {
-                worst_lag = worst_lag.max(lag);
+            if let Some((lo, hi)) = b {
+                if lag.0 < lo - 1.0 || lag.1 > hi + 1.0 {
+                    outside.push(format!("{spec} {label}"));
+                }
             }
         }
     }
     println!();
-    (worst_two, worst_lag)
+    (worst_two, outside)
 }
 
 // ----- 3. scaling -----
@@ -371,12 +405,16 @@ fn main() {
     let s = if quick { &QUICK } else { &FULL };
     println!("# propshare-rt benchmark{}\n", if quick { " (--quick: tiny sizes, figures mean nothing)" } else { "" });
     let ratio = overhead(s);
-    let (share_pts, lag_slices) = shares(s);
+    let (share_pts, outside) = shares(s);
     let flat = scaling(s);
     println!("## Targets (issue 19 item 5)\n");
     println!("* per-task overhead, empty task, 1 group: {ratio:.2}x the crossbeam pool (target at most 2x)");
     println!("* worst share error on 2 workers (gr3mp, sfs; 1:2:3 and 10:1:1): {share_pts:.2} points (target 1)");
-    println!("* GR3MP max |lag|: {lag_slices:.1} slices (see docs/EXECUTOR.md for the bounds)");
+    if outside.is_empty() {
+        println!("* lag within the proven bound plus one slice in every row that has one");
+    } else {
+        println!("* lag outside the proven bound plus one slice: {}", outside.join(", "));
+    }
     println!(
         "* DWRR decisions per CPU-second, max/min over the worker counts: {flat:.2}x (target: per-worker throughput within 2x)"
     );
