@@ -359,6 +359,9 @@ pub(crate) struct GroupInner {
     live: AtomicU64,
     weight: AtomicU64,
     on_worker: AtomicBool,
+    /// `Transition::joined`, readable without the lock (statistics read it
+    /// while holding the lag book, which comes after the transition lock).
+    joined: AtomicBool,
     m: Counters,
 }
 
@@ -399,6 +402,7 @@ impl GroupInner {
             r
         } else {
             t.joined = true;
+            self.joined.store(true, SeqCst);
             let r = sh.host.join(now, self.id, w);
             if let Some(mut l) = sh.lag() {
                 l.join(self.id, w);
@@ -462,9 +466,7 @@ impl GroupInner {
         let m = &self.m;
         let state = self.state.load(SeqCst);
         let (lag_ns, range, rate) = match lag {
-            Some(l) if state != GONE && lock(&self.transition).joined => {
-                (l.lag(self.id), l.range(self.id), l.rate(self.id))
-            }
+            Some(l) if state != GONE && self.joined.load(SeqCst) => (l.lag(self.id), l.range(self.id), l.rate(self.id)),
             _ => (0, LagRange::default(), (0, 1)),
         };
         GroupStats {
@@ -640,6 +642,7 @@ impl Runtime {
             live: AtomicU64::new(0),
             weight: AtomicU64::new(w.get()),
             on_worker: AtomicBool::new(false),
+            joined: AtomicBool::new(false),
             m: Counters::default(),
         });
         *lock(&sh.slots[id as usize]) = Some(inner.clone());

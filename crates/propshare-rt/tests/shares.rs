@@ -113,14 +113,27 @@ fn weights_ignored_fail_the_share_check() {
     let snap = cpu_bound("rr", 2, &[1, 2, 3], Duration::from_millis(800));
     let (worst, shares) = worst_share_error(&snap, &[1.0 / 6.0, 2.0 / 6.0, 3.0 / 6.0]);
     assert!(worst > TOL, "rr passed the share check ({shares:?}): the check cannot tell weights from none");
+    let lowest = snap.groups.iter().map(|g| g.min_lag_ns).min().unwrap();
+    assert!(
+        lowest < -LAG_BOUND_SLICES * snap.slice_ns as i64,
+        "rr passed the lag check (lowest lag {lowest} ns): the check cannot tell weights from none"
+    );
 }
 
+/// Lag bound for the lag tests, in slices. GR3MP's Theorem 2 gives
+/// (-4, 14.5) slices for 1:2:3 on 2 CPUs; a worker thread that the OS
+/// leaves off the CPU mid-slice holds its group meanwhile (at load 15 we
+/// measured -14 slices), so the test allows 40. Weights ignored, the
+/// weight-3 group falls behind by a sixth of the CPU clock, about 270
+/// slices in 0.8 s (`weights_ignored_fail_the_share_check` checks that).
+const LAG_BOUND_SLICES: i64 = 40;
+
 /// Lag against the fluid reference (on the runtime's CPU clock, see
-/// `propshare_rt::lag`) stays within a few slices for GR3MP.
+/// `propshare_rt::lag`) stays bounded for GR3MP: no drift.
 #[test]
-fn gr3mp_lag_stays_within_a_few_slices() {
+fn gr3mp_lag_stays_bounded() {
     let snap = cpu_bound("gr3mp", 2, &[1, 2, 3], Duration::from_millis(1000));
-    let bound = 10 * snap.slice_ns as i64;
+    let bound = LAG_BOUND_SLICES * snap.slice_ns as i64;
     for g in &snap.groups {
         assert!(
             g.max_lag_ns <= bound && g.min_lag_ns >= -bound,
