@@ -31,7 +31,7 @@ pub struct Entry {
     /// Its tunable parameters (empty for most).
     pub params: &'static [Param],
     /// Build one with resolved parameters.
-    pub build: fn(SchedConfig, &Params) -> Box<dyn Scheduler>,
+    pub build: fn(SchedConfig, &Params) -> Box<dyn Scheduler + Send>,
 }
 
 /// The kind and range of a parameter's value.
@@ -193,7 +193,11 @@ const CFS_PARAMS: &[Param] = &[
 ];
 
 /// A one-queue tag scheduler, plain or over readjusted weights.
-fn tagged<R: algo::one_queue::TagRules + 'static>(cfg: SchedConfig, p: &Params) -> Box<dyn Scheduler> {
+fn tagged<R>(cfg: SchedConfig, p: &Params) -> Box<dyn Scheduler + Send>
+where
+    R: algo::one_queue::TagRules + Send + 'static,
+    R::Tags: Send,
+{
     type S<R> = crate::shell::Shell<algo::one_queue::OneQueue<R>>;
     if p.flag("readjust") {
         Box::new(S::<R>::with_readjustment(cfg))
@@ -203,7 +207,7 @@ fn tagged<R: algo::one_queue::TagRules + 'static>(cfg: SchedConfig, p: &Params) 
 }
 
 /// A baseline in its three variants (`dedicate` implies `readjust`).
-fn variants<P: crate::shell::Variants + 'static>(cfg: SchedConfig, p: &Params) -> Box<dyn Scheduler> {
+fn variants<P: crate::shell::Variants + Send + 'static>(cfg: SchedConfig, p: &Params) -> Box<dyn Scheduler + Send> {
     type S<P> = crate::shell::Shell<P>;
     match (p.flag("readjust"), p.flag("dedicate")) {
         (_, true) => Box::new(S::<P>::with_dedicated_cpus(cfg)),
@@ -226,7 +230,11 @@ fn srr(cfg: SchedConfig, p: &Params) -> Box<dyn Scheduler> {
 
 /// CFS or EEVDF with the readjustment and balance-relaxation options (and
 /// CFS's `keeplag`).
-fn linux<R: algo::linux::FairRq + 'static>(cfg: SchedConfig, p: &Params, keep_lag: bool) -> Box<dyn Scheduler> {
+fn linux<R: algo::linux::FairRq + Send + 'static>(
+    cfg: SchedConfig,
+    p: &Params,
+    keep_lag: bool,
+) -> Box<dyn Scheduler + Send> {
     let tun = algo::linux::Tunables {
         balance_failed_relax: p.flag("lbfail"),
         reweight_keeps_lag: keep_lag,
@@ -236,7 +244,10 @@ fn linux<R: algo::linux::FairRq + 'static>(cfg: SchedConfig, p: &Params, keep_la
 }
 
 /// DWRR's options from its parameters: B = round·Q, U = unit.
-fn dwrr_options(cfg: SchedConfig, p: &Params, carry: bool) -> algo::dwrr::DwrrOptions {
+/// DWRR's options from resolved registry parameters (`round`, `unit`) on
+/// `cfg`, with the overrun carried if `carry`: what the `dwrr*` entries
+/// build with, for hosts that drive DWRR's per-CPU parts themselves.
+pub fn dwrr_options(cfg: SchedConfig, p: &Params, carry: bool) -> algo::dwrr::DwrrOptions {
     let opts = algo::dwrr::DwrrOptions {
         round_unit: cfg.quantum.saturating_mul(p.int("round")).max(1),
         weight_unit: p.int("unit"),
@@ -686,6 +697,12 @@ fn parse_value(p: &Param, text: &str) -> Result<u64, String> {
 /// With parameters given, the scheduler is named by the spec as written
 /// (trimmed), so that runs with different parameters are told apart.
 pub fn build(spec: &str, cfg: SchedConfig) -> Result<Box<dyn Scheduler>, BuildError> {
+    Ok(build_send(spec, cfg)?)
+}
+
+/// [`build`], typed `Send` (every registered scheduler is plain owned
+/// data), for a threaded host that keeps it behind a lock.
+pub fn build_send(spec: &str, cfg: SchedConfig) -> Result<Box<dyn Scheduler + Send>, BuildError> {
     let parsed = parse_spec(spec)?;
     let name = if parsed.given.is_empty() { None } else { Some(spec.trim().to_string()) };
     build_parsed(&parsed, name, cfg)
@@ -694,7 +711,7 @@ pub fn build(spec: &str, cfg: SchedConfig) -> Result<Box<dyn Scheduler>, BuildEr
 /// Build `spec` for `cfg` and call it `display` (a scenario names a
 /// scheduler and gives its parameters in a table).
 pub fn build_as(display: &str, spec: &SchedSpec, cfg: SchedConfig) -> Result<Box<dyn Scheduler>, BuildError> {
-    build_parsed(spec, Some(display.to_string()), cfg)
+    Ok(build_parsed(spec, Some(display.to_string()), cfg)?)
 }
 
 /// The round slice of `spec` on `cfg` for a client of weight `w`, for the
@@ -716,7 +733,11 @@ pub fn check(spec: &str) -> Result<(), BuildError> {
     resolve(find(&parsed.name)?, &parsed.given).map(drop)
 }
 
-fn build_parsed(spec: &SchedSpec, name: Option<String>, cfg: SchedConfig) -> Result<Box<dyn Scheduler>, BuildError> {
+fn build_parsed(
+    spec: &SchedSpec,
+    name: Option<String>,
+    cfg: SchedConfig,
+) -> Result<Box<dyn Scheduler + Send>, BuildError> {
     let entry = find(&spec.name)?;
     let params = resolve(entry, &spec.given)?;
     cfg.validate()?;
@@ -731,7 +752,7 @@ fn build_parsed(spec: &SchedSpec, name: Option<String>, cfg: SchedConfig) -> Res
 /// name for it); every call passes through.
 struct Named {
     name: Cow<'static, str>,
-    inner: Box<dyn Scheduler>,
+    inner: Box<dyn Scheduler + Send>,
 }
 
 impl Scheduler for Named {

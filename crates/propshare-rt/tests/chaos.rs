@@ -1,0 +1,224 @@
+//! Chaos: random spawns (closures and futures, some panicking, some
+//! spawning more), weight changes, group closes (draining and cancelling),
+//! pauses, and a shutdown (drain, cancel, or drop) in the middle, on random
+//! schedulers, worker counts and slices. Seeded, so a failure repeats.
+//!
+//! Checked for every seed: every handle resolves (a watchdog aborts the
+//! process if one hangs); a task that returns gives its own value back; a
+//! task that does not panic never reports `Panicked`, one that panics never
+//! reports `Ok`; the handles' outcomes add up exactly to the groups'
+//! counters (completed, panicked, cancelled), every accepted task was
+//! counted as submitted, and none is left live: zero lost.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use propshare_rt::{Group, GroupError, JoinError, JoinHandle, Runtime, SpawnError};
+use rand::{Rng, SeedableRng};
+use rand_pcg::Pcg64;
+
+const SCHEDULERS: &[&str] =
+    &["gr3mp", "dwrr", "dwrr-cfs+carry", "wfq+readjust", "sfs", "gdq", "dfs", "stride", "eevdf", "gr3"];
+
+/// A spawned task: its handle, whether it panics, the value it returns otherwise.
+struct Spawned {
+    handle: JoinHandle<u64>,
+    panics: bool,
+    value: u64,
+}
+
+type Book = Arc<Mutex<Vec<Spawned>>>;
+
+fn spin(d: Duration) {
+    let t = Instant::now();
+    while t.elapsed() < d {
+        std::hint::spin_loop();
+    }
+}
+
+/// Spawn a closure of `work` µs into `g`; it may panic, and may spawn one
+/// more into its own group (that one recorded in `book` as well).
+fn spawn_closure(g: &Group, book: &Book, value: u64, work: u64, panics: bool, nested: bool) {
+    let (g2, book2) = (g.clone(), book.clone());
+    let r = g.spawn(move || {
+        spin(Duration::from_micros(work));
+        if nested {
+            spawn_closure(&g2, &book2, value ^ 0xabcd, work / 2, false, false);
+        }
+        if panics {
+            panic!("task {value} panics on purpose");
+        }
+        value
+    });
+    record(book, r, panics, value);
+}
+
+fn record(book: &Book, r: Result<JoinHandle<u64>, SpawnError>, panics: bool, value: u64) {
+    match r {
+        Ok(handle) => book.lock().unwrap().push(Spawned { handle, panics, value }),
+        // Refused: never accepted, so nothing to resolve.
+        Err(SpawnError::Closed(_) | SpawnError::ShuttingDown) => {}
+    }
+}
+
+fn chaos(seed: u64) {
+    let mut r = Pcg64::seed_from_u64(seed);
+    let spec = SCHEDULERS[r.random_range(0..SCHEDULERS.len())];
+    let workers = r.random_range(1..=4);
+    let slice = [50u64, 200, 1000][r.random_range(0..3)];
+    let what = format!("seed {seed}: {spec} on {workers} workers, {slice} µs slices");
+    let rt = Runtime::builder()
+        .workers(workers)
+        .scheduler(spec)
+        .slice(Duration::from_micros(slice))
+        .max_groups(6)
+        .drop_timeout(Duration::from_secs(20))
+        .build()
+        .unwrap();
+    let book: Book = Arc::new(Mutex::new(Vec::new()));
+    let mut groups: Vec<Group> = Vec::new();
+    let mut all: Vec<Group> = Vec::new();
+    let ops = r.random_range(200..600);
+    for op in 0..ops {
+        let value = seed << 32 | op as u64;
+        let roll = r.random_range(0..100);
+        if groups.is_empty() || roll < 6 {
+            match rt.group(&format!("g{op}"), r.random_range(1..=8)) {
+                Ok(g) => {
+                    groups.push(g.clone());
+                    all.push(g);
+                }
+                Err(GroupError::TooManyGroups { .. }) => {}
+                Err(e) => panic!("{what}: group: {e}"),
+            }
+            continue;
+        }
+        let g = groups[r.random_range(0..groups.len())].clone();
+        match roll {
+            6..50 => {
+                let (work, panics, nested) = (r.random_range(0..40), r.random_bool(0.05), r.random_bool(0.1));
+                spawn_closure(&g, &book, value, work, panics, nested);
+            }
+            50..70 => {
+                let (yields, panics) = (r.random_range(0..5), r.random_bool(0.05));
+                let h = g.spawn_future(async move {
+                    for _ in 0..yields {
+                        spin(Duration::from_micros(5));
+                        propshare_rt::yield_now().await;
+                    }
+                    if panics {
+                        panic!("future {value} panics on purpose");
+                    }
+                    value
+                });
+                record(&book, h, panics, value);
+            }
+            70..78 => match g.set_weight(r.random_range(1..=10)) {
+                Ok(()) | Err(GroupError::Closed(_)) => {}
+                Err(e) => panic!("{what}: set_weight: {e}"),
+            },
+            78..82 => {
+                g.close();
+                groups.retain(|x| x.id() != g.id() || x.name() != g.name());
+            }
+            82..84 => {
+                g.close_cancel();
+                groups.retain(|x| x.id() != g.id() || x.name() != g.name());
+            }
+            _ => std::thread::sleep(Duration::from_micros(r.random_range(0..400))),
+        }
+    }
+    let how = r.random_range(0..3);
+    match how {
+        0 => drop(rt.shutdown_drain()),
+        1 => drop(rt.shutdown_cancel()),
+        _ => drop(rt),
+    }
+    // Every handle resolves; outcomes add up to the counters.
+    let spawned = std::mem::take(&mut *book.lock().unwrap());
+    let (mut ok, mut panicked, mut cancelled) = (0, 0, 0);
+    for s in spawned {
+        match s.handle.join() {
+            Ok(v) => {
+                assert!(!s.panics, "{what}: a panicking task returned");
+                assert_eq!(v, s.value, "{what}: wrong value");
+                ok += 1;
+            }
+            Err(JoinError::Panicked(p)) => {
+                assert!(s.panics, "{what}: a task that does not panic reported a panic");
+                let msg = p.downcast_ref::<String>().map(String::as_str).unwrap_or("");
+                assert!(msg.contains("panics on purpose"), "{what}: wrong payload {msg:?}");
+                panicked += 1;
+            }
+            Err(JoinError::Cancelled) => cancelled += 1,
+        }
+    }
+    // Nested spawns may have landed after the book was taken: none can now.
+    let late = book.lock().unwrap().len();
+    assert_eq!(late, 0, "{what}: tasks accepted after shutdown");
+    let stats: Vec<_> = all.iter().map(|g| g.stats()).collect();
+    let sum = |f: fn(&propshare_rt::GroupStats) -> u64| stats.iter().map(f).sum::<u64>();
+    assert_eq!(sum(|g| g.submitted), ok + panicked + cancelled, "{what}: submitted vs handles");
+    assert_eq!(sum(|g| g.completed), ok, "{what}: completed");
+    assert_eq!(sum(|g| g.panicked), panicked, "{what}: panicked");
+    assert_eq!(sum(|g| g.cancelled), cancelled, "{what}: cancelled");
+    assert_eq!(sum(|g| g.live), 0, "{what}: tasks neither ended nor cancelled");
+    assert_eq!(sum(|g| g.overlaps), 0, "{what}: a group on two workers at once");
+    eprintln!("{what}, shutdown {how}: {ok} ok, {panicked} panicked, {cancelled} cancelled, {} groups", all.len());
+    if how == 0 {
+        // Drain cancels nothing by itself: only close_cancel did.
+        assert!(ok + panicked > 0, "{what}: nothing ran");
+    }
+}
+
+/// Keep the intended panics out of the test output.
+fn quiet_intended_panics() {
+    let default = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        let msg = info.payload().downcast_ref::<String>().map(String::as_str).unwrap_or("");
+        if !msg.contains("on purpose") {
+            default(info);
+        }
+    }));
+}
+
+#[test]
+fn chaos_loses_no_task() {
+    quiet_intended_panics();
+    let done = Arc::new(AtomicBool::new(false));
+    let watch = done.clone();
+    std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_secs(120));
+        if !watch.load(Ordering::SeqCst) {
+            eprintln!("chaos test hung: a handle never resolved or a shutdown never ended");
+            std::process::abort();
+        }
+    });
+    for seed in 0..24 {
+        chaos(seed);
+    }
+    done.store(true, Ordering::SeqCst);
+}
+
+/// The block/wake race, head on: each spawn comes the moment the previous
+/// task ended, while its worker decides whether the group blocks. A lost
+/// wake-up leaves the task queued in a blocked group: it would never run.
+#[test]
+fn ping_pong_spawns_never_lose_a_wakeup() {
+    for spec in ["gr3mp", "dwrr"] {
+        let rt = Runtime::builder().workers(2).scheduler(spec).build().unwrap();
+        let g = rt.group("ping", 1).unwrap();
+        for i in 0..20_000u64 {
+            let h = g.spawn(move || i).unwrap();
+            let t = Instant::now();
+            while !h.is_finished() {
+                assert!(t.elapsed() < Duration::from_secs(5), "{spec}: task {i} never ran: a lost wake-up");
+                std::hint::spin_loop();
+            }
+            assert_eq!(h.join().unwrap(), i);
+        }
+        let snap = rt.shutdown_drain();
+        assert_eq!(snap.totals.completed, 20_000, "{spec}");
+    }
+}
