@@ -20,9 +20,14 @@
 //!
 //! where `A(g)` is the sum of the weights of g's active children. It is a
 //! rational; [`Flattener`] makes it an exact integer by scaling every runnable
-//! client's share by the least common multiple of their denominators and
-//! dividing by the greatest common divisor of the results: the smallest
-//! integer weights exactly proportional to the shares. Every step is checked
+//! client's share by a common *scale* S, a multiple of all their
+//! denominators. The first time (or when the last scale no longer fits) S is
+//! their least common multiple divided by the greatest common divisor of the
+//! results: the smallest integer weights exactly proportional to the shares.
+//! Afterwards S is kept, or raised to lcm(S, denominators), while S stays
+//! within [`Weight::MAX`]: a client whose share did not change then keeps
+//! its weight, so a scheduler is not reweighted for a renormalisation (a
+//! reweight moves some algorithms' virtual times). Every step is checked
 //! u128 arithmetic, and a result above [`Weight::MAX`] is refused with
 //! [`GroupError::TooFine`] (never rounded). Readjustment (no client above one
 //! CPU) is left to the scheduler on the flat weights; the hierarchical fluid
@@ -38,6 +43,21 @@
 //! change of the common scale changes them all: [`Flattener::changes`]
 //! recomputes every runnable client, O(G + N) per event, and returns only the
 //! weights that differ from those last issued.
+//!
+//! # Lazy flattening (a model of scx_flatcg, for comparison)
+//!
+//! [`Flattening::Lazy`] models flattening as sched_ext's `scx_flatcg` does
+//! it: shares in fixed point of [`HWEIGHT_ONE`] (`2^16`, flatcg's
+//! `FCG_HWEIGHT_ONE`), rounded down at each level, and refreshed lazily: a
+//! client's effective weight is recomputed only at its own events (join,
+//! wake, its own weight change, a move); the weights of the others stay as
+//! they were. When many children of a light parent wake together, each
+//! computes its weight from the active set it saw at its wake (the first as
+//! if alone), so together they hold more than the parent's share until
+//! they sleep and wake again: the "thundering herd" flatcg's README admits.
+//! This is a model of the error, not flatcg's code (which refreshes a
+//! cgroup's hweight by generation when next used, and schedules a cgroup's
+//! tasks from one queue).
 //!
 //! Gap GROUPS-1: the adapter's effective weight is the static share (no
 //! capping inside the tree); a flat scheduler then readjusts over the flat
@@ -396,12 +416,33 @@ impl GroupTree {
     }
 }
 
+/// lcm(a, b) for a scale `a` (0: none yet, the result is `b`), if it fits.
+fn lcm_checked(a: u128, b: u128) -> Option<u128> {
+    match a {
+        0 => None,
+        a => (a / gcd(a, b)).checked_mul(b),
+    }
+}
+
 fn gcd(mut a: u128, mut b: u128) -> u128 {
     while b != 0 {
         (a, b) = (b, a % b);
     }
     a
 }
+
+/// How the adapter flattens the tree.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Flattening {
+    /// Every runnable client's exact share, refreshed at every event.
+    #[default]
+    Exact,
+    /// Fixed-point shares refreshed only at each client's own events (module docs).
+    Lazy,
+}
+
+/// The fixed-point one of [`Flattening::Lazy`]'s shares (scx_flatcg's `FCG_HWEIGHT_ONE`).
+pub const HWEIGHT_ONE: u64 = 1 << 16;
 
 /// An exact share `num / den`, reduced.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -419,7 +460,10 @@ impl Share {
         let num = (self.num / g1).checked_mul(w / g2);
         let den = (self.den / g2).checked_mul(a / g1);
         match (num, den) {
-            (Some(num), Some(den)) => Ok(Share { num, den }),
+            (Some(num), Some(den)) => {
+                let g = gcd(num, den).max(1);
+                Ok(Share { num: num / g, den: den / g })
+            }
             _ => Err(GroupError::TooFine("a share's denominator exceeds 2^128".into())),
         }
     }
@@ -429,16 +473,43 @@ impl Share {
 /// runnable client (module docs: the exact scaling and its cost).
 #[derive(Clone, Debug, Default)]
 pub struct Flattener {
+    mode: Flattening,
     tree: GroupTree,
     issued: ClientTable<Weight>,
     /// Scratch: (client, share) of every runnable client.
     shares: Vec<(ClientId, Share)>,
+    /// The weight of a share of 1 in the weights last computed (0: none yet).
+    scale: u128,
 }
 
 impl Flattener {
     /// An adapter over `tree`.
     pub fn new(tree: GroupTree) -> Flattener {
-        Flattener { tree, issued: ClientTable::new(), shares: Vec::new() }
+        Flattener::with_mode(tree, Flattening::Exact)
+    }
+
+    /// An adapter over `tree` that flattens as `mode` says.
+    pub fn with_mode(tree: GroupTree, mode: Flattening) -> Flattener {
+        Flattener { mode, tree, issued: ClientTable::new(), shares: Vec::new(), scale: 0 }
+    }
+
+    /// `c`'s weight under [`Flattening::Lazy`]: its share in 1/[`HWEIGHT_ONE`],
+    /// rounded down level by level, at least 1. A level whose child is
+    /// inactive (`c` blocked) counts the child as if it were active.
+    fn lazy_weight(&self, c: ClientId) -> Result<Weight, GroupError> {
+        let (g, w, runnable) = self.tree.client(c).ok_or(GroupError::UnknownClient(c))?;
+        let path: Vec<GroupId> = self.tree.path(g).collect();
+        let mut h = HWEIGHT_ONE as u128;
+        let active = |x: GroupId| self.tree.runnable(x) > 0;
+        for &x in path.iter().rev() {
+            let p = self.tree.parent(x);
+            let wx = self.tree.weight(x).get() as u128;
+            let a = self.tree.active_weight(p) as u128 + if active(x) { 0 } else { wx };
+            h = h * wx / a.max(1);
+        }
+        let a = self.tree.active_weight(g) as u128 + if runnable { 0 } else { w.get() as u128 };
+        let e = (h * w.get() as u128 / a.max(1)).clamp(1, Weight::MAX as u128);
+        Ok(Weight::new(e as u64).expect("clamped to a weight"))
     }
 
     /// The tree.
@@ -480,6 +551,11 @@ impl Flattener {
                 .checked_mul(s.den)
                 .ok_or_else(|| GroupError::TooFine("the shares' common denominator exceeds 2^128".into()))?;
         }
+        // Keep the scale of the last weights issued when it still makes
+        // every share an integer within Weight::MAX: clients whose share did
+        // not change then keep their weight (no needless set_weight).
+        let sticky = lcm_checked(self.scale, lcm).filter(|&s| s <= Weight::MAX as u128);
+        let lcm = sticky.unwrap_or(lcm);
         let mut common: u128 = 0;
         for (_, s) in self.shares.iter_mut() {
             // Reuse num as the scaled integer.
@@ -489,10 +565,12 @@ impl Flattener {
                 .ok_or_else(|| GroupError::TooFine("a scaled share exceeds 2^128".into()))?;
             common = gcd(common, s.num);
         }
+        let common = if sticky.is_some() { 1 } else { common.max(1) };
+        self.scale = lcm / common;
         self.shares
             .iter()
             .map(|&(c, s)| {
-                let w = s.num / common.max(1);
+                let w = s.num / common;
                 u64::try_from(w)
                     .ok()
                     .and_then(|w| Weight::new(w).ok())
@@ -506,8 +584,15 @@ impl Flattener {
     /// effective weight differs from the one last issued (or that had none),
     /// now recorded as issued. A client that stopped being runnable keeps
     /// its last weight (a flat scheduler ignores it until it wakes).
-    pub fn changes(&mut self) -> Result<Vec<(ClientId, Weight)>, GroupError> {
-        let now = self.effective()?;
+    ///
+    /// Under [`Flattening::Lazy`] only `own` (the client whose event it
+    /// was, if any, and if runnable) is refreshed.
+    pub fn changes(&mut self, own: Option<ClientId>) -> Result<Vec<(ClientId, Weight)>, GroupError> {
+        let now = match (self.mode, own) {
+            (Flattening::Exact, _) => self.effective()?,
+            (Flattening::Lazy, Some(c)) if self.tree.client(c).is_some_and(|x| x.2) => vec![(c, self.lazy_weight(c)?)],
+            (Flattening::Lazy, _) => Vec::new(),
+        };
         let mut out = Vec::new();
         for (c, w) in now {
             if self.issued.get(c) != Some(&w) {
@@ -552,11 +637,15 @@ mod tests {
         let e = eff(&mut f);
         assert_eq!(e[0], (0, 9));
         assert!(e[1..].iter().all(|&(_, x)| x == 1));
-        // Eight of B's block: the ninth gets all of B's half.
+        // Eight of B's block: the ninth gets all of B's half. The scale (18
+        // for a share of 1) still fits, so a0 keeps its weight.
         for k in 1..9 {
             f.tree_mut().set_runnable(ClientId(k), false).unwrap();
         }
-        assert_eq!(eff(&mut f), vec![(0, 1), (9, 1)]);
+        assert_eq!(eff(&mut f), vec![(0, 9), (9, 9)]);
+        // A fresh adapter gives the smallest integers.
+        let mut fresh = Flattener::new(f.tree().clone());
+        assert_eq!(eff(&mut fresh), vec![(0, 1), (9, 1)]);
         f.tree().check_invariants().unwrap();
     }
 
@@ -573,11 +662,11 @@ mod tests {
         let mut f = Flattener::new(t);
         // 1/2, 1/6, 1/3 → 3, 1, 2.
         assert_eq!(eff(&mut f), vec![(0, 3), (1, 1), (2, 2)]);
-        assert_eq!(f.changes().unwrap().len(), 3);
-        assert!(f.changes().unwrap().is_empty(), "nothing changed");
+        assert_eq!(f.changes(None).unwrap().len(), 3);
+        assert!(f.changes(None).unwrap().is_empty(), "nothing changed");
         f.tree_mut().set_group_weight(b, w(4)).unwrap();
         // 2/6·3/4, 2/6·1/4, 4/6 → 3, 1, 8.
-        assert_eq!(f.changes().unwrap(), vec![(ClientId(2), w(8))]);
+        assert_eq!(f.changes(None).unwrap(), vec![(ClientId(2), w(8))]);
     }
 
     #[test]
@@ -626,6 +715,40 @@ mod tests {
         t.leave(ClientId(0)).unwrap();
         t.check_invariants().unwrap();
         assert_eq!(t.active_weight(ROOT), 3);
+    }
+
+    #[test]
+    fn lazy_flattening_refreshes_only_the_client_concerned() {
+        // A(1) {a0}, B(1) {b0..b3, blocked}: b0..b3 wake one by one; each
+        // takes its weight from what it sees, the first as if alone in B.
+        let mut t = GroupTree::new();
+        let a = t.add_group(ROOT, w(1)).unwrap();
+        let b = t.add_group(ROOT, w(1)).unwrap();
+        t.join(ClientId(0), a, w(1)).unwrap();
+        for k in 1..5 {
+            t.join(ClientId(k), b, w(1)).unwrap();
+            t.set_runnable(ClientId(k), false).unwrap();
+        }
+        let mut f = Flattener::with_mode(t, Flattening::Lazy);
+        assert_eq!(f.changes(Some(ClientId(0))).unwrap(), vec![(ClientId(0), w(HWEIGHT_ONE))]);
+        let mut got = Vec::new();
+        for k in 1..5 {
+            f.tree_mut().set_runnable(ClientId(k), true).unwrap();
+            got.extend(f.changes(Some(ClientId(k))).unwrap());
+        }
+        let one = HWEIGHT_ONE;
+        assert_eq!(
+            got,
+            vec![
+                (ClientId(1), w(one / 2)),
+                (ClientId(2), w(one / 4)),
+                (ClientId(3), w(one / 6)),
+                (ClientId(4), w(one / 8))
+            ]
+        );
+        // a0 was never refreshed: it keeps the whole machine's weight, B's
+        // four hold 1/2 + 1/4 + 1/6 + 1/8 of it where the exact sum is 1/2.
+        assert_eq!(f.issued(ClientId(0)), Some(w(one)));
     }
 
     #[test]
