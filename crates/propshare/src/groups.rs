@@ -64,7 +64,7 @@
 //! weights, which differs from readjusting at every level when a group holds
 //! a client heavy enough to be capped inside it. The simulator measures
 //! against the hierarchical reference, so that difference shows as lag.
-//! (test: `groups::tests::flat_readjustment_differs_from_hierarchical`)
+//! (test: `flat_readjustment_differs_from_hierarchical`)
 
 use crate::model::{ClientId, Weight};
 use crate::roster::ClientTable;
