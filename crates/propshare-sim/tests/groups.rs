@@ -31,6 +31,7 @@ fn two_tenants() -> (Vec<ClientSpec>, GroupsSpec, Vec<u64>) {
             GroupSpec { name: "B".into(), weight: w(3), parent: None, weight_changes: vec![] },
         ],
         member_of: vec![Some(0), Some(1), Some(1), Some(1), Some(1), Some(1)],
+        moves: vec![],
     };
     (clients, groups, vec![2, 1, 1, 1, 1, 2])
 }
@@ -192,4 +193,30 @@ fn groups_scenarios_give_their_pinned_verdicts() {
         }
     }
     assert!(claims >= 4, "{claims} claims");
+}
+
+/// A client that moves takes its weight to its new group: before the move
+/// a0 shares A with m (a quarter of the CPU each), after it a0 has A's half.
+#[test]
+fn a_move_changes_both_groups() {
+    let clients = ["a0", "m", "b0"].iter().map(|n| ClientSpec::cpu_bound(*n, w(1))).collect();
+    let groups = GroupsSpec {
+        groups: vec![
+            GroupSpec { name: "A".into(), weight: w(1), parent: None, weight_changes: vec![] },
+            GroupSpec { name: "B".into(), weight: w(1), parent: None, weight_changes: vec![] },
+        ],
+        member_of: vec![Some(0), Some(0), Some(1)],
+        moves: vec![(1000 * MS, 1, 1)],
+    };
+    let cfg = SimConfig::new(1, 10 * MS, 2000 * MS);
+    let r = run("wf2q", &cfg, clients, Some(&groups));
+    let ms = |x: f64| x / MS as f64;
+    assert!((ms(r.clients[0].ideal) - 750.0).abs() < 1e-6, "a0 {}", r.clients[0].ideal);
+    assert!((ms(r.clients[1].ideal) - 500.0).abs() < 1e-6, "m {}", r.clients[1].ideal);
+    assert!((ms(r.groups[0].ideal) - 1000.0).abs() < 1e-6 && (ms(r.groups[1].ideal) - 1000.0).abs() < 1e-6);
+    assert!((r.clients[0].received as f64 - r.clients[0].ideal).abs() <= (10 * MS) as f64);
+    assert_eq!(r.groups[0].received + r.groups[1].received, 2000 * MS);
+    // A bad move is refused where it is written.
+    let got = parse_err("[[group]]\nname = \"a\"\nweight = 1\n[[client]]\nname = \"c\"\nweight = 1\nmoves = [{ at = \"1s\", group = \"zz\" }]\n");
+    assert!(got.contains("client[0].moves[0].group: no group named \"zz\""), "{got}");
 }

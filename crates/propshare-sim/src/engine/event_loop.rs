@@ -179,6 +179,18 @@ impl<S: Scheduler> Engine<S> {
                 }
                 self.regroup(None, |t| t.set_group_weight(g, w))?;
             }
+            Event::MoveClient(i, k) => {
+                let (i, g) = (i as usize, propshare::groups::GroupId(k));
+                if matches!(self.clients[i].state, State::Absent | State::Gone) {
+                    return Ok(());
+                }
+                if let super::Reference::Hier(h) = &mut self.fluid {
+                    h.move_client(now, Self::id(i), g).map_err(|e| SimError::Config(format!("groups: {e}")))?;
+                }
+                if let Some(w) = self.regroup(Some(i), |t| t.move_client(Self::id(i), g))? {
+                    self.sched.set_weight(now, Self::id(i), w).map_err(|e| self.refused(e))?;
+                }
+            }
             Event::BandGrid => self.band_grid(),
             Event::WindowEdge(j) => self.window_edge(j),
             Event::SampleGrid => self.sample_grid(),

@@ -15,6 +15,8 @@ pub(super) enum Event {
     SetWeight(u32, Weight),
     /// Group k's weight changes ([`propshare::groups::GroupId`]).
     GroupWeight(u32, Weight),
+    /// Client i moves to group k.
+    MoveClient(u32, u32),
     Wake(u32),
     /// The first member of chain k joins.
     ChainStart(u32),

@@ -59,6 +59,8 @@ pub struct GroupsSpec {
     /// Per client (in the order given to [`Engine::new`]): its group, by
     /// index (`None`: the root). Clients past the end (chain members) join the root.
     pub member_of: Vec<Option<usize>>,
+    /// Moves: at time t, client i (an index as in `member_of`) moves to group k.
+    pub moves: Vec<(Time, usize, usize)>,
 }
 
 /// One group's results.
@@ -118,6 +120,10 @@ impl<S: Scheduler> Engine<S> {
             for &(t, w) in &g.weight_changes {
                 self.push(t, super::events::Event::GroupWeight(id.0, w));
             }
+        }
+        for &(t, i, k) in &spec.moves {
+            let g = *ids.get(k).ok_or_else(|| SimError::Config(format!("move of client {i}: no group {k}")))?;
+            self.push(t, super::events::Event::MoveClient(i as u32, g.0));
         }
         let n = tree.len();
         let member_of: Vec<GroupId> = (0..self.clients.len())

@@ -104,7 +104,9 @@ impl Scenario {
         for c in &self.classes {
             member_of.extend(std::iter::repeat_n(c.group, c.count));
         }
-        Some(GroupsSpec { groups: self.groups.clone(), member_of })
+        let moves =
+            self.client_moves.iter().enumerate().flat_map(|(i, m)| m.iter().map(move |&(t, g)| (t, i, g))).collect();
+        Some(GroupsSpec { groups: self.groups.clone(), member_of, moves })
     }
 }
 

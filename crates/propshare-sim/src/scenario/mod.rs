@@ -129,6 +129,8 @@ pub struct Scenario {
     clients: Vec<ClientSpec>,
     /// The group of each explicit client, by index into `groups`.
     client_groups: Vec<Option<usize>>,
+    /// The moves of each explicit client: (time, group index).
+    client_moves: Vec<Vec<(Time, usize)>>,
     /// The `[[group]]` tables, parents before children.
     groups: Vec<crate::engine::GroupSpec>,
     classes: Vec<Class>,

@@ -129,6 +129,15 @@ pub(super) struct RawClient {
     pub(super) work: Option<Spanned<Dur>>,
     #[serde(default)]
     pub(super) group: Option<Spanned<String>>,
+    #[serde(default)]
+    pub(super) moves: Vec<Spanned<RawMove>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawMove {
+    pub(super) at: Dur,
+    pub(super) group: Spanned<String>,
 }
 
 #[derive(Deserialize)]

@@ -493,6 +493,7 @@ impl Scenario {
 
         let (groups, _) = cx.groups(&raw.groups)?;
         let mut client_groups = Vec::new();
+        let mut client_moves = Vec::new();
         let mut names = std::collections::HashSet::new();
         let mut clients = Vec::new();
         for (i, rc) in raw.clients.iter().enumerate() {
@@ -516,6 +517,23 @@ impl Scenario {
             };
             let weight_changes = cx.weight_changes(&c.weight_changes, arrive, &at)?;
             client_groups.push(cx.member_of(&c.group, &groups, &at)?);
+            let mut last = arrive;
+            let mut moves = Vec::new();
+            for (k, m) in c.moves.iter().enumerate() {
+                let f = format!("{at}.moves[{k}]");
+                let t = m.get_ref().at.0;
+                if t < last {
+                    return Err(cx.err(
+                        m.span(),
+                        &format!("{f}.at"),
+                        format!("times out of order: {t} ns comes before {last} ns"),
+                    ));
+                }
+                last = t;
+                let g = cx.member_of(&Some(m.get_ref().group.clone()), &groups, &f)?.expect("named");
+                moves.push((t, g));
+            }
+            client_moves.push(moves);
             let behave = cx.behave(&c.run, &c.sleep, rc.span(), &at)?;
             let work = cx.positive(&c.work, &format!("{at}.work"))?;
             clients.push(ClientSpec {
@@ -891,6 +909,7 @@ impl Scenario {
             machine,
             clients,
             client_groups,
+            client_moves,
             groups,
             classes,
             poisson,
