@@ -42,7 +42,14 @@
 //! change of `A(g)` changes the share of every runnable client under g, and a
 //! change of the common scale changes them all: [`Flattener::changes`]
 //! recomputes every runnable client, O(G + N) per event, and returns only the
-//! weights that differ from those last issued.
+//! weights that differ from those last issued. Measured (release build, 10
+//! tenants of weights 1..=10, a block, a wake and a tenant weight change per
+//! round, on a loaded 2-core machine): 7.7 µs per event at N = 100 (58
+//! weights reissued), 116 µs at N = 1000 (699), 1.17 ms at N = 10 000 (4000,
+//! unit weights): about 115 ns per runnable client. With unequal tenant sums
+//! the exact weights outgrow 2^32 - 1 quickly (1000 clients of weights 1..=3
+//! over those 10 tenants already need 1.3 · 10^10): the run stops with
+//! [`GroupError::TooFine`] rather than round.
 //!
 //! # Lazy flattening (a model of scx_flatcg, for comparison)
 //!
