@@ -119,6 +119,9 @@ impl<S: Scheduler> Engine<S> {
                 let effective = self.join_groups(i, g, w)?;
                 let kick = self.sched.join(now, Self::id(i), effective).map_err(|e| self.refused(e))?;
                 self.fluid.join(now, Self::id(i), g, w);
+                if self.groups.is_some() {
+                    self.sample_groups();
+                }
                 self.set_state(i, State::Waiting);
                 self.start_phase(i);
                 trace(TraceEvent::Join { t: now, client: &self.clients[i].name, weight: w.get() });
@@ -178,6 +181,7 @@ impl<S: Scheduler> Engine<S> {
                     h.set_group_weight(now, g, w).map_err(|e| SimError::Config(format!("groups: {e}")))?;
                 }
                 self.regroup(None, |t| t.set_group_weight(g, w))?;
+                self.sample_groups();
             }
             Event::MoveClient(i, k) => {
                 let (i, g) = (i as usize, propshare::groups::GroupId(k));
@@ -190,6 +194,7 @@ impl<S: Scheduler> Engine<S> {
                 if let Some(w) = self.regroup(Some(i), |t| t.move_client(Self::id(i), g))? {
                     self.sched.set_weight(now, Self::id(i), w).map_err(|e| self.refused(e))?;
                 }
+                self.sample_groups();
             }
             Event::BandGrid => self.band_grid(),
             Event::WindowEdge(j) => self.window_edge(j),

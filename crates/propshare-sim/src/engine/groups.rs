@@ -16,7 +16,9 @@
 //!
 //! A group's lag changes slope whenever a member starts or stops or any
 //! rate in the tree changes, so every group is sampled whenever any client
-//! is (at every start, stop and event): O(G + P · depth) per sample.
+//! is (at every start and stop, wake and departure) and at every arrival,
+//! group weight change and move: its extremes are exact. O(G + P · depth)
+//! per sample.
 
 use propshare::groups::{Flattener, Flattening, GroupId, GroupTree, ROOT};
 use propshare::{ClientId, Scheduler, Time, Weight};
