@@ -645,6 +645,23 @@ fn print_metrics(m: &RunMetrics) {
     if m.clients.len() > 40 {
         println!("... {} more clients in the metrics files", m.clients.len() - 40);
     }
+    if !m.groups.is_empty() {
+        println!(
+            "{:<12} {:>8} {:>10} {:>12} {:>9} {:>9}",
+            "group", "weight", "ideal %", "received %", "max lag", "min lag"
+        );
+        for g in &m.groups {
+            println!(
+                "{:<12} {:>8} {:>10.2} {:>12.2} {:>9.2} {:>9.2}",
+                g.group,
+                g.weight,
+                100.0 * g.ideal_share,
+                100.0 * g.share,
+                g.max_lag,
+                g.min_lag
+            );
+        }
+    }
 }
 
 /// The built-in workload: five CPU-bound clients, one of them infeasible on 2 CPUs.

@@ -17,6 +17,7 @@ pub mod alloc;
 pub mod bench;
 pub mod engine;
 pub mod fluid;
+pub mod hier;
 pub mod metrics;
 pub mod output;
 pub mod plot;

@@ -103,6 +103,27 @@ impl WindowLagMetrics {
     }
 }
 
+/// One group's metrics (runs with groups).
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct GroupMetrics {
+    /// Group name.
+    pub group: String,
+    /// Weight at the start.
+    pub weight: u64,
+    /// CPU time its members received while in it, ns.
+    pub received_ns: u64,
+    /// Ideal (hierarchical fluid) service, ns.
+    pub ideal_ns: f64,
+    /// Received time over the horizon, in CPUs.
+    pub share: f64,
+    /// Ideal service over the horizon, in CPUs.
+    pub ideal_share: f64,
+    /// Largest lag, quanta.
+    pub max_lag: f64,
+    /// Smallest lag, quanta.
+    pub min_lag: f64,
+}
+
 /// A run's metrics.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct RunMetrics {
@@ -138,6 +159,9 @@ pub struct RunMetrics {
     pub window_lag: Vec<WindowLagMetrics>,
     /// Per client.
     pub clients: Vec<ClientMetrics>,
+    /// Per group (none: left out of the JSON).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub groups: Vec<GroupMetrics>,
 }
 
 fn percentile(sorted: &[u64], q: f64) -> Option<u64> {
@@ -209,6 +233,20 @@ pub fn metrics(scenario: &str, r: &SimReport) -> RunMetrics {
             .map(|(j, t)| WindowLagMetrics::over(t, clients.iter().map(|c| &c.window_lag[j])))
             .collect(),
         clients,
+        groups: r
+            .groups
+            .iter()
+            .map(|g| GroupMetrics {
+                group: g.name.clone(),
+                weight: g.weight,
+                received_ns: g.received,
+                ideal_ns: g.ideal,
+                share: g.received as f64 / h,
+                ideal_share: g.ideal / h,
+                max_lag: g.max_lag / q,
+                min_lag: g.min_lag / q,
+            })
+            .collect(),
     }
 }
 

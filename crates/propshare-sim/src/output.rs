@@ -92,6 +92,33 @@ pub fn write_metrics_json(path: &Path, runs: &[RunMetrics]) -> io::Result<()> {
     })
 }
 
+/// Group metrics of several runs as tidy CSV: one row per scheduler, seed and group.
+pub fn write_group_metrics_csv(path: &Path, runs: &[RunMetrics]) -> io::Result<()> {
+    write_atomic(path, |w| {
+        writeln!(w, "scenario,scheduler,seed,group,weight,received_ns,ideal_ns,share,ideal_share,max_lag,min_lag")?;
+        for r in runs {
+            for g in &r.groups {
+                writeln!(
+                    w,
+                    "{},{},{},{},{},{},{},{},{},{},{}",
+                    csv(&r.scenario),
+                    csv(&r.scheduler),
+                    r.seed,
+                    csv(&g.group),
+                    g.weight,
+                    g.received_ns,
+                    g.ideal_ns,
+                    g.share,
+                    g.ideal_share,
+                    g.max_lag,
+                    g.min_lag
+                )?;
+            }
+        }
+        Ok(())
+    })
+}
+
 /// Metrics of several runs as tidy CSV: one row per scheduler, seed and client.
 pub fn write_metrics_csv(path: &Path, runs: &[RunMetrics]) -> io::Result<()> {
     write_atomic(path, |w| {

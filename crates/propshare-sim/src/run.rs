@@ -182,6 +182,9 @@ fn run_all(
                 .map_err(|e| SimError::Config(e.to_string()))?;
             let mut engine = Engine::new(sched, cfg.clone(), clients)?;
             engine.chains(scn.chains())?;
+            if let Some(groups) = scn.groups() {
+                engine.groups(&groups, crate::engine::flattening_of(name).0)?;
+            }
             let first = k == 0;
             let lag_idx: Vec<usize> = if scn.report.lag_clients.is_empty() {
                 (0..names.len().min(8)).collect()
@@ -362,6 +365,11 @@ fn run_all(
             let c = dir.join(format!("{base}.metrics.csv"));
             output::write_metrics_csv(&c, &runs).map_err(io_err(&c))?;
             written.push(c);
+            if runs.iter().any(|r| !r.groups.is_empty()) {
+                let g = dir.join(format!("{base}.groups.csv"));
+                output::write_group_metrics_csv(&g, &runs).map_err(io_err(&g))?;
+                written.push(g);
+            }
         }
         if opts.per_client && !scn.report.lag_windows.is_empty() {
             let w = dir.join(format!("{base}.window_lag.csv"));

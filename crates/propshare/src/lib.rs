@@ -34,6 +34,7 @@
 pub mod algo;
 pub mod contract;
 pub mod duration;
+pub mod groups;
 pub mod list;
 pub mod model;
 pub mod percpu;

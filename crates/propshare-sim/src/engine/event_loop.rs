@@ -115,9 +115,13 @@ impl<S: Scheduler> Engine<S> {
         match ev {
             Event::Arrive(i) => {
                 let i = i as usize;
-                let w = self.clients[i].weight;
-                let kick = self.sched.join(now, Self::id(i), w).map_err(|e| self.refused(e))?;
-                self.fluid.join(now, Self::id(i), w);
+                let (w, g) = (self.clients[i].weight, self.group_of(i));
+                let effective = self.join_groups(i, g, w)?;
+                let kick = self.sched.join(now, Self::id(i), effective).map_err(|e| self.refused(e))?;
+                self.fluid.join(now, Self::id(i), g, w);
+                if self.groups.is_some() {
+                    self.sample_groups();
+                }
                 self.set_state(i, State::Waiting);
                 self.start_phase(i);
                 trace(TraceEvent::Join { t: now, client: &self.clients[i].name, weight: w.get() });
@@ -142,7 +146,13 @@ impl<S: Scheduler> Engine<S> {
                 if matches!(self.clients[i].state, State::Absent | State::Gone) {
                     return Ok(());
                 }
-                self.sched.set_weight(now, Self::id(i), w).map_err(|e| self.refused(e))?;
+                if self.groups.is_some() {
+                    if let Some(e) = self.regroup(Some(i), |t| t.set_weight(Self::id(i), w))? {
+                        self.sched.set_weight(now, Self::id(i), e).map_err(|e| self.refused(e))?;
+                    }
+                } else {
+                    self.sched.set_weight(now, Self::id(i), w).map_err(|e| self.refused(e))?;
+                }
                 self.fluid.set_weight(now, Self::id(i), w);
                 self.clients[i].weight = w;
                 self.static_set = false;
@@ -153,6 +163,9 @@ impl<S: Scheduler> Engine<S> {
                 if self.clients[i].state != State::Blocked {
                     return Ok(());
                 }
+                if let Some(w) = self.regroup(Some(i), |t| t.set_runnable(Self::id(i), true))? {
+                    self.sched.set_weight(now, Self::id(i), w).map_err(|e| self.refused(e))?;
+                }
                 let kick = self.sched.wake(now, Self::id(i)).map_err(|e| self.refused(e))?;
                 self.fluid.wake(now, Self::id(i));
                 self.sample(i);
@@ -161,6 +174,27 @@ impl<S: Scheduler> Engine<S> {
                 self.start_phase(i);
                 trace(TraceEvent::Wake { t: now, client: &self.clients[i].name });
                 self.kick(kick, trace)?;
+            }
+            Event::GroupWeight(k, w) => {
+                let g = propshare::groups::GroupId(k);
+                if let super::Reference::Hier(h) = &mut self.fluid {
+                    h.set_group_weight(now, g, w).map_err(|e| SimError::Config(format!("groups: {e}")))?;
+                }
+                self.regroup(None, |t| t.set_group_weight(g, w))?;
+                self.sample_groups();
+            }
+            Event::MoveClient(i, k) => {
+                let (i, g) = (i as usize, propshare::groups::GroupId(k));
+                if matches!(self.clients[i].state, State::Absent | State::Gone) {
+                    return Ok(());
+                }
+                if let super::Reference::Hier(h) = &mut self.fluid {
+                    h.move_client(now, Self::id(i), g).map_err(|e| SimError::Config(format!("groups: {e}")))?;
+                }
+                if let Some(w) = self.regroup(Some(i), |t| t.move_client(Self::id(i), g))? {
+                    self.sched.set_weight(now, Self::id(i), w).map_err(|e| self.refused(e))?;
+                }
+                self.sample_groups();
             }
             Event::BandGrid => self.band_grid(),
             Event::WindowEdge(j) => self.window_edge(j),
@@ -229,6 +263,10 @@ impl<S: Scheduler> Engine<S> {
     /// to a chain, let the next member join at once.
     pub(super) fn depart(&mut self, i: usize, trace: &mut dyn FnMut(TraceEvent)) -> Result<(), SimError> {
         let ideal = self.fluid.leave(self.now, Self::id(i));
+        if self.groups.is_some() {
+            self.regroup(None, |t| t.leave(Self::id(i)))?;
+            self.forget_issued(i);
+        }
         self.set_state(i, State::Gone);
         let c = &mut self.clients[i];
         c.ideal = ns_of_service(ideal);
@@ -365,6 +403,7 @@ impl<S: Scheduler> Engine<S> {
         if end > r.start {
             trace(TraceEvent::Run { cpu, client: &c.name, start: r.start, end });
         }
+        self.credit_groups(r.client, ran);
         ran
     }
 
@@ -402,6 +441,7 @@ impl<S: Scheduler> Engine<S> {
                 let sleep = p.1;
                 let wake = now + sleep.sample(&mut self.rng).max(1);
                 self.fluid.block(now, Self::id(i));
+                self.regroup(None, |t| t.set_runnable(Self::id(i), false))?;
                 trace(TraceEvent::Block { t: now, client: &self.clients[i].name });
                 self.push(wake, Event::Wake(i as u32));
             }

@@ -13,6 +13,10 @@ pub(super) enum Event {
     Arrive(u32),
     Depart(u32),
     SetWeight(u32, Weight),
+    /// Group k's weight changes ([`propshare::groups::GroupId`]).
+    GroupWeight(u32, Weight),
+    /// Client i moves to group k.
+    MoveClient(u32, u32),
     Wake(u32),
     /// The first member of chain k joins.
     ChainStart(u32),
@@ -113,6 +117,14 @@ impl EventQueue {
     /// Sort the construction-time events. Keys are unique, so an unstable sort is exact.
     pub(super) fn seal(&mut self) {
         self.fixed.sort_unstable_by_key(Entry::key);
+    }
+
+    /// The clients whose construction-time arrival is at `t`, not yet handled.
+    pub(super) fn fixed_arrivals_at(&self, t: Time) -> impl Iterator<Item = u32> + '_ {
+        self.fixed[self.next_fixed..].iter().take_while(move |e| e.t <= t).filter_map(move |e| match e.ev {
+            Event::Arrive(i) if e.t == t => Some(i),
+            _ => None,
+        })
     }
 
     pub(super) fn push(&mut self, t: Time, ev: Event) {

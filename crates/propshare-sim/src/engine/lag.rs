@@ -127,6 +127,9 @@ impl<S: Scheduler> Engine<S> {
                 (c.err_min, c.err_max, c.has_err) = (e, e, true);
             }
         }
+        if self.groups.is_some() {
+            self.sample_groups();
+        }
     }
 
     #[inline]

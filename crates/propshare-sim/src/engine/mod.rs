@@ -75,7 +75,9 @@
 mod client;
 mod event_loop;
 mod events;
+mod groups;
 mod lag;
+mod reference;
 mod stats;
 mod trace;
 mod windows;
@@ -88,9 +90,11 @@ use rand_pcg::Pcg64Mcg;
 use crate::fluid::Fluid;
 use client::{SimClient, NONE};
 use events::{Event, EventQueue, StopQueue};
+use reference::Reference;
 use windows::WindowState;
 
 pub use event_loop::WATCH_EVERY;
+pub use groups::{flattening_of, GroupSpec, GroupStats, GroupsSpec, LAZY_PREFIX};
 pub use stats::{ClientStats, CostHistogram, SimReport, WindowLag};
 pub use trace::TraceEvent;
 pub use workload::{Behavior, ChainSpec, ClientSpec, Dist, MemberLeaves, SimConfig};
@@ -156,7 +160,9 @@ pub struct Engine<S: Scheduler> {
     /// Bit k set: CPU k has started and runs nothing (polled at every instant).
     idle_ready: Vec<u64>,
     now: Time,
-    fluid: Fluid,
+    fluid: Reference,
+    /// Groups, when the run has any ([`Engine::groups`]).
+    groups: Option<Box<groups::GroupState>>,
     rng: Pcg64Mcg,
     static_set: bool,
     work_done: Time,
@@ -241,6 +247,7 @@ impl<S: Scheduler> Engine<S> {
             busy: 0,
             overhead: 0,
             decision_cost: None,
+            groups: Vec::new(),
         };
         // Events known now, in the order the specs give them (sequence numbers order ties).
         let mut queue = EventQueue::default();
@@ -262,7 +269,8 @@ impl<S: Scheduler> Engine<S> {
         let mut fluid = Fluid::new(cfg.cpus);
         fluid.reserve(clients.len());
         Ok(Engine {
-            fluid,
+            fluid: Reference::Flat(fluid),
+            groups: None,
             rng: Pcg64Mcg::seed_from_u64(cfg.seed),
             cpus: vec![None; cfg.cpus],
             running_start: vec![0; cfg.cpus],

@@ -88,6 +88,8 @@ pub struct SimReport {
     /// `stopped` that ends the run), when measured ([`Engine::measure_cost`](super::Engine::measure_cost)).
     /// Not deterministic: reports keep it apart from the metrics files.
     pub decision_cost: Option<CostHistogram>,
+    /// Per group, in the order given to [`Engine::groups`](super::Engine::groups) (empty: no groups).
+    pub groups: Vec<super::GroupStats>,
 }
 
 /// A histogram of nanosecond costs with about 6% resolution: 16 linear
@@ -177,8 +179,11 @@ impl<S: Scheduler> Engine<S> {
             band_counts,
             lag_windows,
             window_lag,
+            groups,
+            mut fluid,
             ..
         } = self;
+        report.groups = super::groups::group_stats(groups, &mut fluid, report.config.horizon);
         let w = windows.len();
         let lw = lag_windows.len();
         report.decision_cost = cost;

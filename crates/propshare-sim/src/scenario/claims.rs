@@ -41,6 +41,9 @@ pub enum ClaimMetric {
     /// The largest |window lag| at the longest window length over that at the
     /// shortest: the length ratio if lag grows linearly, about 1 if bounded.
     WindowLagGrowth,
+    /// Lag of groups against the hierarchical fluid reference, range over
+    /// groups (or the groups `client` names), in quanta.
+    GroupLag,
     /// Migrations (starts on another CPU than the client's previous run) per
     /// second of simulated time, over all clients (or of `client`).
     MigrationsPerS,
@@ -50,7 +53,7 @@ impl ClaimMetric {
     /// The metric names accepted in files.
     pub const NAMES: &'static str = "service_error, lag, share, share_ratio, idle_fraction, within_quantum, \
                                      window_lag, window_max_abs_lag, window_rel_error, window_lag_growth, \
-                                     migrations_per_s";
+                                     migrations_per_s, group_lag";
 
     pub(super) fn parse(s: &str) -> Option<ClaimMetric> {
         Some(match s {
@@ -65,6 +68,7 @@ impl ClaimMetric {
             "window_rel_error" => ClaimMetric::WindowRelError,
             "window_lag_growth" => ClaimMetric::WindowLagGrowth,
             "migrations_per_s" => ClaimMetric::MigrationsPerS,
+            "group_lag" => ClaimMetric::GroupLag,
             _ => return None,
         })
     }
@@ -83,6 +87,7 @@ impl ClaimMetric {
             ClaimMetric::WindowRelError => "window_rel_error",
             ClaimMetric::WindowLagGrowth => "window_lag_growth",
             ClaimMetric::MigrationsPerS => "migrations_per_s",
+            ClaimMetric::GroupLag => "group_lag",
         }
     }
 
@@ -90,7 +95,7 @@ impl ClaimMetric {
     /// claim may say which values it must `reach`; the other metrics are one
     /// number per run.
     pub fn is_range(self) -> bool {
-        matches!(self, ClaimMetric::ServiceError | ClaimMetric::Lag | ClaimMetric::WindowLag)
+        matches!(self, ClaimMetric::ServiceError | ClaimMetric::Lag | ClaimMetric::WindowLag | ClaimMetric::GroupLag)
     }
 
     /// Whether the metric is measured over `[report] lag_windows`.
@@ -327,6 +332,12 @@ pub fn judge(claim: &Claim, windows: &[(Time, Time)], runs: &[RunMetrics]) -> Ve
                 .collect(),
         )
         .map(|(lo, hi)| (-hi, -lo)),
+        ClaimMetric::GroupLag => fold(
+            mine.iter()
+                .flat_map(|r| r.groups.iter().filter(|g| about(&g.group)))
+                .flat_map(|g| [g.min_lag, g.max_lag])
+                .collect(),
+        ),
         ClaimMetric::Share => fold(
             mine.iter()
                 .filter_map(|r| {

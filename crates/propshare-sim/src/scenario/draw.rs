@@ -8,7 +8,7 @@ use rand_pcg::Pcg64Mcg;
 
 use super::raw::WeightDist;
 use super::Scenario;
-use crate::engine::{Behavior, ClientSpec, Dist};
+use crate::engine::{Behavior, ClientSpec, Dist, GroupsSpec};
 
 #[derive(Clone, Debug, PartialEq)]
 pub(super) enum Behave {
@@ -32,6 +32,8 @@ pub(super) struct Class {
     pub(super) weight: WeightDist,
     pub(super) behave: Behave,
     pub(super) arrive: Time,
+    /// Its members' group, by index into the scenario's groups.
+    pub(super) group: Option<usize>,
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -89,6 +91,22 @@ impl Scenario {
             }
         }
         out
+    }
+
+    /// The groups of run `k` and the group of each client of
+    /// [`Scenario::clients`] (Poisson arrivals and chain members: the root),
+    /// or `None` when the scenario has no groups.
+    pub fn groups(&self) -> Option<GroupsSpec> {
+        if self.groups.is_empty() {
+            return None;
+        }
+        let mut member_of = self.client_groups.clone();
+        for c in &self.classes {
+            member_of.extend(std::iter::repeat_n(c.group, c.count));
+        }
+        let moves =
+            self.client_moves.iter().enumerate().flat_map(|(i, m)| m.iter().map(move |&(t, g)| (t, i, g))).collect();
+        Some(GroupsSpec { groups: self.groups.clone(), member_of, moves })
     }
 }
 

@@ -32,7 +32,7 @@ pub use cost::{
 };
 pub use propshare::parse_duration;
 pub use raw::{Dur, WeightDist};
-pub use validate::MAX_WINDOWS;
+pub use validate::{MAX_GROUPED_CLIENTS, MAX_GROUPS, MAX_WINDOWS};
 
 /// The largest scenario file read (1 MiB; the largest under scenarios/ is
 /// a few KiB): [`Scenario::load`] refuses a longer one without reading past it.
@@ -127,6 +127,12 @@ pub struct Scenario {
     /// The machine (its seed is set per run).
     pub machine: SimConfig,
     clients: Vec<ClientSpec>,
+    /// The group of each explicit client, by index into `groups`.
+    client_groups: Vec<Option<usize>>,
+    /// The moves of each explicit client: (time, group index).
+    client_moves: Vec<Vec<(Time, usize)>>,
+    /// The `[[group]]` tables, parents before children.
+    groups: Vec<crate::engine::GroupSpec>,
     classes: Vec<Class>,
     poisson: Vec<Poisson>,
     chains: Vec<ChainSpec>,
@@ -140,7 +146,15 @@ impl Scenario {
     /// Build the scheduler this scenario calls `name` (a registry name or a
     /// spec), with the parameters of its `[scheduler.NAME]` table if any;
     /// it keeps the name `name`.
+    /// A `lazy:` prefix ([`crate::engine::LAZY_PREFIX`]) names the same
+    /// scheduler, run under lazy flattening of the groups.
     pub fn build_scheduler(&self, name: &str, cfg: SchedConfig) -> Result<Box<dyn Scheduler>, BuildError> {
+        let (_, inner) = crate::engine::flattening_of(name);
+        if inner != name {
+            let mut spec = registry::parse_spec(inner)?;
+            spec.given.extend(self.scheduler_params.get(name).cloned().unwrap_or_default());
+            return registry::build_as(name, &spec, cfg);
+        }
         match self.scheduler_params.get(name) {
             Some(given) => registry::build_as(name, &SchedSpec { name: name.to_string(), given: given.clone() }, cfg),
             None => registry::build(name, cfg),

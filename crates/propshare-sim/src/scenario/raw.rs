@@ -55,6 +55,8 @@ pub(super) struct RawScenario {
     pub(super) seed: Option<u64>,
     pub(super) repeat: Option<Spanned<u32>>,
     pub(super) machine: Spanned<RawMachine>,
+    #[serde(default, rename = "group")]
+    pub(super) groups: Vec<Spanned<RawGroup>>,
     #[serde(default, rename = "client")]
     pub(super) clients: Vec<Spanned<RawClient>>,
     #[serde(default, rename = "class")]
@@ -125,6 +127,28 @@ pub(super) struct RawClient {
     pub(super) weight_changes: Vec<Spanned<RawWeightChange>>,
     #[serde(default)]
     pub(super) work: Option<Spanned<Dur>>,
+    #[serde(default)]
+    pub(super) group: Option<Spanned<String>>,
+    #[serde(default)]
+    pub(super) moves: Vec<Spanned<RawMove>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawMove {
+    pub(super) at: Dur,
+    pub(super) group: Spanned<String>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawGroup {
+    pub(super) name: Spanned<String>,
+    pub(super) weight: Spanned<i64>,
+    #[serde(default)]
+    pub(super) parent: Option<Spanned<String>>,
+    #[serde(default)]
+    pub(super) weight_changes: Vec<Spanned<RawWeightChange>>,
 }
 
 #[derive(Deserialize)]
@@ -192,6 +216,8 @@ pub(super) struct RawClass {
     pub(super) sleep: Option<RawTimeDist>,
     #[serde(default)]
     pub(super) arrive: Option<Dur>,
+    #[serde(default)]
+    pub(super) group: Option<Spanned<String>>,
 }
 
 /// How the weights of a class of clients are drawn.

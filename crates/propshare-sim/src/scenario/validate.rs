@@ -6,11 +6,11 @@ use std::ops::Range;
 use propshare::{Time, Weight};
 use toml::Spanned;
 
-use super::claims::{Claim, ClaimMetric};
+use super::claims::{names_client, Claim, ClaimMetric};
 use super::draw::{Behave, Class, Poisson};
-use super::raw::{Dur, RawOffsets, RawScenario, RawTimeDist, RawTimeDistTable, RawWeightDist, WeightDist};
+use super::raw::{Dur, RawGroup, RawOffsets, RawScenario, RawTimeDist, RawTimeDistTable, RawWeightDist, WeightDist};
 use super::{ReportSpec, Scenario, ScenarioError};
-use crate::engine::{ChainSpec, ClientSpec, Dist, MemberLeaves, SimConfig};
+use crate::engine::{ChainSpec, ClientSpec, Dist, GroupSpec, MemberLeaves, SimConfig};
 
 /// The most windows one length of `[report] lag_windows` may cut the horizon
 /// into (each window edge costs O(N)).
@@ -162,6 +162,133 @@ impl Ctx<'_> {
         Weight::new(w as u64).map_err(|e| self.err(v.span(), field, e.to_string()))
     }
 
+    /// Weight changes in time order, from `from` on.
+    fn weight_changes(
+        &self,
+        changes: &[Spanned<super::raw::RawWeightChange>],
+        from: Time,
+        at: &str,
+    ) -> Result<Vec<(Time, Weight)>, ScenarioError> {
+        let mut last = from;
+        let mut out = Vec::new();
+        for (k, wc) in changes.iter().enumerate() {
+            let f = format!("{at}.weight_changes[{k}]");
+            let t = wc.get_ref().at.0;
+            if t < last {
+                return Err(self.err(
+                    wc.span(),
+                    &format!("{f}.at"),
+                    format!("times out of order: {t} ns comes before {last} ns"),
+                ));
+            }
+            last = t;
+            out.push((t, self.weight(&wc.get_ref().weight, &format!("{f}.weight"))?));
+        }
+        Ok(out)
+    }
+
+    /// The `[[group]]` tables as a tree: names unique, parents known, no
+    /// cycle, at most [`propshare::groups::MAX_DEPTH`] levels and
+    /// [`MAX_GROUPS`] groups. Returns the groups with every parent before its
+    /// children, and each group's index in that order by file position.
+    fn groups(&self, raw: &[Spanned<RawGroup>]) -> Result<(Vec<GroupSpec>, Vec<usize>), ScenarioError> {
+        use std::collections::HashMap;
+        if raw.len() > MAX_GROUPS {
+            return Err(self.err(raw[MAX_GROUPS].span(), "group", format!("more than {MAX_GROUPS} groups")));
+        }
+        let mut by_name: HashMap<&str, usize> = HashMap::new();
+        for (i, g) in raw.iter().enumerate() {
+            let name = g.get_ref().name.get_ref();
+            if by_name.insert(name, i).is_some() {
+                return Err(self.err(
+                    g.get_ref().name.span(),
+                    &format!("group[{i}].name"),
+                    format!("duplicate group name {name:?}"),
+                ));
+            }
+        }
+        let mut parent = Vec::with_capacity(raw.len());
+        for (i, g) in raw.iter().enumerate() {
+            parent.push(match &g.get_ref().parent {
+                None => None,
+                Some(p) => match by_name.get(p.get_ref().as_str()) {
+                    Some(&k) => Some(k),
+                    None => {
+                        return Err(self.err(
+                            p.span(),
+                            &format!("group[{i}].parent"),
+                            format!(
+                                "no group named {:?} (parents are [[group]] names; omit parent for the root)",
+                                p.get_ref()
+                            ),
+                        ))
+                    }
+                },
+            });
+        }
+        // Depth of each group, refusing cycles: walk up at most MAX_DEPTH steps.
+        let max_depth = propshare::groups::MAX_DEPTH as usize;
+        let mut depth = vec![0usize; raw.len()];
+        for i in 0..raw.len() {
+            let (mut x, mut d) = (i, 1);
+            while let Some(p) = parent[x] {
+                if p == i {
+                    return Err(self.err(
+                        raw[i].get_ref().parent.as_ref().expect("has a parent").span(),
+                        &format!("group[{i}].parent"),
+                        format!("group {:?} is its own ancestor (a cycle)", raw[i].get_ref().name.get_ref()),
+                    ));
+                }
+                (x, d) = (p, d + 1);
+                if d > max_depth {
+                    return Err(self.err(
+                        raw[i].span(),
+                        &format!("group[{i}]"),
+                        format!("deeper than {max_depth} levels, or in a cycle"),
+                    ));
+                }
+            }
+            depth[i] = d;
+        }
+        // Parents first: by depth, then file order.
+        let mut order: Vec<usize> = (0..raw.len()).collect();
+        order.sort_by_key(|&i| (depth[i], i));
+        let mut index = vec![0; raw.len()];
+        for (k, &i) in order.iter().enumerate() {
+            index[i] = k;
+        }
+        let mut out = Vec::with_capacity(raw.len());
+        for &i in &order {
+            let g = raw[i].get_ref();
+            let at = format!("group[{i}]");
+            out.push(GroupSpec {
+                name: g.name.get_ref().clone(),
+                weight: self.weight(&g.weight, &format!("{at}.weight"))?,
+                parent: parent[i].map(|p| index[p]),
+                weight_changes: self.weight_changes(&g.weight_changes, 0, &at)?,
+            });
+        }
+        Ok((out, index))
+    }
+
+    /// The group a client or class names, by index into the ordered groups.
+    fn member_of(
+        &self,
+        g: &Option<Spanned<String>>,
+        groups: &[GroupSpec],
+        at: &str,
+    ) -> Result<Option<usize>, ScenarioError> {
+        let Some(g) = g else { return Ok(None) };
+        match groups.iter().position(|x| &x.name == g.get_ref()) {
+            Some(k) => Ok(Some(k)),
+            None => Err(self.err(
+                g.span(),
+                &format!("{at}.group"),
+                format!("no group named {:?} (declare it with [[group]])", g.get_ref()),
+            )),
+        }
+    }
+
     fn weight_dist(&self, v: &Spanned<RawWeightDist>, field: &str, count: usize) -> Result<WeightDist, ScenarioError> {
         let bad = |m: String| self.err(v.span(), field, m);
         let ok = |w: i64| w > 0 && (w as u64) <= Weight::MAX;
@@ -285,6 +412,13 @@ impl Ctx<'_> {
     }
 }
 
+/// The most `[[group]]` tables a scenario may have.
+pub const MAX_GROUPS: usize = propshare::groups::MAX_GROUPS - 1;
+
+/// The most clients (explicit and class members) a scenario with groups may
+/// have: the hierarchical reference settles every client at every event.
+pub const MAX_GROUPED_CLIENTS: usize = 20_000;
+
 impl Scenario {
     /// Parse and validate scenario text; `file` names it in errors.
     pub fn parse(file: &str, text: &str, default_name: &str) -> Result<Scenario, ScenarioError> {
@@ -357,6 +491,9 @@ impl Scenario {
             seed: 0,
         };
 
+        let (groups, _) = cx.groups(&raw.groups)?;
+        let mut client_groups = Vec::new();
+        let mut client_moves = Vec::new();
         let mut names = std::collections::HashSet::new();
         let mut clients = Vec::new();
         for (i, rc) in raw.clients.iter().enumerate() {
@@ -378,21 +515,25 @@ impl Scenario {
                 }
                 d => d.as_ref().map(|d| d.get_ref().0),
             };
+            let weight_changes = cx.weight_changes(&c.weight_changes, arrive, &at)?;
+            client_groups.push(cx.member_of(&c.group, &groups, &at)?);
             let mut last = arrive;
-            let mut weight_changes = Vec::new();
-            for (k, wc) in c.weight_changes.iter().enumerate() {
-                let f = format!("{at}.weight_changes[{k}]");
-                let t = wc.get_ref().at.0;
+            let mut moves = Vec::new();
+            for (k, m) in c.moves.iter().enumerate() {
+                let f = format!("{at}.moves[{k}]");
+                let t = m.get_ref().at.0;
                 if t < last {
                     return Err(cx.err(
-                        wc.span(),
+                        m.span(),
                         &format!("{f}.at"),
                         format!("times out of order: {t} ns comes before {last} ns"),
                     ));
                 }
                 last = t;
-                weight_changes.push((t, cx.weight(&wc.get_ref().weight, &format!("{f}.weight"))?));
+                let g = cx.member_of(&Some(m.get_ref().group.clone()), &groups, &f)?.expect("named");
+                moves.push((t, g));
             }
+            client_moves.push(moves);
             let behave = cx.behave(&c.run, &c.sleep, rc.span(), &at)?;
             let work = cx.positive(&c.work, &format!("{at}.work"))?;
             clients.push(ClientSpec {
@@ -424,6 +565,7 @@ impl Scenario {
                 weight: cx.weight_dist(&c.weight, &format!("{at}.weight"), count as usize)?,
                 behave: cx.behave(&c.run, &c.sleep, rc.span(), &at)?,
                 arrive: c.arrive.map_or(0, |d| d.0),
+                group: cx.member_of(&c.group, &groups, &at)?,
             });
         }
 
@@ -513,7 +655,15 @@ impl Scenario {
             Some(list) => {
                 let list = list.get_ref();
                 for s in list {
-                    if let Err(e) = propshare::registry::check(s.get_ref()) {
+                    let (_, inner) = crate::engine::flattening_of(s.get_ref());
+                    if inner != s.get_ref() && groups.is_empty() {
+                        return Err(cx.err(
+                            s.span(),
+                            "schedulers",
+                            format!("{:?}: lazy flattening needs [[group]]s, and this scenario has none", s.get_ref()),
+                        ));
+                    }
+                    if let Err(e) = propshare::registry::check(inner) {
                         return Err(cx.err(s.span(), "schedulers", e.to_string()));
                     }
                 }
@@ -620,7 +770,7 @@ impl Scenario {
                     format!("unknown metric {:?}; known: {}", c.metric.get_ref(), ClaimMetric::NAMES),
                 )
             })?;
-            if let Err(e) = propshare::registry::check(c.scheduler.get_ref()) {
+            if let Err(e) = propshare::registry::check(crate::engine::flattening_of(c.scheduler.get_ref()).1) {
                 return Err(cx.err(c.scheduler.span(), &format!("{at}.scheduler"), e.to_string()));
             }
             if metric == ClaimMetric::ShareRatio && c.clients.len() != 2 {
@@ -693,7 +843,11 @@ impl Scenario {
             let named = c.client.iter().map(|n| (n, format!("{at}.client")));
             let named = named.chain(c.clients.iter().enumerate().map(|(k, n)| (n, format!("{at}.clients[{k}]"))));
             for (n, field) in named {
-                if !known.can_name(n) {
+                if metric == ClaimMetric::GroupLag {
+                    if !groups.iter().any(|g| names_client(n, &g.name)) {
+                        return Err(cx.err(rc.span(), &field, format!("no group is named {n:?}")));
+                    }
+                } else if !known.can_name(n) {
                     return Err(cx.err(rc.span(), &field, format!("no client is named {n:?}")));
                 }
             }
@@ -720,6 +874,17 @@ impl Scenario {
             Some(r) => *r.get_ref(),
             None => 1,
         };
+        let grouped = clients.len() + classes.iter().map(|c| c.count).sum::<usize>();
+        if !groups.is_empty() && grouped > MAX_GROUPED_CLIENTS {
+            return Err(cx.err(
+                0..0,
+                "group",
+                format!(
+                    "{grouped} clients with groups, more than {MAX_GROUPED_CLIENTS}: the hierarchical reference \
+                     costs O(N) per event"
+                ),
+            ));
+        }
         if clients.is_empty() && classes.is_empty() && poisson.is_empty() && chains.is_empty() {
             return Err(cx.err(
                 0..0,
@@ -743,6 +908,9 @@ impl Scenario {
             repeat,
             machine,
             clients,
+            client_groups,
+            client_moves,
+            groups,
             classes,
             poisson,
             chains,
