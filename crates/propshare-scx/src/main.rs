@@ -17,6 +17,13 @@ pub use bpf_skel::*;
 mod bpf;
 pub mod bpf_intf;
 mod host;
+mod own;
+mod own_host;
+#[allow(dead_code, clippy::all)]
+#[rustfmt::skip]
+mod pscx_skel;
+#[allow(dead_code, clippy::all)]
+mod pscx_intf;
 
 use bpf::{BpfScheduler, DispatchedTask, QueuedTask};
 use host::{Host, Msg, Probe, Weights};
@@ -50,14 +57,27 @@ Options:
   --quantum DUR      quantum, e.g. 4ms (default 4ms; HZ=250 kernels tick every 4ms)
   --all-tasks        schedule every task, not only SCHED_EXT ones (no jobs)
   --duration DUR     stop after DUR
+  --bpf SIDE         own (default): our BPF side, which reports every run, stop,
+                     block, exit and weight change; stock: scx_rustland_core's,
+                     with blocks and exits inferred from /proc
   --stats            print a JSON stats line on exit (always printed with jobs)
   -h, --help         this help
 
 Exit status: 0 done, 1 runtime failure (kernel without sched_ext, BPF load
 failure, ejected by the kernel), 2 bad input.";
 
+/// Which BPF side runs in the kernel.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Side {
+    /// Ours (src/pscx/main.bpf.c, own.rs).
+    Own,
+    /// scx_rustland_core's, with inference in host.rs.
+    Stock,
+}
+
 struct Opts {
     scheduler: String,
+    side: Side,
     quantum: u64,
     all_tasks: bool,
     duration: Option<u64>,
@@ -75,6 +95,7 @@ fn usage_err(msg: impl std::fmt::Display) -> ExitCode {
 fn parse_args(args: &[String]) -> Result<Option<Opts>, String> {
     let mut o = Opts {
         scheduler: "gr3mp".into(),
+        side: Side::Own,
         quantum: 4_000_000,
         all_tasks: false,
         duration: None,
@@ -104,6 +125,15 @@ fn parse_args(args: &[String]) -> Result<Option<Opts>, String> {
                 if o.quantum == 0 {
                     return Err("--quantum must be positive".into());
                 }
+                i += 2;
+            }
+            "--bpf" => {
+                o.side = match args.get(i + 1).map(String::as_str) {
+                    Some("own") => Side::Own,
+                    Some("stock") => Side::Stock,
+                    Some(x) => return Err(format!("--bpf takes own or stock, not {x:?}")),
+                    None => return Err("--bpf needs own or stock".into()),
+                };
                 i += 2;
             }
             "--duration" => {
@@ -354,7 +384,11 @@ fn main() -> ExitCode {
         eprintln!("propshare-scx: error: {e}");
         return ExitCode::from(1);
     }
-    match run(opts) {
+    let r = match opts.side {
+        Side::Own => own::run(opts),
+        Side::Stock => run(opts),
+    };
+    match r {
         Ok(code) => code,
         Err(e) => {
             eprintln!("propshare-scx: error: {e:#}");
