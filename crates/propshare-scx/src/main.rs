@@ -280,6 +280,13 @@ fn own_cpu_ns() -> u64 {
     (us(ru.ru_utime) + us(ru.ru_stime)) * 1000
 }
 
+/// This process's system CPU time (ns).
+fn own_sys_ns() -> u64 {
+    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut ru) };
+    (ru.ru_stime.tv_sec as u64 * 1_000_000 + ru.ru_stime.tv_usec as u64) * 1000
+}
+
 struct Job {
     name: String,
     weight: u64,

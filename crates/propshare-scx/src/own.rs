@@ -5,12 +5,13 @@
 //! `pscx_decide` syscall program, which puts them in the CPU's slot and kicks
 //! that CPU.
 //!
-//! The host process stays in the fair class (only the jobs are switched to
-//! `SCHED_EXT`; with `--all-tasks` the BPF side runs the host's threads
-//! without asking it), so it is never starved by the tasks it schedules and
-//! needs no kicker thread: it sleeps in `poll` on the ring buffer, which the
-//! BPF side wakes only for the messages that free a CPU in the model
-//! (enqueue, a stop that is not runnable, a dropped decision, an exit).
+//! The host's main thread switches itself to `SCHED_EXT` once attached, and
+//! the BPF side runs it outside the model, at once, on the CPU whose message
+//! woke it (so it is never starved by the tasks it schedules, and needs no
+//! kicker thread). It sleeps in `poll` on the ring buffer, which the BPF side
+//! wakes only for the messages that free a CPU in the model (enqueue, a stop
+//! that is not runnable, a dropped decision, an exit): that CPU is idle
+//! until the host decides, so the host's own run time fills that gap.
 
 use crate::own_host::{OwnHost, Weights};
 use crate::pscx_intf::{pscx_consts_PSCX_MAX_CPUS, pscx_decision, pscx_event};
@@ -136,15 +137,29 @@ pub fn run(opts: Opts) -> anyhow::Result<ExitCode> {
             "every task, kernel weights"
         },
     );
+    // The host joins the sched_ext class (partial mode switches only tasks
+    // that ask): the BPF side runs it at once on the CPU whose message woke
+    // it, which is idle until the host decides.
+    if partial {
+        let param = libc::sched_param { sched_priority: 0 };
+        if unsafe { libc::sched_setscheduler(0, crate::SCHED_EXT, &param) } != 0 {
+            eprintln!(
+                "propshare-scx: warning: cannot switch the host to SCHED_EXT ({}); it stays in the fair class",
+                std::io::Error::last_os_error()
+            );
+        }
+    }
     if release_fd >= 0 {
         unsafe { libc::close(release_fd) };
     }
     let start = mono_ns();
     let cpu0 = own_cpu_ns();
+    let sys0 = crate::own_sys_ns();
     let mut error: Option<String> = None;
     let mut loops: u64 = 0;
     let mut batch: Vec<pscx_event> = Vec::with_capacity(4096);
     let mut kicks: Vec<usize> = Vec::new();
+    let mut event_time = start;
 
     while !stop.load(Ordering::Relaxed) && !uei_exited!(&skel, uei) {
         loops += 1;
@@ -163,7 +178,12 @@ pub fn run(opts: Opts) -> anyhow::Result<ExitCode> {
         let now = mono_ns();
         std::mem::swap(&mut batch, &mut *inbox.borrow_mut());
         for e in batch.drain(..) {
-            let r = host.on_event(now, &e, |pid| {
+            // Each message is handed to the core at the kernel's time of the
+            // event (BPF's clock is CLOCK_MONOTONIC too), kept monotonic
+            // across CPUs: the model records a block, an expiry or a wake-up
+            // when it happened, not when this process got to read it.
+            event_time = e.ts.clamp(event_time, now);
+            let r = host.on_event(event_time, &e, |pid| {
                 let mut p = pid;
                 for _ in 0..8 {
                     if let Some(w) = job_weight.get(&p) {
@@ -276,6 +296,7 @@ pub fn run(opts: Opts) -> anyhow::Result<ExitCode> {
             "wall_ns": wall,
             "ejected": ejected,
             "own_cpu_ns": own,
+            "own_sys_ns": crate::own_sys_ns().saturating_sub(sys0),
             "loops": loops,
             "host": host.stats,
             "bpf": counters,

@@ -99,9 +99,18 @@ pub struct Stats {
     /// Preempting kicks sent for the core's `Kick`s.
     pub kicks: u64,
     /// Longest time from a task's stop on its CPU (it blocked) to the host
-    /// handling that message: the longest a blocked task held a CPU in the
-    /// model (ns, both CLOCK_MONOTONIC).
+    /// reading that message (ns, both CLOCK_MONOTONIC). The core is told at
+    /// the kernel's time of the stop, so in the model the task held the CPU
+    /// until it stopped; this is only how late the host learnt it.
     pub max_block_detect_ns: u64,
+    /// Decisions whose CPU was measured from free to running (BPF clock).
+    pub gaps: u64,
+    /// Sum over those of the time CPU k was free in the model, with a task
+    /// waiting for a decision, until its next decided task started running
+    /// there: the round trip through the host (ns).
+    pub gap_sum_ns: u64,
+    /// The longest such gap (ns).
+    pub gap_max_ns: u64,
 }
 
 /// What the loop must do after a message: CPUs to kick with preemption.
@@ -115,6 +124,9 @@ pub struct OwnHost {
     pids: Vec<Option<i32>>,
     free_ids: Vec<u32>,
     cpus: Vec<Option<Slot>>,
+    /// BPF time since which each CPU has been free in the model with a task
+    /// waiting, until its next decided task runs.
+    free_at: Vec<Option<Time>>,
     /// Counters.
     pub stats: Stats,
 }
@@ -135,6 +147,7 @@ impl OwnHost {
             pids: Vec::new(),
             free_ids: Vec::new(),
             cpus: vec![None; cpus],
+            free_at: vec![None; cpus],
             stats: Stats::default(),
         }
     }
@@ -226,6 +239,29 @@ impl OwnHost {
         fixed_weight: impl FnOnce(i32) -> u64,
     ) -> Result<Kicks, SchedError> {
         self.stats.msgs += 1;
+        let kicks = self.handle(now, e, fixed_weight)?;
+        // A CPU counts as waiting for the host from the moment it is free in
+        // the model while some task waits for a decision.
+        let waiting = self.tasks.values().any(|t| t.state == State::Runnable);
+        for k in 0..self.cpus.len() {
+            if self.cpus[k].is_some() {
+                continue;
+            }
+            if !waiting {
+                self.free_at[k] = None;
+            } else if self.free_at[k].is_none() {
+                self.free_at[k] = Some(e.ts);
+            }
+        }
+        Ok(kicks)
+    }
+
+    fn handle(
+        &mut self,
+        now: Time,
+        e: &pscx_event,
+        fixed_weight: impl FnOnce(i32) -> u64,
+    ) -> Result<Kicks, SchedError> {
         let mut kicks = Kicks::new();
         let pid = e.pid;
         let known = self.tasks.get(&pid).map(|t| (t.state, t.weight));
@@ -254,7 +290,8 @@ impl OwnHost {
             intf::pscx_kind_PSCX_STOPPING if e.flags & 1 == 0 => match known {
                 Some((State::Decided(k), _)) => {
                     self.end(now, k, pid, e.ran, StopReason::Blocked)?;
-                    self.stats.max_block_detect_ns = self.stats.max_block_detect_ns.max(now.saturating_sub(e.ts));
+                    self.stats.max_block_detect_ns =
+                        self.stats.max_block_detect_ns.max(crate::mono_ns().saturating_sub(e.ts));
                 }
                 Some((State::Runnable, _)) => {
                     let c = self.tasks[&pid].client;
@@ -278,6 +315,17 @@ impl OwnHost {
                 }
             }
             intf::pscx_kind_PSCX_FALLBACK => self.stats.fallbacks += 1,
+            intf::pscx_kind_PSCX_RUNNING => {
+                let k = e.cpu as usize;
+                if known.map(|k| k.0) == Some(State::Decided(k)) {
+                    if let Some(t) = self.free_at.get_mut(k).and_then(Option::take) {
+                        let gap = e.ts.saturating_sub(t);
+                        self.stats.gaps += 1;
+                        self.stats.gap_sum_ns += gap;
+                        self.stats.gap_max_ns = self.stats.gap_max_ns.max(gap);
+                    }
+                }
+            }
             _ => {}
         }
         Ok(kicks)

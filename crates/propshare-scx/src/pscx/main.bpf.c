@@ -21,7 +21,9 @@
  *     ops.dispatch then moves exactly that task from the wait DSQ to its own
  *     local DSQ with that slice. A decision that finds its task not waiting
  *     is dropped and reported (PSCX_MISS);
- *  4. is safe without the host: a task that has waited longer than
+ *  4. runs the host itself (it switches to SCHED_EXT once attached) at once
+ *     on the CPU that woke it, outside the model (see pscx_select_cpu);
+ *  5. is safe without the host: a task that has waited longer than
  *     `fallback_ns` (1 s by default, the watchdog allows 5 s) is run by the
  *     first CPU that dispatches with no decision pending (PSCX_FALLBACK), and
  *     a BPF timer kicks every CPU while such a task waits, or while a CPU's
@@ -94,11 +96,16 @@ static struct task_ctx *ctx_of(struct task_struct *p)
 	return bpf_task_storage_get(&task_ctxs, p, 0, 0);
 }
 
-/* The host's own threads (only scheduled by us with --all-tasks) and per-CPU
- * kernel threads run at once and are not part of the model. */
+static bool is_host(struct task_struct *p)
+{
+	return host_tgid && p->tgid == host_tgid;
+}
+
+/* The host's own threads and per-CPU kernel threads (with --all-tasks) run
+ * at once and are not part of the model. */
 static bool modelled(struct task_struct *p)
 {
-	if (host_tgid && p->tgid == host_tgid)
+	if (is_host(p))
 		return false;
 	if ((p->flags & PF_KTHREAD) && p->nr_cpus_allowed == 1)
 		return false;
@@ -128,6 +135,13 @@ static void emit(u32 kind, s32 pid, u32 weight, s32 cpu, u64 flags, u64 ran, boo
 
 s32 BPF_STRUCT_OPS(pscx_select_cpu, struct task_struct *p, s32 prev_cpu, u64 wake_flags)
 {
+	/* The host runs on the CPU that woke it: a message that frees a CPU in
+	 * the model is sent from that CPU, which is about to idle until the
+	 * host decides, so the host's own run time fills that gap instead of
+	 * being taken from a task running elsewhere, and its decision for that
+	 * CPU needs no cross-CPU kick. */
+	if (is_host(p))
+		return bpf_get_smp_processor_id();
 	/* Never dispatch here: every wake-up goes to ops.enqueue and the host. */
 	return prev_cpu;
 }
