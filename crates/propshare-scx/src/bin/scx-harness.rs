@@ -569,7 +569,7 @@ fn report(out: &str, check: Option<&str>, logs: &[String]) -> ExitCode {
         let _ = writeln!(md, "## Own BPF side: explicit events\n");
         let _ = writeln!(
             md,
-            "| vCPUs | workload | scheduler | blocks reported | longest block held in model (ms) | CPU free to next decided task running: mean / max (ms) | dropped decisions | safety-net runs | lost messages |\n|---|---|---|---|---|---|---|---|---|"
+            "| vCPUs | workload | scheduler | blocks reported | host read a block after, max (ms) | CPU free to next decided task running: mean / max (ms) | dropped decisions | safety-net runs | lost messages |\n|---|---|---|---|---|---|---|---|---|"
         );
         for r in rows.iter().filter(|r| r.blocks_reported.is_some()) {
             let _ = writeln!(

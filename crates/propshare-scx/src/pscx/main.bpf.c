@@ -135,13 +135,21 @@ static void emit(u32 kind, s32 pid, u32 weight, s32 cpu, u64 flags, u64 ran, boo
 
 s32 BPF_STRUCT_OPS(pscx_select_cpu, struct task_struct *p, s32 prev_cpu, u64 wake_flags)
 {
-	/* The host runs on the CPU that woke it: a message that frees a CPU in
-	 * the model is sent from that CPU, which is about to idle until the
-	 * host decides, so the host's own run time fills that gap instead of
-	 * being taken from a task running elsewhere, and its decision for that
-	 * CPU needs no cross-CPU kick. */
-	if (is_host(p))
-		return bpf_get_smp_processor_id();
+	/* The host runs on an idle CPU, preferably the one that woke it: a
+	 * message that frees a CPU in the model is sent from that CPU, which
+	 * idles until the host decides, so the host's own run time fills that
+	 * gap instead of being taken from a task running elsewhere, and its
+	 * decision for that CPU needs no cross-CPU kick. A message sent from a
+	 * busy CPU (a wake-up) must not leave the host queued behind that CPU's
+	 * task while another CPU idles waiting for it. */
+	if (is_host(p)) {
+		s32 cpu = bpf_get_smp_processor_id();
+
+		if (scx_bpf_test_and_clear_cpu_idle(cpu))
+			return cpu;
+		prev_cpu = scx_bpf_pick_idle_cpu(p->cpus_ptr, 0);
+		return prev_cpu >= 0 ? prev_cpu : cpu;
+	}
 	/* Never dispatch here: every wake-up goes to ops.enqueue and the host. */
 	return prev_cpu;
 }
