@@ -302,10 +302,10 @@ impl OwnHost {
                 _ => {}
             },
             intf::pscx_kind_PSCX_EXIT => self.exit(now, pid, 0)?,
-            intf::pscx_kind_PSCX_WEIGHT if self.weights == Weights::Kernel => {
-                if known.is_some_and(|k| k.1 != e.weight as u64) {
-                    self.reweigh(now, pid, e.weight as u64)?;
-                }
+            intf::pscx_kind_PSCX_WEIGHT
+                if self.weights == Weights::Kernel && known.is_some_and(|k| k.1 != e.weight as u64) =>
+            {
+                self.reweigh(now, pid, e.weight as u64)?;
             }
             intf::pscx_kind_PSCX_MISS => {
                 self.stats.misses += 1;
