@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: GPL-2.0-only
 //! propshare-scx: a propshare scheduler as a real Linux kernel scheduler,
-//! through sched_ext and scx_rustland_core.
+//! through sched_ext. The default BPF side is our own (`src/pscx`, driven by
+//! `own.rs` and `own_host.rs`); `--bpf stock` uses scx_rustland_core's, with
+//! the inference of `host.rs` and the loop in this file.
 //!
 //! ```text
 //! propshare-scx --scheduler gr3mp --quantum 4ms -w 3 -- ./a ::: -w 1 -- ./b
