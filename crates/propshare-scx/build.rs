@@ -20,6 +20,14 @@ fn main() {
         eprintln!("scripts/kernel-vm.sh installs them on Debian");
         std::process::exit(1);
     }
+    // Our own BPF side (src/pscx), written from the kernel's sched_ext_ops
+    // documentation; scx_cargo supplies vmlinux.h and the scx headers.
+    if let Err(e) = scx_cargo::BpfBuilder::new().and_then(|mut b| {
+        b.enable_intf("src/pscx/intf.h", "pscx_intf.rs").enable_skel("src/pscx/main.bpf.c", "pscx").build()
+    }) {
+        eprintln!("propshare-scx: building our own BPF side (src/pscx) failed: {e:#}");
+        std::process::exit(1);
+    }
 }
 
 fn on_path(prog: &str) -> bool {

@@ -29,14 +29,15 @@ phase_end() {
 # stopped by SIGINT / SIGTERM / SIGKILL or panics; sched_ext must return to
 # disabled and both spinners must keep running.
 safety() {
-  how=$1; sc=$2
-  S=$(( $(/bin/spin now) + 100 )); E=$((S + 8000))
+  how=$1; sc=${2%@*}; side=own
+  case "$2" in *@*) side=${2#*@} ;; esac
+  S=$(( $(/bin/spin now) + 100 )); E=$((S + 60000))
   /bin/spin -N sa -e -S $S -E $E > /dev/null & A=$!
   /bin/spin -N sb -e -S $S -E $E > /dev/null & B=$!
   if [ "$how" = panic ]; then
-    /bin/propshare-scx --scheduler "$sc" --panic-after 1500ms 2>/tmp/s.err & P=$!
+    /bin/propshare-scx --scheduler "$sc" --bpf "$side" --panic-after 1500ms 2>/tmp/s.err & P=$!
   else
-    /bin/propshare-scx --scheduler "$sc" 2>/tmp/s.err & P=$!
+    /bin/propshare-scx --scheduler "$sc" --bpf "$side" 2>/tmp/s.err & P=$!
   fi
   wait_enabled; en=$(scx_state)
   sleep 1.5

@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: GPL-2.0-only
 //! propshare-scx: a propshare scheduler as a real Linux kernel scheduler,
-//! through sched_ext and scx_rustland_core.
+//! through sched_ext. The default BPF side is our own (`src/pscx`, driven by
+//! `own.rs` and `own_host.rs`); `--bpf stock` uses scx_rustland_core's, with
+//! the inference of `host.rs` and the loop in this file.
 //!
 //! ```text
 //! propshare-scx --scheduler gr3mp --quantum 4ms -w 3 -- ./a ::: -w 1 -- ./b
@@ -17,6 +19,13 @@ pub use bpf_skel::*;
 mod bpf;
 pub mod bpf_intf;
 mod host;
+mod own;
+mod own_host;
+#[allow(dead_code, clippy::all)]
+#[rustfmt::skip]
+mod pscx_skel;
+#[allow(dead_code, clippy::all)]
+mod pscx_intf;
 
 use bpf::{BpfScheduler, DispatchedTask, QueuedTask};
 use host::{Host, Msg, Probe, Weights};
@@ -50,14 +59,27 @@ Options:
   --quantum DUR      quantum, e.g. 4ms (default 4ms; HZ=250 kernels tick every 4ms)
   --all-tasks        schedule every task, not only SCHED_EXT ones (no jobs)
   --duration DUR     stop after DUR
+  --bpf SIDE         own (default): our BPF side, which reports every run, stop,
+                     block, exit and weight change; stock: scx_rustland_core's,
+                     with blocks and exits inferred from /proc
   --stats            print a JSON stats line on exit (always printed with jobs)
   -h, --help         this help
 
 Exit status: 0 done, 1 runtime failure (kernel without sched_ext, BPF load
 failure, ejected by the kernel), 2 bad input.";
 
+/// Which BPF side runs in the kernel.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Side {
+    /// Ours (src/pscx/main.bpf.c, own.rs).
+    Own,
+    /// scx_rustland_core's, with inference in host.rs.
+    Stock,
+}
+
 struct Opts {
     scheduler: String,
+    side: Side,
     quantum: u64,
     all_tasks: bool,
     duration: Option<u64>,
@@ -75,6 +97,7 @@ fn usage_err(msg: impl std::fmt::Display) -> ExitCode {
 fn parse_args(args: &[String]) -> Result<Option<Opts>, String> {
     let mut o = Opts {
         scheduler: "gr3mp".into(),
+        side: Side::Own,
         quantum: 4_000_000,
         all_tasks: false,
         duration: None,
@@ -104,6 +127,15 @@ fn parse_args(args: &[String]) -> Result<Option<Opts>, String> {
                 if o.quantum == 0 {
                     return Err("--quantum must be positive".into());
                 }
+                i += 2;
+            }
+            "--bpf" => {
+                o.side = match args.get(i + 1).map(String::as_str) {
+                    Some("own") => Side::Own,
+                    Some("stock") => Side::Stock,
+                    Some(x) => return Err(format!("--bpf takes own or stock, not {x:?}")),
+                    None => return Err("--bpf needs own or stock".into()),
+                };
                 i += 2;
             }
             "--duration" => {
@@ -250,6 +282,13 @@ fn own_cpu_ns() -> u64 {
     (us(ru.ru_utime) + us(ru.ru_stime)) * 1000
 }
 
+/// This process's system CPU time (ns).
+fn own_sys_ns() -> u64 {
+    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut ru) };
+    (ru.ru_stime.tv_sec as u64 * 1_000_000 + ru.ru_stime.tv_usec as u64) * 1000
+}
+
 struct Job {
     name: String,
     weight: u64,
@@ -354,7 +393,11 @@ fn main() -> ExitCode {
         eprintln!("propshare-scx: error: {e}");
         return ExitCode::from(1);
     }
-    match run(opts) {
+    let r = match opts.side {
+        Side::Own => own::run(opts),
+        Side::Stock => run(opts),
+    };
+    match r {
         Ok(code) => code,
         Err(e) => {
             eprintln!("propshare-scx: error: {e:#}");

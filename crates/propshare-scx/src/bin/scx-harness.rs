@@ -175,12 +175,12 @@ fn plan(smp: usize, secs: u64, scheds: &[String], only: &[String], safety: bool,
             );
         }
         for sc in scheds {
+            // `NAME@stock` runs NAME on the stock scx_rustland_core side.
+            let (name, side) = sc.split_once('@').unwrap_or((sc.as_str(), "own"));
+            let scx = format!("/bin/propshare-scx --scheduler {name} --bpf {side} --quantum {QUANTUM}");
             let _ = writeln!(s, "phase_begin {} {sc}", w.id);
             if w.kernel_mode {
-                let _ = writeln!(
-                    s,
-                    "/bin/propshare-scx --scheduler {sc} --quantum {QUANTUM} --stats 2>/tmp/pscx.err & P=$!"
-                );
+                let _ = writeln!(s, "{scx} --stats 2>/tmp/pscx.err & P=$!");
                 let _ = writeln!(s, "wait_enabled");
                 let _ = writeln!(s, "S=$(( $(/bin/spin now) + 300 )); E=$((S + {ms}))");
                 let mut pids = Vec::new();
@@ -191,7 +191,7 @@ fn plan(smp: usize, secs: u64, scheds: &[String], only: &[String], safety: bool,
                 let _ = writeln!(s, "wait {}; kill -INT $P; wait $P; rc=$?; cat /tmp/pscx.err", pids.join(" "));
             } else {
                 let _ = writeln!(s, "S=$(( $(/bin/spin now) + 2500 )); E=$((S + {ms}))");
-                let _ = writeln!(s, "/bin/propshare-scx --scheduler {sc} --quantum {QUANTUM} {}; rc=$?", jobs);
+                let _ = writeln!(s, "{scx} {}; rc=$?", jobs);
             }
             let _ = writeln!(s, "phase_end {} {sc} $rc", w.id);
         }
@@ -330,6 +330,16 @@ struct PhaseRow {
     blocks_probed: Option<u64>,
     blocks_late: Option<u64>,
     max_block_detect_ms: Option<f64>,
+    /// Own BPF side: blocks reported by `ops.stopping`.
+    blocks_reported: Option<u64>,
+    /// Own BPF side: mean and longest time a CPU was free in the model until
+    /// its next decided task ran (ms).
+    gap_mean_ms: Option<f64>,
+    gap_max_ms: Option<f64>,
+    /// Own BPF side: dropped decisions, safety-net runs, lost messages.
+    misses: Option<u64>,
+    fallbacks: Option<u64>,
+    lost: Option<u64>,
     rc: Option<i32>,
     ejected: bool,
 }
@@ -444,6 +454,15 @@ fn analyse(p: &Phase) -> Option<PhaseRow> {
         blocks_probed: get(&["host", "blocks_probed"]).map(|x| x as u64),
         blocks_late: get(&["host", "blocks_late"]).map(|x| x as u64),
         max_block_detect_ms: get(&["host", "max_block_detect_ns"]).map(|x| x / 1e6),
+        blocks_reported: get(&["host", "blocks"]).map(|x| x as u64),
+        gap_mean_ms: match (get(&["host", "gap_sum_ns"]), get(&["host", "gaps"])) {
+            (Some(s), Some(n)) if n > 0.0 => Some(s / n / 1e6),
+            _ => None,
+        },
+        gap_max_ms: get(&["host", "gap_max_ns"]).map(|x| x / 1e6),
+        misses: get(&["bpf", "missed"]).map(|x| x as u64),
+        fallbacks: get(&["bpf", "fallback"]).map(|x| x as u64),
+        lost: get(&["bpf", "lost"]).map(|x| x as u64),
         rc: p.rc,
         ejected: p.ejected,
     })
@@ -542,6 +561,30 @@ fn report(out: &str, check: Option<&str>, logs: &[String]) -> ExitCode {
                 r.blocks_probed.unwrap_or(0),
                 r.blocks_late.unwrap_or(0),
                 r.max_block_detect_ms.unwrap_or(0.0)
+            );
+        }
+        let _ = writeln!(md);
+    }
+    if rows.iter().any(|r| r.blocks_reported.is_some()) {
+        let _ = writeln!(md, "## Own BPF side: explicit events\n");
+        let _ = writeln!(
+            md,
+            "| vCPUs | workload | scheduler | blocks reported | host read a block after, max (ms) | CPU free to next decided task running: mean / max (ms) | dropped decisions | safety-net runs | lost messages |\n|---|---|---|---|---|---|---|---|---|"
+        );
+        for r in rows.iter().filter(|r| r.blocks_reported.is_some()) {
+            let _ = writeln!(
+                md,
+                "| {} | {} | {} | {} | {:.1} | {:.2} / {:.1} | {} | {} | {} |",
+                r.smp,
+                r.workload,
+                r.sched,
+                r.blocks_reported.unwrap_or(0),
+                r.max_block_detect_ms.unwrap_or(0.0),
+                r.gap_mean_ms.unwrap_or(0.0),
+                r.gap_max_ms.unwrap_or(0.0),
+                r.misses.unwrap_or(0),
+                r.fallbacks.unwrap_or(0),
+                r.lost.unwrap_or(0)
             );
         }
         let _ = writeln!(md);
@@ -651,7 +694,12 @@ fn main() -> ExitCode {
                 scheds = vec!["gr3mp".into()];
             }
             for s in &scheds {
-                if propshare::registry::build(s, propshare::scheduler::SchedConfig::new(1, 4_000_000)).is_err() {
+                let (name, side) = s.split_once('@').unwrap_or((s.as_str(), "own"));
+                if side != "own" && side != "stock" {
+                    eprintln!("scx-harness: unknown BPF side {side:?} in {s:?} (own or stock)");
+                    return ExitCode::from(2);
+                }
+                if propshare::registry::build(name, propshare::scheduler::SchedConfig::new(1, 4_000_000)).is_err() {
                     eprintln!("scx-harness: unknown scheduler {s:?}");
                     return ExitCode::from(2);
                 }

@@ -1,0 +1,71 @@
+/* SPDX-License-Identifier: GPL-2.0-only */
+/*
+ * What propshare-scx's own BPF side (main.bpf.c) and its host (own.rs)
+ * exchange. Plain C types only: bindgen turns this file into Rust.
+ */
+#ifndef PSCX_INTF_H
+#define PSCX_INTF_H
+
+enum pscx_consts {
+	/* Highest number of CPUs the slot array covers. */
+	PSCX_MAX_CPUS = 512,
+	/* The custom DSQ every modelled task waits in until it is decided. */
+	PSCX_WAIT_DSQ = 0,
+};
+
+/* One message from the BPF side, in the order the kernel made the calls. */
+enum pscx_kind {
+	/* ops.runnable: the task became runnable (flags: enqueue flags). */
+	PSCX_RUNNABLE = 1,
+	/* ops.running: the task started running on cpu. */
+	PSCX_RUNNING = 2,
+	/* ops.stopping: it stopped on cpu; flags = 1 if still runnable; ran = its
+	 * run time since its last decision (ns). */
+	PSCX_STOPPING = 3,
+	/* ops.quiescent: it is no longer runnable (flags: dequeue flags). */
+	PSCX_QUIESCENT = 4,
+	/* ops.enqueue: it waits for a decision (flags: enqueue flags; ran as
+	 * for STOPPING). */
+	PSCX_ENQUEUE = 5,
+	/* ops.exit_task: it left sched_ext (exited, or switched class). */
+	PSCX_EXIT = 6,
+	/* ops.set_weight: its weight is now `weight`. */
+	PSCX_WEIGHT = 7,
+	/* ops.dispatch found the decided task of cpu not waiting (flags = 1: the
+	 * task may not run on cpu): the decision was dropped. */
+	PSCX_MISS = 8,
+	/* ops.dispatch ran a task that had waited longer than the fallback time
+	 * without a decision (the safety net). */
+	PSCX_FALLBACK = 9,
+};
+
+struct pscx_event {
+	unsigned int kind;
+	int pid;
+	int cpu;
+	unsigned int weight;
+	unsigned long long flags;
+	unsigned long long ran;
+	unsigned long long ts;
+};
+
+/* The argument of the pscx_decide syscall program: run pid on cpu for slice
+ * ns (pid > 0), or, with pid == 0, only kick cpu (preempt = 1: take the CPU
+ * from its current sched_ext task). */
+struct pscx_decision {
+	int cpu;
+	int pid;
+	unsigned long long slice;
+	unsigned int preempt;
+	unsigned int pad;
+};
+
+/* One CPU's pending decision (pid 0: none). */
+struct pscx_slot {
+	int pid;
+	unsigned int pad;
+	unsigned long long slice;
+	unsigned long long at;
+};
+
+#endif /* PSCX_INTF_H */

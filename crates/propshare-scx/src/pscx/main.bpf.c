@@ -1,0 +1,380 @@
+// SPDX-License-Identifier: GPL-2.0-only
+/*
+ * propshare-scx's own sched_ext BPF side.
+ *
+ * Written from the kernel's documentation of struct sched_ext_ops
+ * (Documentation/scheduler/sched-ext.rst and the kernel-doc of
+ * include/linux/sched/ext.h and kernel/sched/ext.c); not derived from any
+ * scx scheduler. It decides nothing: the host (own.rs) runs the core
+ * propshare `Scheduler`, which keeps exactly one decided task per CPU. This
+ * program only
+ *
+ *  1. reports what the kernel does to every modelled task, explicitly and in
+ *     order, through the `events` ring buffer: runnable, running,
+ *     stopping (still runnable or not, with the run time since the task's
+ *     last decision), quiescent, enqueue (the task waits for a decision),
+ *     exit and weight changes;
+ *  2. parks every task that waits for a decision in one custom DSQ
+ *     (PSCX_WAIT_DSQ), so that the kernel keeps owning it;
+ *  3. carries out decisions: the host runs the `pscx_decide` syscall program,
+ *     which writes (pid, slice) into CPU k's slot and kicks CPU k; that CPU's
+ *     ops.dispatch then moves exactly that task from the wait DSQ to its own
+ *     local DSQ with that slice. A decision that finds its task not waiting
+ *     is dropped and reported (PSCX_MISS);
+ *  4. runs the host itself (it switches to SCHED_EXT once attached) at once
+ *     on the CPU that woke it, outside the model (see pscx_select_cpu);
+ *  5. is safe without the host: a task that has waited longer than
+ *     `fallback_ns` (1 s by default, the watchdog allows 5 s) is run by the
+ *     first CPU that dispatches with no decision pending (PSCX_FALLBACK), and
+ *     a BPF timer kicks every CPU while such a task waits, or while a CPU's
+ *     decision has not been taken for 20 ms. When the host exits, for any
+ *     reason, the kernel unloads this program and hands every task back to
+ *     the fair class.
+ *
+ * SCX_OPS_ENQ_LAST is set, so a task whose slice ended always comes back
+ * through ops.enqueue (the kernel would otherwise refill the slice of the
+ * last runnable task of a CPU), and ops.select_cpu never dispatches, so
+ * every wake-up is decided by the host.
+ */
+#include <scx/common.bpf.h>
+#include "intf.h"
+
+char _license[] SEC("license") = "GPL";
+
+/* Set by the host before load. */
+const volatile u32 nr_cpus = 1;
+const volatile u64 fallback_ns = 1000000000ULL;
+const volatile u64 fallback_slice_ns = 4000000ULL;
+const volatile s32 host_tgid;
+
+#define WATCH_PERIOD_NS 100000000ULL
+#define SLOT_STALE_NS 20000000ULL
+
+UEI_DEFINE(uei);
+
+/* Counters, read by the host through the skeleton's bss. */
+u64 nr_events, nr_lost, nr_decided, nr_moved, nr_missed, nr_fallback, nr_watch_kicks;
+
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, 1 << 22);
+} events SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, PSCX_MAX_CPUS);
+	__type(key, u32);
+	__type(value, struct pscx_slot);
+} slots SEC(".maps");
+
+struct task_ctx {
+	u64 running_at; /* when it last started running */
+	u64 ran;        /* run time since its last decision */
+	u64 queued_at;  /* when it last entered the wait DSQ */
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_TASK_STORAGE);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, int);
+	__type(value, struct task_ctx);
+} task_ctxs SEC(".maps");
+
+struct watch_timer {
+	struct bpf_timer timer;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, u32);
+	__type(value, struct watch_timer);
+} watch SEC(".maps");
+
+static struct task_ctx *ctx_of(struct task_struct *p)
+{
+	return bpf_task_storage_get(&task_ctxs, p, 0, 0);
+}
+
+static bool is_host(struct task_struct *p)
+{
+	return host_tgid && p->tgid == host_tgid;
+}
+
+/* The host's own threads and per-CPU kernel threads (with --all-tasks) run
+ * at once and are not part of the model. */
+static bool modelled(struct task_struct *p)
+{
+	if (is_host(p))
+		return false;
+	if ((p->flags & PF_KTHREAD) && p->nr_cpus_allowed == 1)
+		return false;
+	return true;
+}
+
+static void emit(u32 kind, s32 pid, u32 weight, s32 cpu, u64 flags, u64 ran, bool wake)
+{
+	struct pscx_event *e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
+
+	if (!e) {
+		__sync_fetch_and_add(&nr_lost, 1);
+		return;
+	}
+	e->kind = kind;
+	e->pid = pid;
+	e->cpu = cpu;
+	e->weight = weight;
+	e->flags = flags;
+	e->ran = ran;
+	e->ts = bpf_ktime_get_ns();
+	/* Only the messages that free a CPU in the model wake the host; the
+	 * others are read with them. */
+	bpf_ringbuf_submit(e, wake ? BPF_RB_FORCE_WAKEUP : BPF_RB_NO_WAKEUP);
+	__sync_fetch_and_add(&nr_events, 1);
+}
+
+s32 BPF_STRUCT_OPS(pscx_select_cpu, struct task_struct *p, s32 prev_cpu, u64 wake_flags)
+{
+	/* The host runs on an idle CPU, preferably the one that woke it: a
+	 * message that frees a CPU in the model is sent from that CPU, which
+	 * idles until the host decides, so the host's own run time fills that
+	 * gap instead of being taken from a task running elsewhere, and its
+	 * decision for that CPU needs no cross-CPU kick. A message sent from a
+	 * busy CPU (a wake-up) must not leave the host queued behind that CPU's
+	 * task while another CPU idles waiting for it. */
+	if (is_host(p)) {
+		s32 cpu = bpf_get_smp_processor_id();
+
+		if (scx_bpf_test_and_clear_cpu_idle(cpu))
+			return cpu;
+		prev_cpu = scx_bpf_pick_idle_cpu(p->cpus_ptr, 0);
+		return prev_cpu >= 0 ? prev_cpu : cpu;
+	}
+	/* Never dispatch here: every wake-up goes to ops.enqueue and the host. */
+	return prev_cpu;
+}
+
+void BPF_STRUCT_OPS(pscx_enqueue, struct task_struct *p, u64 enq_flags)
+{
+	struct task_ctx *t;
+
+	if (!modelled(p)) {
+		scx_bpf_dsq_insert(p, SCX_DSQ_LOCAL, fallback_slice_ns, enq_flags);
+		return;
+	}
+	t = ctx_of(p);
+	if (t)
+		t->queued_at = bpf_ktime_get_ns();
+	scx_bpf_dsq_insert(p, PSCX_WAIT_DSQ, fallback_slice_ns, enq_flags);
+	emit(PSCX_ENQUEUE, p->pid, p->scx.weight, scx_bpf_task_cpu(p), enq_flags, t ? t->ran : 0, true);
+}
+
+void BPF_STRUCT_OPS(pscx_dispatch, s32 cpu, struct task_struct *prev)
+{
+	struct task_struct *p;
+	struct pscx_slot *s;
+	struct task_ctx *t;
+	u32 key = cpu;
+	u64 now = bpf_ktime_get_ns();
+	s32 pid;
+
+	s = bpf_map_lookup_elem(&slots, &key);
+	if (!s)
+		return;
+	pid = __sync_lock_test_and_set(&s->pid, 0);
+	if (pid > 0) {
+		u64 slice = s->slice;
+		bool moved = false, allowed = true;
+
+		bpf_for_each(scx_dsq, p, PSCX_WAIT_DSQ, 0) {
+			if (p->pid != pid)
+				continue;
+			if (!bpf_cpumask_test_cpu(cpu, p->cpus_ptr)) {
+				allowed = false;
+				break;
+			}
+			t = ctx_of(p);
+			if (t)
+				t->ran = 0;
+			scx_bpf_dsq_move_set_slice(BPF_FOR_EACH_ITER, slice);
+			moved = scx_bpf_dsq_move(BPF_FOR_EACH_ITER, p, SCX_DSQ_LOCAL, 0);
+			break;
+		}
+		if (moved) {
+			__sync_fetch_and_add(&nr_moved, 1);
+		} else {
+			__sync_fetch_and_add(&nr_missed, 1);
+			emit(PSCX_MISS, pid, 0, cpu, allowed ? 0 : 1, 0, true);
+		}
+		return;
+	}
+	/* The safety net: no decision for this CPU, and the longest-waiting task
+	 * has waited too long. */
+	bpf_for_each(scx_dsq, p, PSCX_WAIT_DSQ, 0) {
+		t = ctx_of(p);
+		if (t && now - t->queued_at >= fallback_ns && bpf_cpumask_test_cpu(cpu, p->cpus_ptr) &&
+		    scx_bpf_dsq_move(BPF_FOR_EACH_ITER, p, SCX_DSQ_LOCAL, 0)) {
+			__sync_fetch_and_add(&nr_fallback, 1);
+			emit(PSCX_FALLBACK, p->pid, p->scx.weight, cpu, 0, 0, false);
+		}
+		break;
+	}
+}
+
+void BPF_STRUCT_OPS(pscx_runnable, struct task_struct *p, u64 enq_flags)
+{
+	if (modelled(p))
+		emit(PSCX_RUNNABLE, p->pid, p->scx.weight, scx_bpf_task_cpu(p), enq_flags, 0, false);
+}
+
+void BPF_STRUCT_OPS(pscx_running, struct task_struct *p)
+{
+	struct task_ctx *t;
+
+	if (!modelled(p))
+		return;
+	t = ctx_of(p);
+	if (t)
+		t->running_at = bpf_ktime_get_ns();
+	emit(PSCX_RUNNING, p->pid, p->scx.weight, scx_bpf_task_cpu(p), 0, t ? t->ran : 0, false);
+}
+
+void BPF_STRUCT_OPS(pscx_stopping, struct task_struct *p, bool runnable)
+{
+	struct task_ctx *t;
+
+	if (!modelled(p))
+		return;
+	t = ctx_of(p);
+	if (t && t->running_at)
+		t->ran += bpf_ktime_get_ns() - t->running_at;
+	/* Still runnable: it either comes back through ops.enqueue (its slice
+	 * ended, or it was preempted) or stays at the head of its CPU's local
+	 * DSQ (a higher class took the CPU for a while); the host waits for the
+	 * enqueue. Not runnable: it blocked or exits, which frees its CPU. */
+	emit(PSCX_STOPPING, p->pid, p->scx.weight, scx_bpf_task_cpu(p), runnable ? 1 : 0, t ? t->ran : 0,
+	     !runnable);
+}
+
+void BPF_STRUCT_OPS(pscx_quiescent, struct task_struct *p, u64 deq_flags)
+{
+	if (modelled(p))
+		emit(PSCX_QUIESCENT, p->pid, p->scx.weight, scx_bpf_task_cpu(p), deq_flags, 0, false);
+}
+
+void BPF_STRUCT_OPS(pscx_set_weight, struct task_struct *p, u32 weight)
+{
+	if (modelled(p))
+		emit(PSCX_WEIGHT, p->pid, weight, scx_bpf_task_cpu(p), 0, 0, false);
+}
+
+s32 BPF_STRUCT_OPS(pscx_init_task, struct task_struct *p, struct scx_init_task_args *args)
+{
+	if (!bpf_task_storage_get(&task_ctxs, p, 0, BPF_LOCAL_STORAGE_GET_F_CREATE))
+		return -ENOMEM;
+	return 0;
+}
+
+void BPF_STRUCT_OPS(pscx_enable, struct task_struct *p)
+{
+	struct task_ctx *t = ctx_of(p);
+
+	if (t) {
+		t->ran = 0;
+		t->running_at = 0;
+	}
+}
+
+void BPF_STRUCT_OPS(pscx_exit_task, struct task_struct *p, struct scx_exit_task_args *args)
+{
+	if (modelled(p))
+		emit(PSCX_EXIT, p->pid, p->scx.weight, scx_bpf_task_cpu(p), 0, 0, true);
+}
+
+static int watch_fn(void *map, int *key, struct bpf_timer *timer)
+{
+	u64 now = bpf_ktime_get_ns();
+	struct task_struct *p;
+	struct task_ctx *t;
+	bool stale = false;
+	u32 cpu;
+
+	bpf_for_each(scx_dsq, p, PSCX_WAIT_DSQ, 0) {
+		t = ctx_of(p);
+		if (t && now - t->queued_at >= fallback_ns)
+			stale = true;
+		break;
+	}
+	bpf_for(cpu, 0, nr_cpus) {
+		struct pscx_slot *s = bpf_map_lookup_elem(&slots, &cpu);
+
+		if (stale || (s && s->pid > 0 && now - s->at >= SLOT_STALE_NS)) {
+			scx_bpf_kick_cpu(cpu, 0);
+			__sync_fetch_and_add(&nr_watch_kicks, 1);
+		}
+	}
+	bpf_timer_start(timer, WATCH_PERIOD_NS, 0);
+	return 0;
+}
+
+s32 BPF_STRUCT_OPS_SLEEPABLE(pscx_init)
+{
+	struct bpf_timer *timer;
+	u32 key = 0;
+	s32 ret;
+
+	ret = scx_bpf_create_dsq(PSCX_WAIT_DSQ, -1);
+	if (ret)
+		return ret;
+	timer = bpf_map_lookup_elem(&watch, &key);
+	if (!timer)
+		return -ESRCH;
+	bpf_timer_init(timer, &watch, CLOCK_MONOTONIC);
+	bpf_timer_set_callback(timer, watch_fn);
+	return bpf_timer_start(timer, WATCH_PERIOD_NS, 0);
+}
+
+void BPF_STRUCT_OPS(pscx_exit, struct scx_exit_info *ei)
+{
+	UEI_RECORD(uei, ei);
+}
+
+/* The host's decision: run `pid` on `cpu` for `slice` ns (pid > 0), or only
+ * kick `cpu` (pid == 0; preempt: end its current task's slice). */
+SEC("syscall")
+int pscx_decide(struct pscx_decision *d)
+{
+	u32 cpu = d->cpu;
+	struct pscx_slot *s;
+
+	if (cpu >= nr_cpus)
+		return -EINVAL;
+	if (d->pid > 0) {
+		s = bpf_map_lookup_elem(&slots, &cpu);
+		if (!s)
+			return -EINVAL;
+		s->slice = d->slice;
+		s->at = bpf_ktime_get_ns();
+		__sync_lock_test_and_set(&s->pid, d->pid);
+		__sync_fetch_and_add(&nr_decided, 1);
+	}
+	scx_bpf_kick_cpu(cpu, d->preempt ? SCX_KICK_PREEMPT : 0);
+	return 0;
+}
+
+SCX_OPS_DEFINE(pscx_ops,
+	       .select_cpu = (void *)pscx_select_cpu,
+	       .enqueue = (void *)pscx_enqueue,
+	       .dispatch = (void *)pscx_dispatch,
+	       .runnable = (void *)pscx_runnable,
+	       .running = (void *)pscx_running,
+	       .stopping = (void *)pscx_stopping,
+	       .quiescent = (void *)pscx_quiescent,
+	       .set_weight = (void *)pscx_set_weight,
+	       .init_task = (void *)pscx_init_task,
+	       .enable = (void *)pscx_enable,
+	       .exit_task = (void *)pscx_exit_task,
+	       .init = (void *)pscx_init,
+	       .exit = (void *)pscx_exit,
+	       .timeout_ms = 5000,
+	       .name = "propshare");
