@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# The Python package's checks (crates/propshare-py): a virtualenv under
+# target/python (never system-wide), the package installed from the
+# repository with one `pip install`, clippy and rustfmt on its crate, its
+# pytest suite, the GR3 sweep's reduced grid and the example notebook.
+# .ci/run calls it; run it alone the same way: scripts/test-python.sh
+#
+# PROPSHARE_CLI: the propshare binary the tests compare with (default
+# target/release/propshare, built here if missing). Ray is installed when
+# pip can get it; its test skips, saying so, when it cannot.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+python=${PYTHON:-python3}
+if ! "$python" -c 'import sys; assert sys.version_info >= (3, 9)' 2>/dev/null; then
+  echo "python: need Python 3.9 or later as \`$python\` (set PYTHON)"; exit 1
+fi
+venv=target/python
+[ -x "$venv/bin/python" ] || "$python" -m venv "$venv"
+py=$venv/bin/python
+# Build into the workspace's target/: what `cargo build --release` compiled is reused.
+export CARGO_TARGET_DIR=$PWD/target
+export PYO3_PYTHON=$PWD/$py
+step() { echo "  python: $1 ($(( $(date +%s) - t0 )) s)"; t0=$(date +%s); }
+t0=$(date +%s)
+"$py" -m pip install -q --disable-pip-version-check pytest nbclient nbformat ipykernel matplotlib
+"$py" -m pip install -q --disable-pip-version-check ./crates/propshare-py
+step "installed the package"
+"$py" -m pip install -q --disable-pip-version-check 'ray>=2' \
+  || echo "  python: note: could not install ray; its test will skip"
+step "ray"
+
+cargo fmt --manifest-path crates/propshare-py/Cargo.toml -- --check
+cargo clippy -q --release --manifest-path crates/propshare-py/Cargo.toml --all-targets -- -D warnings
+step "fmt and clippy on crates/propshare-py"
+
+cli=${PROPSHARE_CLI:-target/release/propshare}
+[ -x "$cli" ] || cargo build -q --release --bin propshare
+PROPSHARE_CLI=$PWD/$cli "$py" -m pytest -q -p no:cacheprovider crates/propshare-py/tests
+step "pytest"
+
+"$py" scripts/sweep-gr3.py --ci --out target/sweep-gr3-ci
+step "scripts/sweep-gr3.py --ci"
+
+"$py" - <<'PY'
+import nbformat
+from nbclient import NotebookClient
+
+path = "examples/propshare.ipynb"
+nb = nbformat.read(path, as_version=4)
+NotebookClient(nb, timeout=300, kernel_name="python3", resources={"metadata": {"path": "."}}).execute()
+print(f"  python: {path} ran top to bottom ({len(nb.cells)} cells)")
+PY
+step "notebook"
