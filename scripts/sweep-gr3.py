@@ -130,7 +130,22 @@ def main(argv=None) -> int:
     p.add_argument("--workers", type=int, default=None, help="local workers (default: every core)")
     p.add_argument("--out", default="target/sweep-gr3", help="output folder (default target/sweep-gr3)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.add_argument("--merge", nargs="+", metavar="DIR",
+                   help="run nothing: summarise the runs.csv of earlier sweeps (batches of seeds) into --out")
     a = p.parse_args(argv)
+    if a.merge:
+        runs = pd.concat([pd.read_csv(os.path.join(d, "runs.csv")) for d in a.merge], ignore_index=True)
+        dup = runs.duplicated(["experiment", "n", "total", "scheduler", "seed"])
+        if dup.any():
+            p.error(f"--merge: {dup.sum()} runs appear twice (overlapping seeds)")
+        os.makedirs(a.out, exist_ok=True)
+        runs.to_csv(os.path.join(a.out, "runs.csv"), index=False)
+        seeds = runs.groupby(["experiment", "n", "total", "scheduler"]).seed.agg(["min", "max", "count"])
+        header = (f"GR3 service-error sweep, merged from {len(a.merge)} batches: {len(runs)} runs, "
+                  f"{seeds['count'].min()}-{seeds['count'].max()} sets per pair (seeds {seeds['min'].min()}.."
+                  f"{seeds['max'].max()}), horizon = total weight in quanta")
+        print(summarise(runs, a.out, header))
+        return 0
     experiments = [e.strip().upper() for e in a.experiments.split(",")]
     for e in experiments:
         if e not in EXPERIMENTS:

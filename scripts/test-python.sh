@@ -18,7 +18,8 @@ fi
 venv=target/python
 [ -x "$venv/bin/python" ] || "$python" -m venv "$venv"
 py=$venv/bin/python
-# Build into the workspace's target/: what `cargo build --release` compiled is reused.
+# Build into the workspace's target/ (one folder to cache and clean; the
+# release artifacts are not shared with the workspace's: their profile hashes differ).
 export CARGO_TARGET_DIR=$PWD/target
 export PYO3_PYTHON=$PWD/$py
 step() { echo "  python: $1 ($(( $(date +%s) - t0 )) s)"; t0=$(date +%s); }
@@ -31,12 +32,13 @@ step "installed the package"
 step "ray"
 
 cargo fmt --manifest-path crates/propshare-py/Cargo.toml -- --check
-cargo clippy -q --release --manifest-path crates/propshare-py/Cargo.toml --all-targets -- -D warnings
+# The dev profile, as the workspace's clippy below: the checked core and simulator are shared.
+cargo clippy -q --manifest-path crates/propshare-py/Cargo.toml --all-targets -- -D warnings
 step "fmt and clippy on crates/propshare-py"
 
 cli=${PROPSHARE_CLI:-target/release/propshare}
 [ -x "$cli" ] || cargo build -q --release --bin propshare
-PROPSHARE_CLI=$PWD/$cli "$py" -m pytest -q -p no:cacheprovider crates/propshare-py/tests
+PROPSHARE_CLI=$(realpath "$cli") "$py" -m pytest -q -p no:cacheprovider crates/propshare-py/tests
 step "pytest"
 
 "$py" scripts/sweep-gr3.py --ci --out target/sweep-gr3-ci
