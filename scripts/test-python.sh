@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The Python package's checks (crates/propshare-py): a virtualenv under
 # target/python (never system-wide), the package installed from the
-# repository with one `pip install`, clippy and rustfmt on its crate, its
-# pytest suite, the GR3 sweep's reduced grid and the example notebook.
+# repository with one `pip install`, its pytest suite, the GR3 sweep's
+# reduced grid and the example notebook. (.ci/run runs rustfmt and clippy
+# on the crate after the workspace's.)
 # .ci/run calls it; run it alone the same way: scripts/test-python.sh
 #
 # PROPSHARE_CLI: the propshare binary the tests compare with (default
@@ -36,17 +37,12 @@ else
   step "ray"
 fi
 
-cargo fmt --manifest-path crates/propshare-py/Cargo.toml -- --check
-# The dev profile, as the workspace's clippy below: the checked core and simulator are shared.
-cargo clippy -q --manifest-path crates/propshare-py/Cargo.toml --all-targets -- -D warnings
-step "fmt and clippy on crates/propshare-py"
-
 cli=${PROPSHARE_CLI:-target/release/propshare}
 [ -x "$cli" ] || cargo build -q --release --bin propshare
 PROPSHARE_CLI=$(realpath "$cli") "$py" -m pytest -q -p no:cacheprovider crates/propshare-py/tests
 step "pytest"
 
-"$py" scripts/sweep-gr3.py --ci --out target/sweep-gr3-ci
+"$py" scripts/sweep-gr3.py --ci --quiet --out target/sweep-gr3-ci
 step "scripts/sweep-gr3.py --ci"
 
 "$py" - <<'PY'
