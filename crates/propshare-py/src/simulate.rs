@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use pyo3::prelude::*;
-use pyo3::types::{PyDict, PyList};
+use pyo3::types::{PyBytes, PyDict, PyList};
 
 use propshare::registry;
 use propshare_sim::results::ScenarioResult;
@@ -191,19 +191,28 @@ impl PyRunResult {
         Ok(d)
     }
 
-    /// Lag over time of the sampled clients (first repeat of each scheduler):
-    /// time and lag in ns, and lag in quanta.
-    fn lag<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
-        let q = self.result.scenario.machine.quantum as f64;
-        let rows = || self.result.lag.iter().flat_map(|s| s.points.iter().map(move |p| (s, p)));
-        let d = PyDict::new(py);
-        d.set_item("scheduler", rows().map(|(s, _)| s.scheduler.as_str()).collect::<Vec<_>>())?;
-        d.set_item("seed", rows().map(|(s, _)| s.seed).collect::<Vec<_>>())?;
-        d.set_item("client", rows().map(|(s, _)| s.client.as_str()).collect::<Vec<_>>())?;
-        d.set_item("t_ns", rows().map(|(_, p)| p.0).collect::<Vec<_>>())?;
-        d.set_item("lag_ns", rows().map(|(_, p)| p.1).collect::<Vec<_>>())?;
-        d.set_item("lag", rows().map(|(_, p)| p.1 / q).collect::<Vec<_>>())?;
-        Ok(d)
+    /// The quantum, ns (lags in quanta are lags in ns over it).
+    #[getter]
+    fn quantum_ns(&self) -> u64 {
+        self.result.scenario.machine.quantum
+    }
+
+    /// Lag over time of the sampled clients (first repeat of each
+    /// scheduler), one tuple per client and run: scheduler, seed, client,
+    /// the times (ns, little-endian u64) and the lags (ns, little-endian
+    /// f64) as bytes, for `numpy.frombuffer`: a series can hold a point per
+    /// quantum, too many for a Python object each.
+    #[allow(clippy::type_complexity)]
+    fn lag<'py>(&self, py: Python<'py>) -> Vec<(&str, u64, &str, Bound<'py, PyBytes>, Bound<'py, PyBytes>)> {
+        self.result
+            .lag
+            .iter()
+            .map(|s| {
+                let t: Vec<u8> = s.points.iter().flat_map(|p| p.0.to_le_bytes()).collect();
+                let lag: Vec<u8> = s.points.iter().flat_map(|p| p.1.to_le_bytes()).collect();
+                (s.scheduler.as_str(), s.seed, s.client.as_str(), PyBytes::new(py, &t), PyBytes::new(py, &lag))
+            })
+            .collect()
     }
 
     /// The windowed lag (DWRR paper, Fig. 5), one row per run and window

@@ -131,9 +131,22 @@ class SimResult:
 
     @cached_property
     def lag(self):
+        import numpy as np
         import pandas as pd
 
-        return pd.DataFrame(self._native.lag())
+        series = self._native.lag()
+        times = [np.frombuffer(t, dtype="<u8").astype(np.int64) for _, _, _, t, _ in series]
+        lags = [np.frombuffer(lag, dtype="<f8") for _, _, _, _, lag in series]
+        counts = [len(t) for t in times]
+        lag_ns = np.concatenate(lags) if lags else np.zeros(0)
+        return pd.DataFrame({
+            "scheduler": np.repeat(np.array([s[0] for s in series], dtype=object), counts),
+            "seed": np.repeat(np.array([s[1] for s in series], dtype=np.int64), counts),
+            "client": np.repeat(np.array([s[2] for s in series], dtype=object), counts),
+            "t_ns": np.concatenate(times) if times else np.zeros(0, dtype=np.int64),
+            "lag_ns": lag_ns,
+            "lag": lag_ns / self._native.quantum_ns,
+        })
 
     @cached_property
     def claims(self):
