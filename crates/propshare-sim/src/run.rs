@@ -10,7 +10,7 @@ use crate::engine::{Engine, SimError, TraceEvent};
 use crate::metrics::{self, duration_label, window_lag_of, RunMetrics};
 use crate::output::{self, TraceMeta, TraceWriter};
 use crate::plot::{self, Bar, Scale, Series};
-use crate::results::ScenarioResult;
+use crate::results::{LagSeries, ScenarioResult};
 use crate::scenario::{judge, ClaimMetric, Scenario};
 
 /// What to write besides metrics.
@@ -20,7 +20,8 @@ pub struct RunOptions {
     pub out: Option<PathBuf>,
     /// Write JSON Lines and Perfetto traces (first repeat of each scheduler).
     pub traces: bool,
-    /// Draw SVG plots.
+    /// Draw SVG plots (with `out`), and keep the lag series of the first
+    /// repeat in [`ScenarioResult::lag`] (with or without `out`).
     pub plots: bool,
     /// Measure wall-clock cost per decision.
     pub measure_cost: bool,
@@ -170,6 +171,7 @@ fn run_all(
     let mut plots = Vec::new();
     let mut costs = Vec::new();
     let mut lag_plot: Vec<(String, Vec<Series>)> = Vec::new();
+    let mut lag = Vec::new();
     let mut done = 0;
     let windows = scn.windows();
     for name in &schedulers {
@@ -253,7 +255,7 @@ fn run_all(
                 },
                 &mut watch,
             );
-            let report = match report {
+            let mut report = match report {
                 Err(SimError::Interrupted { scheduler, t }) => {
                     return Err(RunError::Interrupted { scheduler, run: done + 1, runs: total, t })
                 }
@@ -296,6 +298,10 @@ fn run_all(
                     written.push(dir.join(&file));
                     plots.push((file, format!("{name}: which client ran on each CPU")));
                 }
+            }
+            for c in report.clients.iter_mut().filter(|c| !c.lag_series.is_empty()) {
+                let points = std::mem::take(&mut c.lag_series);
+                lag.push(LagSeries { scheduler: name.clone(), seed: cfg.seed, client: c.name.clone(), points });
             }
             runs.push(metrics::metrics(&scn.name, &report));
             done += 1;
@@ -381,7 +387,7 @@ fn run_all(
     let (judged, unjudged): (Vec<_>, Vec<_>) =
         scn.claims.iter().cloned().partition(|c| schedulers.contains(&c.scheduler));
     let verdicts = judged.iter().map(|c| judge(c, &windows, &runs)).collect();
-    Ok(ScenarioResult { scenario: scn.clone(), runs, verdicts, unjudged, plots, costs })
+    Ok(ScenarioResult { scenario: scn.clone(), runs, verdicts, unjudged, plots, costs, lag })
 }
 
 /// The grouped bar chart of the DWRR paper's Fig. 5: per window length, one

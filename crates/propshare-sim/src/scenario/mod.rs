@@ -205,16 +205,22 @@ impl Scenario {
     /// or a directory is refused before it is opened) of at most
     /// [`MAX_SCENARIO_BYTES`], read through a bounded reader, in UTF-8.
     pub fn load(path: &Path) -> Result<Scenario, ScenarioError> {
-        let file = path.display().to_string();
-        let text = read_bounded(path).map_err(|message| ScenarioError {
-            file: file.clone(),
+        let text = Scenario::read_text(path)?;
+        let stem = path.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
+        Scenario::parse(&path.display().to_string(), &text, &stem)
+    }
+
+    /// The text of a scenario file, read as [`Scenario::load`] reads it
+    /// (for hosts that keep the text, as the Python package does to ship a
+    /// scenario to other processes).
+    pub fn read_text(path: &Path) -> Result<String, ScenarioError> {
+        read_bounded(path).map_err(|message| ScenarioError {
+            file: path.display().to_string(),
             line: 0,
             column: 0,
             field: String::new(),
             message,
-        })?;
-        let stem = path.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
-        Scenario::parse(&file, &text, &stem)
+        })
     }
 
     /// The distinct measurement windows the claims use, in first-use order.
