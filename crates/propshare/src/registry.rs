@@ -217,7 +217,7 @@ fn variants<P: crate::shell::Variants + Send + 'static>(cfg: SchedConfig, p: &Pa
 }
 
 /// SRR in its three variants, with or without `repay`.
-fn srr(cfg: SchedConfig, p: &Params) -> Box<dyn Scheduler> {
+fn srr(cfg: SchedConfig, p: &Params) -> Box<dyn Scheduler + Send> {
     type S = algo::srr::SmoothedRoundRobin;
     let mut s = match (p.flag("readjust"), p.flag("dedicate")) {
         (_, true) => S::with_dedicated_cpus(cfg),
