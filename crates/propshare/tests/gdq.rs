@@ -379,6 +379,53 @@ fn group_entering_competition_starts_level() {
     }
 }
 
+/// A group whose virtual time was set in a competition that has since
+/// emptied does not lose to a group that is new to the MFQ (Gap GDQ-15; the
+/// proptest case `ad0ae652` of `dynamic_operations_keep_invariants_and_settle`,
+/// step by step). On one CPU, client 0 is raised from 1 to 1353 while client
+/// 1 (weight 2, order 1) competes: G^10 enters level with G^1, about 0.45
+/// interval per unit weight in. Client 1 leaves, G^10 ends up alone (an
+/// integral share, out of the competition) and then G^9 appears with a
+/// fresh VFT of 0: both enter at once with no group that kept competing. If
+/// each kept its own base, G^9 would win every decision for about
+/// 0.45 · 1339 · 20 quanta and client 0 would get nothing for thousands of
+/// quanta.
+#[test]
+fn groups_entering_an_emptied_competition_start_level() {
+    let t = 20;
+    let mut h = Host::new(1, GdqParams { delta: 4, interval: t });
+    h.quantum();
+    h.quantum();
+    h.join(0, 1);
+    h.join(1, 2);
+    for _ in 0..19 {
+        h.quantum();
+    }
+    h.s.set_weight(h.now, ClientId(0), Weight::new(1353).unwrap()).unwrap();
+    h.join(2, 32);
+    h.join(3, 264);
+    for c in [1, 2, 3] {
+        h.s.leave(h.now, ClientId(c)).unwrap();
+    }
+    h.join(4, 363);
+    h.s.block(h.now, ClientId(4)).unwrap();
+    h.join(5, 766);
+    h.join(6, 573);
+    assert_eq!(h.s.groups().iter().map(|g| (g.order, g.members)).collect::<Vec<_>>(), vec![(1, 0), (9, 2), (10, 1)]);
+    let clients = [0usize, 5, 6];
+    let weights = [1353u64, 766, 573];
+    let total: u64 = weights.iter().sum();
+    let before = h.work.clone();
+    for n in 1..=1000u64 {
+        h.quantum();
+        for (&c, &w) in clients.iter().zip(&weights) {
+            let got = (h.work[c] - before[c]) as f64;
+            let due = (n * w) as f64 / total as f64;
+            assert!((got - due).abs() <= 2.0 * t as f64, "client {c} after {n} quanta: got {got}, due {due:.1}");
+        }
+    }
+}
+
 /// A group that appears late gets a processor within a few decisions and
 /// then its fair share; it is not favoured by a VFT that starts at zero.
 #[test]

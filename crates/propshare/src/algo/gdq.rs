@@ -180,10 +180,14 @@
 //! virtual time: v is the smallest virtual start F − 1/φ̂ (base plus the
 //! work charged) among the groups that compete both before and after the
 //! change; a group that leaves the competition (its stale F would hand the
-//! newcomer the CPU for many intervals) does not count. With no such group
-//! each entering group keeps its own base: a group that keeps re-entering
-//! (a chain of short tasks, SFS §4.3) keeps the credit it has not used.
-//! (test: `group_entering_competition_starts_level`)
+//! newcomer the CPU for many intervals) does not count. v never decreases
+//! and is kept when no group competes through a change (the competition
+//! emptied): then every entering group starts at max(own base, last v), so a
+//! group that keeps re-entering (a chain of short tasks, SFS §4.3) keeps the
+//! credit it has not used, and a group new to the MFQ (base 0) does not win
+//! every decision against one whose base was set level in an earlier
+//! competition. (test: `group_entering_competition_starts_level`,
+//! `groups_entering_an_emptied_competition_start_level`)
 //! Gap GDQ-16: F keeps one period per constant (ψ_k, P'·D): on a change the period's
 //! work is folded into B_k (E5). (untested)
 //! Gap GDQ-17: a dequeued C(Q) is replaced by next(C(Q)). (untested)
@@ -444,6 +448,10 @@ struct GdqShared {
     entitled: u64,
     /// P'·D, the VFT scale of the current period.
     vft_scale: u128,
+    /// The MFQ's system virtual time (Gap GDQ-15): the largest smallest
+    /// virtual start seen among groups that kept competing through a
+    /// change; never decreases, survives a competition that empties.
+    vft_now: u128,
 }
 
 /// The rules of GDQ: weight-order groups of per-CPU run queues.
@@ -479,6 +487,7 @@ impl Gdq {
             present: 0,
             entitled: 0,
             vft_scale: 0,
+            vft_now: 0,
         };
         let policy = GdqPolicy { sh, queues: Vec::new(), cpus: vec![Cpu::default(); cfg.cpus] };
         Shell::build("gdq", &cfg, policy)
@@ -593,13 +602,15 @@ impl GdqShared {
             g.ceil = floor + (psi > 0) as u64;
             g.psi = psi;
         }
-        // Pass 2: groups entering the competition start at vmin.
+        // Pass 2: groups entering the competition start at the system
+        // virtual time (vmin, or the last one seen if no group continues).
+        if let Some(v) = vmin {
+            self.vft_now = self.vft_now.max(v);
+        }
         for k in set_bits(entering) {
             let g = &mut self.groups[k];
             g.vft_work = 0;
-            if let Some(v) = vmin {
-                g.vft_base = g.vft_base.max(v);
-            }
+            g.vft_base = g.vft_base.max(self.vft_now);
         }
         self.entitled = entitled;
         self.vft_scale = scale;
