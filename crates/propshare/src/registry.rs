@@ -206,24 +206,24 @@ where
     }
 }
 
-/// A baseline in its three variants (`dedicate` implies `readjust`).
-fn variants<P: crate::shell::Variants + Send + 'static>(cfg: SchedConfig, p: &Params) -> Box<dyn Scheduler + Send> {
+/// The variant of a baseline its parameters name (`dedicate` implies `readjust`).
+fn variant<P: crate::shell::Variants>(cfg: SchedConfig, p: &Params) -> crate::shell::Shell<P> {
     type S<P> = crate::shell::Shell<P>;
     match (p.flag("readjust"), p.flag("dedicate")) {
-        (_, true) => Box::new(S::<P>::with_dedicated_cpus(cfg)),
-        (true, false) => Box::new(S::<P>::with_readjustment(cfg)),
-        (false, false) => Box::new(S::<P>::new(cfg)),
+        (_, true) => S::<P>::with_dedicated_cpus(cfg),
+        (true, false) => S::<P>::with_readjustment(cfg),
+        (false, false) => S::<P>::new(cfg),
     }
+}
+
+/// A baseline in its three variants.
+fn variants<P: crate::shell::Variants + Send + 'static>(cfg: SchedConfig, p: &Params) -> Box<dyn Scheduler + Send> {
+    Box::new(variant::<P>(cfg, p))
 }
 
 /// SRR in its three variants, with or without `repay`.
 fn srr(cfg: SchedConfig, p: &Params) -> Box<dyn Scheduler + Send> {
-    type S = algo::srr::SmoothedRoundRobin;
-    let mut s = match (p.flag("readjust"), p.flag("dedicate")) {
-        (_, true) => S::with_dedicated_cpus(cfg),
-        (true, false) => S::with_readjustment(cfg),
-        (false, false) => S::new(cfg),
-    };
+    let mut s = variant::<algo::srr::Srr>(cfg, p);
     s.policy_mut().set_repay(p.flag("repay"));
     Box::new(s)
 }

@@ -222,13 +222,8 @@ impl Srr {
         self.repay = on;
     }
 
-    /// Whether option `repay` is on.
-    pub fn repays(&self) -> bool {
-        self.repay
-    }
-
     /// The turns owed to `c` (option `repay`).
-    pub fn owed(&self, c: ClientId) -> u32 {
+    fn owed(&self, c: ClientId) -> u32 {
         self.owed.get(c).copied().unwrap_or(0)
     }
 
