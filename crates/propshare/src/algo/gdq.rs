@@ -490,7 +490,7 @@ pub struct GdqShared {
 #[derive(Clone, Debug)]
 pub struct GdqPolicy {
     sh: GdqShared,
-    /// The queue parts, grown on join to [`GdqShared::queue_parts`]'s size.
+    /// The queue parts, grown as queues open (`make_room`).
     queues: Vec<RunQueue>,
 }
 
@@ -567,10 +567,11 @@ impl GdqShared {
         }
     }
 
-    /// The queue arena for this global part, every place vacant: one queue
-    /// per CPU and one per client id below its capacity. That is enough:
-    /// at most P queues are active, and a stalled queue holds a runnable
-    /// client (an emptied one is freed).
+    /// The queue arena for a concurrent host of this global part, every
+    /// place vacant: one queue per CPU and one per client id below its
+    /// capacity. That is enough: at most P queues are active, and a stalled
+    /// queue holds a runnable client (an emptied one is freed). The
+    /// single-threaded policy grows its arena as it goes instead.
     pub fn queue_parts(&self) -> Vec<RunQueue> {
         (0..self.cpus.len() + self.weights.len()).map(RunQueue::vacant).collect()
     }
@@ -585,7 +586,7 @@ impl GdqShared {
         self.owners.get(c)
     }
 
-    /// Make room for client `c` (a single-threaded host, on join).
+    /// Make room for client `c` (the single-threaded policy, on join).
     fn reserve(&mut self, c: ClientId) {
         self.owners.reserve(c);
         if c.index() >= self.weights.len() {
@@ -767,6 +768,20 @@ impl GdqPolicy {
     pub fn cpu_assignment(&self, cpu: CpuId) -> Option<(u32, bool)> {
         let k = self.sh.cpus.get(cpu.index())?;
         k.group.map(|g| (g, k.dedicated))
+    }
+
+    /// Keep vacant arena places for the next step. A step opens at most
+    /// 2P + 3 queues that were never used (one for an arriving client, one
+    /// for each client it moves between groups: the ≤ 2(P − 1) clients
+    /// capped before or after, and one per MFQ decision of a pick, ≤ 3);
+    /// freed places are used first. It keeps 2P + 8.
+    #[inline]
+    fn make_room(&mut self) {
+        let want = self.sh.fresh + 2 * self.sh.cpus.len() + 8;
+        if self.queues.len() < want {
+            let have = self.queues.len();
+            self.queues.extend((have..want).map(RunQueue::vacant));
+        }
     }
 
     /// The steps over this policy's own parts.
@@ -1094,6 +1109,7 @@ impl<Q: Queues + ?Sized> Steps<'_, Q> {
     }
 
     /// INTRAGROUP(℘) (§2.2.2, lines 1-9): the client ℘ runs next, if any.
+    #[inline]
     fn intragroup(&mut self, cpu: usize) -> Option<ClientId> {
         let q = self.sh.cpus[cpu].queue?;
         if self.queue(q, |rq| rq.ring.is_empty()) && !self.pull(q) {
@@ -1247,6 +1263,7 @@ impl<Q: Queues + ?Sized> Steps<'_, Q> {
         }
     }
 
+    #[inline]
     fn pick(&mut self, now: Time, cpu: usize) -> Option<ClientId> {
         if self.sh.cpus[cpu].group.is_none() {
             self.mfq(cpu, true);
@@ -1290,18 +1307,26 @@ impl<Q: Queues + ?Sized> Steps<'_, Q> {
 // first event, and applies GDQ's rule; client events end by readjusting.
 
 /// Client `c` joins, runnable, with weight `w`. False if it has joined, or
-/// if its id is beyond the queue arena's capacity.
+/// if its id is not below the global part's capacity.
 pub fn join<Q: Queues + ?Sized>(sh: &mut GdqShared, queues: &mut Q, now: Time, c: ClientId, w: Weight) -> bool {
-    if sh.weights.get(c.index()).is_some_and(|&x| x != 0) || sh.cpus.len() + c.index() >= queues.count() {
+    if sh.weights.get(c.index()).is_none_or(|&x| x != 0) {
         return false;
     }
-    sh.reserve(c);
     sh.start_clock(now);
     sh.weights[c.index()] = w.get();
     let mut st = Steps { sh, queues };
     st.insert(c);
     st.refresh();
     true
+}
+
+/// The CPU whose queue holds runnable client `c`: the one a host should
+/// wake for it after a join or a wake-up. None if `c` is blocked or
+/// unknown, or waits in a stalled queue (any idle CPU may take it: an
+/// idle CPU's MFQ decision finds its group).
+pub fn cpu_of<Q: Queues + ?Sized>(sh: &GdqShared, queues: &mut Q, c: ClientId) -> Option<usize> {
+    let (q, _) = sh.owners.get(c)?;
+    queues.with(q, |rq| rq.cpu.map(CpuId::index))
 }
 
 /// Whether `c` has joined (and not left).
@@ -1371,18 +1396,26 @@ pub fn set_weight<Q: Queues + ?Sized>(sh: &mut GdqShared, queues: &mut Q, now: T
 
 /// CPU `k`, running nothing, picks: the client it runs and its slice (one
 /// quantum), or None to idle.
+#[inline]
 pub fn pick<Q: Queues + ?Sized>(sh: &mut GdqShared, queues: &mut Q, now: Time, k: usize) -> Option<(ClientId, Time)> {
     debug_assert!(sh.cpus[k].running.is_none(), "cpu {k} picks while it runs a client");
     sh.start_clock(now);
     let mut st = Steps { sh, queues };
     let c = st.pick(now, k)?;
-    st.with_proc(c, |p| p.running = true);
+    // The client picked is C(Q) of the CPU's queue.
+    let q = st.sh.cpus[k].queue.expect("a CPU that runs a client has a queue");
+    st.queue(q, |rq| {
+        let cur = rq.current.expect("non-empty");
+        debug_assert_eq!(rq.client(cur), c);
+        rq.procs.get_mut(cur).running = true;
+    });
     st.sh.cpus[k].running = Some(c);
     Some((c, st.sh.quantum))
 }
 
 /// The client CPU `k` runs stopped after `ran` ns for `why`; returns it
 /// (None if `k` ran nothing). A client that stops `Left` leaves.
+#[inline]
 pub fn stopped<Q: Queues + ?Sized>(
     sh: &mut GdqShared,
     queues: &mut Q,
@@ -1397,16 +1430,14 @@ pub fn stopped<Q: Queues + ?Sized>(
     if cpu.group.is_some() && !cpu.dedicated {
         cpu.float_work = cpu.float_work.saturating_add(ran);
     }
+    let (q, s) = sh.owners.get(c).expect("a running client is queued");
+    let regroup = queues.with(q, |rq| {
+        let p = rq.procs.get_mut(s);
+        p.nv = p.nv.saturating_add(sh.nv_charge(ran, p.order, p.phi));
+        p.running = false;
+        std::mem::take(&mut p.regroup)
+    });
     let mut st = Steps { sh, queues };
-    let p = st.proc(c).expect("a running client is queued");
-    let charge = st.sh.nv_charge(ran, p.order, p.phi);
-    let regroup = st
-        .with_proc(c, |p| {
-            p.nv = p.nv.saturating_add(charge);
-            p.running = false;
-            std::mem::take(&mut p.regroup)
-        })
-        .expect("queued");
     match why {
         StopReason::Expired | StopReason::Preempted => {
             if regroup {
@@ -1436,10 +1467,7 @@ impl Policy for GdqPolicy {
     #[inline]
     fn join(&mut self, _r: &Roster, now: Time, c: ClientId, w: Weight) -> Kick {
         self.sh.reserve(c);
-        let places = self.sh.cpus.len() + self.sh.weights.len();
-        if self.queues.len() < places {
-            self.queues.extend((self.queues.len()..places).map(RunQueue::vacant));
-        }
+        self.make_room();
         let joined = join(&mut self.sh, self.queues.as_mut_slice(), now, c, w);
         debug_assert!(joined, "{c} joined twice");
         None
@@ -1447,18 +1475,21 @@ impl Policy for GdqPolicy {
 
     #[inline]
     fn leave(&mut self, _r: &Roster, now: Time, c: ClientId, _w: Weight, _was: Status) {
+        self.make_room();
         let gone = leave(&mut self.sh, self.queues.as_mut_slice(), now, c);
         debug_assert!(gone, "{c} left while running");
     }
 
     #[inline]
     fn block(&mut self, _r: &Roster, now: Time, c: ClientId, _w: Weight) {
+        self.make_room();
         let blocked = block(&mut self.sh, self.queues.as_mut_slice(), now, c);
         debug_assert!(blocked, "{c} blocked while not waiting");
     }
 
     #[inline]
     fn wake(&mut self, _r: &Roster, now: Time, c: ClientId, _w: Weight) -> Kick {
+        self.make_room();
         let woken = wake(&mut self.sh, self.queues.as_mut_slice(), now, c);
         debug_assert!(woken, "{c} woke while not blocked");
         None
@@ -1466,16 +1497,19 @@ impl Policy for GdqPolicy {
 
     #[inline]
     fn set_weight(&mut self, _r: &Roster, now: Time, c: ClientId, _old: Weight, w: Weight, _status: Status) {
+        self.make_room();
         set_weight(&mut self.sh, self.queues.as_mut_slice(), now, c, w);
     }
 
     #[inline]
     fn pick(&mut self, _r: &Roster, now: Time, cpu: CpuId) -> Option<(ClientId, Time)> {
+        self.make_room();
         pick(&mut self.sh, self.queues.as_mut_slice(), now, cpu.index())
     }
 
     #[inline]
     fn stopped(&mut self, _r: &Roster, now: Time, cpu: CpuId, c: ClientId, _w: Weight, ran: Time, why: StopReason) {
+        self.make_room();
         let was = stopped(&mut self.sh, self.queues.as_mut_slice(), now, cpu.index(), ran, why);
         debug_assert_eq!(was, Some(c));
     }
@@ -1572,6 +1606,9 @@ mod tests {
         assert_ne!(q_a, q_b);
         assert_eq!(s.policy().sh.cpus[0].queue, Some(q_a));
         assert_eq!(s.policy().sh.cpus[1].queue, Some(q_b));
+        let p = s.policy_mut();
+        assert_eq!(cpu_of(&p.sh, p.queues.as_mut_slice(), client), Some(0));
+        assert_eq!(cpu_of(&p.sh, p.queues.as_mut_slice(), other), Some(1));
         let entries: usize = s.policy().queues.iter().map(|q| q.procs.len()).sum();
         assert_eq!(entries, 3);
         s.stopped(Q, CpuId(0), client, Q, StopReason::Blocked).unwrap();
