@@ -32,7 +32,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use propshare::registry::{self, BuildError};
-use propshare::{ClientId, CpuId, Decision, Kick, SchedConfig, SchedError, Scheduler, StopReason, Time, Weight};
+use propshare::{ClientId, CpuId, Decision, Kick, SchedConfig, SchedError, Scheduler, Time, Weight};
 use propshare_sim::run::{run_scenario_with, RunOptions};
 use propshare_sim::scenario::{judge, Expect, Scenario};
 
@@ -74,15 +74,7 @@ impl Scheduler for Mutant {
         let w = self.weight(c, w);
         self.inner.join(now, c, w)
     }
-    fn leave(&mut self, now: Time, c: ClientId) -> Result<(), SchedError> {
-        self.inner.leave(now, c)
-    }
-    fn block(&mut self, now: Time, c: ClientId) -> Result<(), SchedError> {
-        self.inner.block(now, c)
-    }
-    fn wake(&mut self, now: Time, c: ClientId) -> Result<Kick, SchedError> {
-        self.inner.wake(now, c)
-    }
+    propshare::forward_scheduler!(|s| s.inner; leave, block, wake, stopped);
     fn set_weight(&mut self, now: Time, c: ClientId, w: Weight) -> Result<(), SchedError> {
         if self.weights == Weights::AllOne {
             return Ok(());
@@ -98,9 +90,6 @@ impl Scheduler for Mutant {
             }
         }
         self.inner.pick(now, cpu)
-    }
-    fn stopped(&mut self, now: Time, cpu: CpuId, c: ClientId, ran: Time, why: StopReason) -> Result<(), SchedError> {
-        self.inner.stopped(now, cpu, c, ran, why)
     }
 }
 

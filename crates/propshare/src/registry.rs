@@ -19,8 +19,8 @@
 use std::borrow::Cow;
 
 use crate::algo;
-use crate::model::{ClientId, CpuId, SchedError, StopReason, Time, Weight};
-use crate::scheduler::{ConfigError, Decision, Kick, SchedConfig, Scheduler};
+use crate::model::Time;
+use crate::scheduler::{ConfigError, SchedConfig, Scheduler};
 
 /// One registered scheduler.
 pub struct Entry {
@@ -759,39 +759,15 @@ impl Scheduler for Named {
     fn name(&self) -> &str {
         &self.name
     }
-    fn work_conserving(&self) -> bool {
-        self.inner.work_conserving()
-    }
-    fn join(&mut self, now: Time, c: ClientId, w: Weight) -> Result<Kick, SchedError> {
-        self.inner.join(now, c, w)
-    }
-    fn leave(&mut self, now: Time, c: ClientId) -> Result<(), SchedError> {
-        self.inner.leave(now, c)
-    }
-    fn block(&mut self, now: Time, c: ClientId) -> Result<(), SchedError> {
-        self.inner.block(now, c)
-    }
-    fn wake(&mut self, now: Time, c: ClientId) -> Result<Kick, SchedError> {
-        self.inner.wake(now, c)
-    }
-    fn set_weight(&mut self, now: Time, c: ClientId, w: Weight) -> Result<(), SchedError> {
-        self.inner.set_weight(now, c, w)
-    }
-    fn pick(&mut self, now: Time, cpu: CpuId) -> Result<Decision, SchedError> {
-        self.inner.pick(now, cpu)
-    }
-    fn stopped(&mut self, now: Time, cpu: CpuId, c: ClientId, ran: Time, why: StopReason) -> Result<(), SchedError> {
-        self.inner.stopped(now, cpu, c, ran, why)
-    }
-    fn check_invariants(&self) -> Result<(), String> {
-        self.inner.check_invariants()
-    }
+    crate::forward_scheduler!(|s| s.inner; work_conserving, join, leave, block, wake, set_weight, pick, stopped,
+                              check_invariants);
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::MS;
+    use crate::model::{ClientId, CpuId, StopReason, Weight, MS};
+    use crate::scheduler::Decision;
 
     #[test]
     fn every_default_is_in_range_and_builds() {

@@ -160,35 +160,67 @@ pub trait Scheduler {
     }
 }
 
+/// Write [`Scheduler`] methods that pass the call on to another scheduler,
+/// inside an `impl Scheduler for ...` block that writes the others itself:
+/// one forwarding piece for every decorator (a box, a renamed scheduler, a
+/// test mutant). `|s| target` names the scheduler called, with `s` the
+/// receiver; the list names the methods forwarded.
+///
+/// ```ignore
+/// impl Scheduler for Named {
+///     fn name(&self) -> &str { &self.name }
+///     propshare::forward_scheduler!(|s| s.inner; work_conserving, join, leave, block, wake,
+///                                   set_weight, pick, stopped, check_invariants);
+/// }
+/// ```
+#[macro_export]
+macro_rules! forward_scheduler {
+    (|$s:ident| $target:expr; $($method:ident),+ $(,)?) => {
+        $($crate::forward_scheduler!(@$method, $s, $target);)+
+    };
+    (@name, $s:ident, $t:expr) => {
+        fn name(&self) -> &str { let $s = self; $t.name() }
+    };
+    (@work_conserving, $s:ident, $t:expr) => {
+        fn work_conserving(&self) -> bool { let $s = self; $t.work_conserving() }
+    };
+    (@join, $s:ident, $t:expr) => {
+        fn join(&mut self, now: $crate::Time, c: $crate::ClientId, w: $crate::Weight)
+            -> ::std::result::Result<$crate::Kick, $crate::SchedError> { let $s = self; $t.join(now, c, w) }
+    };
+    (@leave, $s:ident, $t:expr) => {
+        fn leave(&mut self, now: $crate::Time, c: $crate::ClientId)
+            -> ::std::result::Result<(), $crate::SchedError> { let $s = self; $t.leave(now, c) }
+    };
+    (@block, $s:ident, $t:expr) => {
+        fn block(&mut self, now: $crate::Time, c: $crate::ClientId)
+            -> ::std::result::Result<(), $crate::SchedError> { let $s = self; $t.block(now, c) }
+    };
+    (@wake, $s:ident, $t:expr) => {
+        fn wake(&mut self, now: $crate::Time, c: $crate::ClientId)
+            -> ::std::result::Result<$crate::Kick, $crate::SchedError> { let $s = self; $t.wake(now, c) }
+    };
+    (@set_weight, $s:ident, $t:expr) => {
+        fn set_weight(&mut self, now: $crate::Time, c: $crate::ClientId, w: $crate::Weight)
+            -> ::std::result::Result<(), $crate::SchedError> { let $s = self; $t.set_weight(now, c, w) }
+    };
+    (@pick, $s:ident, $t:expr) => {
+        fn pick(&mut self, now: $crate::Time, cpu: $crate::CpuId)
+            -> ::std::result::Result<$crate::Decision, $crate::SchedError> { let $s = self; $t.pick(now, cpu) }
+    };
+    (@stopped, $s:ident, $t:expr) => {
+        fn stopped(&mut self, now: $crate::Time, cpu: $crate::CpuId, c: $crate::ClientId, ran: $crate::Time,
+            why: $crate::StopReason) -> ::std::result::Result<(), $crate::SchedError> {
+            let $s = self;
+            $t.stopped(now, cpu, c, ran, why)
+        }
+    };
+    (@check_invariants, $s:ident, $t:expr) => {
+        fn check_invariants(&self) -> ::std::result::Result<(), String> { let $s = self; $t.check_invariants() }
+    };
+}
+
 impl<S: Scheduler + ?Sized> Scheduler for Box<S> {
-    fn name(&self) -> &str {
-        (**self).name()
-    }
-    fn work_conserving(&self) -> bool {
-        (**self).work_conserving()
-    }
-    fn join(&mut self, now: Time, c: ClientId, w: Weight) -> Result<Kick, SchedError> {
-        (**self).join(now, c, w)
-    }
-    fn leave(&mut self, now: Time, c: ClientId) -> Result<(), SchedError> {
-        (**self).leave(now, c)
-    }
-    fn block(&mut self, now: Time, c: ClientId) -> Result<(), SchedError> {
-        (**self).block(now, c)
-    }
-    fn wake(&mut self, now: Time, c: ClientId) -> Result<Kick, SchedError> {
-        (**self).wake(now, c)
-    }
-    fn set_weight(&mut self, now: Time, c: ClientId, w: Weight) -> Result<(), SchedError> {
-        (**self).set_weight(now, c, w)
-    }
-    fn pick(&mut self, now: Time, cpu: CpuId) -> Result<Decision, SchedError> {
-        (**self).pick(now, cpu)
-    }
-    fn stopped(&mut self, now: Time, cpu: CpuId, c: ClientId, ran: Time, reason: StopReason) -> Result<(), SchedError> {
-        (**self).stopped(now, cpu, c, ran, reason)
-    }
-    fn check_invariants(&self) -> Result<(), String> {
-        (**self).check_invariants()
-    }
+    forward_scheduler!(|s| (**s); name, work_conserving, join, leave, block, wake, set_weight, pick, stopped,
+                       check_invariants);
 }

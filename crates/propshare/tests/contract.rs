@@ -109,7 +109,7 @@ fn every_registered_scheduler_reports_its_registry_name() {
 mod mutants {
     use super::*;
     use propshare::algo::rr::RoundRobin;
-    use propshare::{ClientId, CpuId, Decision, Kick, SchedError, Scheduler, StopReason, Time, Weight};
+    use propshare::{ClientId, CpuId, Decision, SchedError, Scheduler, StopReason, Time};
 
     /// `Idler` claims work conservation but never uses CPU 1; `Starver` never
     /// runs client 0 while anyone else can run.
@@ -122,21 +122,7 @@ mod mutants {
         fn name(&self) -> &str {
             "mutant"
         }
-        fn join(&mut self, now: Time, c: ClientId, w: Weight) -> Result<Kick, SchedError> {
-            self.inner.join(now, c, w)
-        }
-        fn leave(&mut self, now: Time, c: ClientId) -> Result<(), SchedError> {
-            self.inner.leave(now, c)
-        }
-        fn block(&mut self, now: Time, c: ClientId) -> Result<(), SchedError> {
-            self.inner.block(now, c)
-        }
-        fn wake(&mut self, now: Time, c: ClientId) -> Result<Kick, SchedError> {
-            self.inner.wake(now, c)
-        }
-        fn set_weight(&mut self, now: Time, c: ClientId, w: Weight) -> Result<(), SchedError> {
-            self.inner.set_weight(now, c, w)
-        }
+        propshare::forward_scheduler!(|s| s.inner; join, leave, block, wake, set_weight, stopped);
         fn pick(&mut self, now: Time, cpu: CpuId) -> Result<Decision, SchedError> {
             if self.idle_cpu1 && cpu == CpuId(1) {
                 return Ok(Decision::Idle);
@@ -154,9 +140,6 @@ mod mutants {
                 }
             }
             Ok(d)
-        }
-        fn stopped(&mut self, now: Time, cpu: CpuId, c: ClientId, ran: Time, r: StopReason) -> Result<(), SchedError> {
-            self.inner.stopped(now, cpu, c, ran, r)
         }
     }
 
