@@ -23,7 +23,6 @@
 //!   plus the clock skew between CPU threads at a barrier (one dispatch,
 //!   at most Q).
 
-use std::io::Write;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Barrier, Mutex, MutexGuard};
 
@@ -32,7 +31,10 @@ use propshare::algo::dwrr::{
 };
 use propshare::{ClientId, StopReason, Time, Weight, MS};
 use proptest::prelude::*;
-use proptest::test_runner::{RngAlgorithm, TestRng};
+use proptest::test_runner::TestRng;
+
+mod threads;
+use threads::{below, or_abort, rng};
 
 /// Ticks between quiescent checks.
 const EPOCH: u64 = 20;
@@ -42,28 +44,6 @@ const W_MAX: u64 = 4;
 /// `W_MAX / (N_PER_CPU·P)·P = W_MAX/N_PER_CPU ≤ 1` CPU's share, so every
 /// weight is feasible.
 const N_PER_CPU: usize = 4;
-
-/// Run `f`; if it panics, say why on the real stderr (the harness captures
-/// the panic message, and would lose it) and abort the process: the other
-/// threads would wait at the barrier for ever.
-fn or_abort(f: impl FnOnce()) {
-    if let Err(e) = std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)) {
-        let why = e.downcast_ref::<String>().map(String::as_str).or(e.downcast_ref::<&str>().copied());
-        let _ = writeln!(std::io::stderr(), "a DWRR thread panicked: {}", why.unwrap_or("?"));
-        std::process::abort();
-    }
-}
-
-fn rng(seed: u64, stream: u64) -> TestRng {
-    let mut bytes = [0u8; 32];
-    bytes[..8].copy_from_slice(&seed.to_le_bytes());
-    bytes[8..16].copy_from_slice(&stream.to_le_bytes());
-    TestRng::from_seed(RngAlgorithm::ChaCha, &bytes)
-}
-
-fn below(r: &mut TestRng, n: u64) -> u64 {
-    r.next_u64() % n
-}
 
 fn w(x: u64) -> Weight {
     Weight::new(x).unwrap()

@@ -26,40 +26,20 @@
 //! After every quantum every client's error e_C = w_C − W_T·φ_C/Φ_T (in
 //! quanta) is within Theorem 3.6's −2(2δ+2) − T ≤ e_C ≤ 2(2δ+2) + g·T.
 
-use std::io::Write;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Barrier, Mutex, MutexGuard};
 
 use propshare::algo::gdq::{self, GdqParams, GdqShared, Locked, RunQueue};
 use propshare::{ClientId, SchedConfig, StopReason, Time, Weight, MS};
 use proptest::prelude::*;
-use proptest::test_runner::{RngAlgorithm, TestRng};
+use proptest::test_runner::TestRng;
+
+mod threads;
+use threads::{below, or_abort, rng};
 
 /// Ticks between quiescent checks under churn.
 const EPOCH: u64 = 20;
 const Q: Time = MS;
-
-/// Run `f`; if it panics, say why on the real stderr (the harness captures
-/// the panic message, and would lose it) and abort the process: the other
-/// threads would wait at the barrier for ever.
-fn or_abort(f: impl FnOnce()) {
-    if let Err(e) = std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)) {
-        let why = e.downcast_ref::<String>().map(String::as_str).or(e.downcast_ref::<&str>().copied());
-        let _ = writeln!(std::io::stderr(), "a GDQ thread panicked: {}", why.unwrap_or("?"));
-        std::process::abort();
-    }
-}
-
-fn rng(seed: u64, stream: u64) -> TestRng {
-    let mut bytes = [0u8; 32];
-    bytes[..8].copy_from_slice(&seed.to_le_bytes());
-    bytes[8..16].copy_from_slice(&stream.to_le_bytes());
-    TestRng::from_seed(RngAlgorithm::ChaCha, &bytes)
-}
-
-fn below(r: &mut TestRng, n: u64) -> u64 {
-    r.next_u64() % n
-}
 
 fn w(x: u64) -> Weight {
     Weight::new(x).unwrap()

@@ -25,7 +25,6 @@
 //! Not covered: sleep/wake churn and the periodic balancer, whose steps
 //! still run over the policy's slice of parts only.
 
-use std::io::Write;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Barrier, Mutex, MutexGuard};
 
@@ -35,21 +34,14 @@ use propshare::algo::linux::{self, CpuPart, Enqueue, Entity, FairRq, LinuxShared
 use propshare::percpu::{Locked, Parts};
 use propshare::{ClientId, StopReason, Time, MS};
 
+mod threads;
+use threads::or_abort;
+
 /// Ticks between quiescent checks.
 const EPOCH: u64 = 10;
 /// Quiescent checks per run.
 const EPOCHS: u64 = 100;
 const Q: Time = MS;
-
-/// Run `f`; if it panics, say why on the real stderr and abort (the other
-/// threads would wait at the barrier for ever).
-fn or_abort(f: impl FnOnce()) {
-    if let Err(e) = std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)) {
-        let why = e.downcast_ref::<String>().map(String::as_str).or(e.downcast_ref::<&str>().copied());
-        let _ = writeln!(std::io::stderr(), "a CPU thread panicked: {}", why.unwrap_or("?"));
-        std::process::abort();
-    }
-}
 
 /// What every thread shares.
 struct World<R> {
