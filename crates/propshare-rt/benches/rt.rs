@@ -184,8 +184,9 @@ fn overhead(s: &Sizes) -> f64 {
 
 // ----- 2. shares and lag -----
 
-/// CPU-bound groups (one future each: 100 µs of work, then yield) for `run`.
-fn shares_run(spec: &str, workers: usize, weights: &[u64], run: Duration) -> Snapshot {
+/// CPU-bound groups (one future each: 100 µs of work, then yield) for
+/// `run`: the snapshot, and each worker's share of the CPU the workers got.
+fn shares_run(spec: &str, workers: usize, weights: &[u64], run: Duration) -> (Snapshot, Vec<f64>) {
     let rt = Runtime::builder().workers(workers).scheduler(spec).slice(Duration::from_millis(1)).build().unwrap();
     let stop = Arc::new(AtomicBool::new(false));
     let hs: Vec<_> = weights
@@ -206,12 +207,14 @@ fn shares_run(spec: &str, workers: usize, weights: &[u64], run: Duration) -> Sna
         .collect();
     std::thread::sleep(run);
     let snap = rt.snapshot();
+    let cpu: Vec<u64> = rt.worker_stats().iter().map(|w| w.cpu_ns).collect();
+    let total = cpu.iter().sum::<u64>().max(1) as f64;
     stop.store(true, Ordering::Relaxed);
     for h in hs {
         h.join().unwrap();
     }
     rt.shutdown_drain();
-    snap
+    (snap, cpu.iter().map(|&c| c as f64 / total).collect())
 }
 
 /// The scheduler's proven lag bound for these weights, in slices (open
@@ -254,12 +257,14 @@ fn shares(s: &Sizes) -> (f64, Vec<String>) {
          fluid share; lag is against the fluid reference on the runtime's CPU clock \
          (propshare_rt::lag), in slices. This machine has {cores} CPUs: 16 workers on it are \
          oversubscribed (the OS time-slices them), which the CPU clock takes out of the lag \
-         but not out of the wait times.\n"
+         but not out of the wait times. The worker CPU split is each worker thread's share \
+         of the CPU the workers got from the OS: the model has P equal CPUs, and a capped \
+         group (one worker at a time) gets what its worker delivers.\n"
     );
     println!(
-        "| scheduler | workers | weights | shares % | ideal % | worst error (points) | lag min..max (slices) | proven bound (slices) |"
+        "| scheduler | workers | weights | shares % | ideal % | worst error (points) | lag min..max (slices) | proven bound (slices) | worker CPU split % |"
     );
-    println!("|---|---:|---|---|---|---:|---|---|");
+    println!("|---|---:|---|---|---|---:|---|---|---|");
     let equal17 = [1u64; 17];
     let cases: [(&str, usize, &[u64]); 3] =
         [("1:2:3", 2, &[1, 2, 3]), ("10:1:1", 2, &[10, 1, 1]), ("17 x 1", 16, &equal17)];
@@ -267,7 +272,7 @@ fn shares(s: &Sizes) -> (f64, Vec<String>) {
     let mut outside = Vec::new();
     for spec in ["gr3mp", "dwrr", "sfs"] {
         for (label, workers, weights) in cases {
-            let snap = shares_run(spec, workers, weights, s.share_run);
+            let (snap, split) = shares_run(spec, workers, weights, s.share_run);
             let (worst, lag, sh, id) = share_error(&snap);
             let fmt = |v: &[f64]| {
                 if v.len() > 4 {
@@ -281,11 +286,12 @@ fn shares(s: &Sizes) -> (f64, Vec<String>) {
             let b = bound(spec, weights, workers).filter(|_| feasible || spec == "gr3mp");
             let bound_text = b.map_or("none stated".to_string(), |(lo, hi)| format!("({lo:.1}, {hi:.1})"));
             println!(
-                "| {spec} | {workers} | {label} | {} | {} | {worst:.2} | {:.1}..{:.1} | {bound_text} |",
+                "| {spec} | {workers} | {label} | {} | {} | {worst:.2} | {:.1}..{:.1} | {bound_text} | {} |",
                 fmt(&sh),
                 fmt(&id),
                 lag.0,
-                lag.1
+                lag.1,
+                fmt(&split)
             );
             if workers == 2 && spec != "dwrr" {
                 worst_two = worst_two.max(worst);

@@ -15,6 +15,12 @@
 //!   queue is empty; a wake-up locks the home and target parts. DWRR reads
 //!   no clock, so `now` is not passed.
 //!
+//! A central host can also record every call it makes, in lock order, with
+//! its arguments and result ([`SchedEvent`], [`crate::Builder::record`]):
+//! fed to the same scheduler built afresh, the recording must give the same
+//! decisions (`tests/replay.rs`), so the runtime's behaviour can be studied
+//! in the core alone.
+//!
 //! GDQ has a per-CPU split in progress elsewhere; here it runs central.
 //! No user code runs while any of these locks is held (the worker runs
 //! tasks between `stop_and_pick` calls).
@@ -105,9 +111,83 @@ impl<L: LocalQueue> Distributed<L> {
     }
 }
 
+/// One call a central host made to its scheduler, as made (`at` is the
+/// `now` it passed), with the decision a pick returned.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SchedEvent {
+    /// `join(at, group, weight)`.
+    Join {
+        /// `now`, ns since the runtime started.
+        at: Time,
+        /// The group's client id.
+        group: ClientId,
+        /// Its weight.
+        weight: Weight,
+    },
+    /// `wake(at, group)`.
+    Wake {
+        /// `now`.
+        at: Time,
+        /// The group.
+        group: ClientId,
+    },
+    /// `set_weight(at, group, weight)`.
+    SetWeight {
+        /// `now`.
+        at: Time,
+        /// The group.
+        group: ClientId,
+        /// The new weight.
+        weight: Weight,
+    },
+    /// `leave(at, group)` of a blocked group (one that leaves from a worker is a `Stop` with `Left`).
+    Leave {
+        /// `now`.
+        at: Time,
+        /// The group.
+        group: ClientId,
+    },
+    /// `stopped(at, worker, group, ran, why)`: a slice ended.
+    Stop {
+        /// `now`.
+        at: Time,
+        /// The worker (CPU).
+        worker: CpuId,
+        /// The group it served.
+        group: ClientId,
+        /// Thread CPU time charged, ns.
+        ran: Time,
+        /// Why it ended.
+        why: StopReason,
+    },
+    /// `pick(at, worker)` and what it decided.
+    Pick {
+        /// `now`.
+        at: Time,
+        /// The worker.
+        worker: CpuId,
+        /// The decision.
+        decision: Decision,
+    },
+}
+
+/// The central scheduler and, if asked for, its recording.
+pub(crate) struct Central {
+    sched: Box<dyn Scheduler + Send>,
+    log: Option<Vec<SchedEvent>>,
+}
+
+impl Central {
+    fn note(&mut self, e: SchedEvent) {
+        if let Some(log) = &mut self.log {
+            log.push(e);
+        }
+    }
+}
+
 /// The scheduler, central or distributed.
 pub(crate) enum Host {
-    Central(CachePadded<Mutex<Box<dyn Scheduler + Send>>>),
+    Central(CachePadded<Mutex<Central>>),
     DwrrRr(Distributed<RoundRobinQueue>),
     DwrrCfs(Distributed<VruntimeQueue>),
 }
@@ -118,14 +198,16 @@ fn kick(k: propshare::Kick) -> Target {
 
 impl Host {
     /// Build `spec` for `workers` CPUs and quantum `slice`; DWRR specs run
-    /// distributed unless `central`.
+    /// distributed unless `central` (or `record`: only a central host records).
     pub fn build(
         spec: &str,
         workers: usize,
         slice: Time,
         capacity: usize,
         central: bool,
+        record: bool,
     ) -> Result<Host, registry::BuildError> {
+        let central = central || record;
         let cfg = SchedConfig::new(workers, slice);
         let parsed: SchedSpec = registry::parse_spec(spec)?;
         let entry = registry::find(&parsed.name)?;
@@ -141,7 +223,7 @@ impl Host {
             }
             _ => {
                 let sched = registry::build_send(spec, cfg)?;
-                Host::Central(CachePadded::new(Mutex::new(sched)))
+                Host::Central(CachePadded::new(Mutex::new(Central { sched, log: record.then(Vec::new) })))
             }
         })
     }
@@ -159,7 +241,7 @@ impl Host {
     /// client waits; their idle workers park for one slice at a time.
     pub fn work_conserving(&self) -> bool {
         match self {
-            Host::Central(s) => lock(s).work_conserving(),
+            Host::Central(s) => lock(s).sched.work_conserving(),
             _ => false,
         }
     }
@@ -168,7 +250,9 @@ impl Host {
         match self {
             Host::Central(s) => {
                 let mut s = lock(s);
-                s.join(now(), c, w).map(kick)
+                let at = now();
+                s.note(SchedEvent::Join { at, group: c, weight: w });
+                s.sched.join(at, c, w).map(kick)
             }
             Host::DwrrRr(d) => Ok(d.join(c, w)),
             Host::DwrrCfs(d) => Ok(d.join(c, w)),
@@ -179,7 +263,9 @@ impl Host {
         match self {
             Host::Central(s) => {
                 let mut s = lock(s);
-                s.wake(now(), c).map(kick)
+                let at = now();
+                s.note(SchedEvent::Wake { at, group: c });
+                s.sched.wake(at, c).map(kick)
             }
             Host::DwrrRr(d) => d.wake(c),
             Host::DwrrCfs(d) => d.wake(c),
@@ -190,7 +276,9 @@ impl Host {
         match self {
             Host::Central(s) => {
                 let mut s = lock(s);
-                s.leave(now(), c)
+                let at = now();
+                s.note(SchedEvent::Leave { at, group: c });
+                s.sched.leave(at, c)
             }
             Host::DwrrRr(d) => d.leave(c),
             Host::DwrrCfs(d) => d.leave(c),
@@ -201,7 +289,9 @@ impl Host {
         match self {
             Host::Central(s) => {
                 let mut s = lock(s);
-                s.set_weight(now(), c, w)
+                let at = now();
+                s.note(SchedEvent::SetWeight { at, group: c, weight: w });
+                s.sched.set_weight(at, c, w)
             }
             Host::DwrrRr(d) => d.set_weight(c, w),
             Host::DwrrCfs(d) => d.set_weight(c, w),
@@ -223,15 +313,28 @@ impl Host {
                 let t = now();
                 let cpu = CpuId(k as u32);
                 if let Some(p) = prev {
-                    s.stopped(t, cpu, p.client, p.ran, p.why)?;
+                    s.note(SchedEvent::Stop { at: t, worker: cpu, group: p.client, ran: p.ran, why: p.why });
+                    s.sched.stopped(t, cpu, p.client, p.ran, p.why)?;
                 }
-                Ok(match s.pick(t, cpu)? {
+                let decision = s.sched.pick(t, cpu)?;
+                s.note(SchedEvent::Pick { at: t, worker: cpu, decision });
+                Ok(match decision {
                     Decision::Run { client, slice } => Some((client, slice)),
                     Decision::Idle => None,
                 })
             }
             Host::DwrrRr(d) => d.stop_and_pick(k, prev),
             Host::DwrrCfs(d) => d.stop_and_pick(k, prev),
+        }
+    }
+}
+
+impl Host {
+    /// The calls recorded so far (empty unless recording).
+    pub fn recorded(&self) -> Vec<SchedEvent> {
+        match self {
+            Host::Central(s) => lock(s).log.clone().unwrap_or_default(),
+            _ => Vec::new(),
         }
     }
 }

@@ -54,6 +54,7 @@ mod stats;
 mod task;
 
 pub use error::{BuildError, GroupError, JoinError, SpawnError};
+pub use host::SchedEvent;
 pub use runtime::{Builder, Group, Runtime, MAX_WORKERS};
 pub use stats::{GroupStats, Snapshot, Totals, WorkerStats};
 pub use task::{need_yield, yield_if_needed, yield_now, JoinHandle, YieldNow};

@@ -48,7 +48,7 @@ use crossbeam_utils::CachePadded;
 use propshare::{ClientId, StopReason, Time, Weight};
 
 use crate::error::{BuildError, GroupError, SpawnError};
-use crate::host::{Host, Stop, Target};
+use crate::host::{Host, SchedEvent, Stop, Target};
 use crate::lag::{LagBook, LagRange};
 use crate::stats::{GroupStats, Snapshot, Totals, WorkerStats};
 use crate::task::{self, JoinHandle, TaskGuard};
@@ -70,6 +70,7 @@ pub struct Builder {
     slice: Duration,
     max_groups: usize,
     central: bool,
+    record: bool,
     track_lag: bool,
     drop_timeout: Duration,
 }
@@ -82,6 +83,7 @@ impl Default for Builder {
             slice: Duration::from_millis(1),
             max_groups: 1024,
             central: false,
+            record: false,
             track_lag: true,
             drop_timeout: Duration::from_secs(5),
         }
@@ -129,6 +131,16 @@ impl Builder {
         self
     }
 
+    /// Record every scheduler call, in order, with its arguments and
+    /// decisions ([`Runtime::recorded`]), to replay them through the core.
+    /// The scheduler runs central (one lock) while recording, so the
+    /// recording is one total order. The log grows by a few events per
+    /// slice, without bound: for diagnosis, not production.
+    pub fn record(mut self, yes: bool) -> Builder {
+        self.record = yes;
+        self
+    }
+
     /// Keep the fluid reference and per-group lag (one more small lock per
     /// slice; on by default).
     pub fn track_lag(mut self, yes: bool) -> Builder {
@@ -158,7 +170,7 @@ impl Builder {
             return Err(BuildError::BadMaxGroups(self.max_groups));
         }
         let slice = self.slice.as_nanos() as Time;
-        let host = Host::build(&self.scheduler, self.workers, slice, self.max_groups, self.central)?;
+        let host = Host::build(&self.scheduler, self.workers, slice, self.max_groups, self.central, self.record)?;
         let parkers: Vec<Parker> = (0..self.workers).map(|_| Parker::new()).collect();
         let shared = Arc::new(Shared {
             work_conserving: host.work_conserving(),
@@ -177,6 +189,7 @@ impl Builder {
                         picks: AtomicU64::new(0),
                         pick_ns: AtomicU64::new(0),
                         tasks: AtomicU64::new(0),
+                        cpu_ns: AtomicU64::new(0),
                     })
                 })
                 .collect(),
@@ -220,6 +233,7 @@ struct WorkerSlot {
     picks: AtomicU64,
     pick_ns: AtomicU64,
     tasks: AtomicU64,
+    cpu_ns: AtomicU64,
 }
 
 /// What the runtime, its groups and its workers share.
@@ -664,6 +678,12 @@ impl Runtime {
         self.shared.workers.len()
     }
 
+    /// The scheduler calls recorded so far, in order (empty unless
+    /// [`Builder::record`]).
+    pub fn recorded(&self) -> Vec<SchedEvent> {
+        self.shared.host.recorded()
+    }
+
     /// Every group's statistics (retired ones too) and the totals, now.
     pub fn snapshot(&self) -> Snapshot {
         snapshot(&self.shared)
@@ -678,6 +698,7 @@ impl Runtime {
                 picks: w.picks.load(SeqCst),
                 pick_ns: w.pick_ns.load(SeqCst),
                 tasks: w.tasks.load(SeqCst),
+                cpu_ns: w.cpu_ns.load(SeqCst),
             })
             .collect()
     }
@@ -905,6 +926,7 @@ fn serve(sh: &Shared, k: usize, g: &Arc<GroupInner>, slice: Time) -> Option<(Cli
     let kicked = slot.kicked.swap(false, SeqCst);
     g.on_worker.store(false, SeqCst);
     slot.tasks.fetch_add(tasks, SeqCst);
+    slot.cpu_ns.fetch_add(ran, SeqCst);
     g.m.cpu_ns.fetch_add(ran, SeqCst);
     g.m.run_ns.fetch_add(wall, SeqCst);
     g.m.slices.fetch_add(1, SeqCst);
