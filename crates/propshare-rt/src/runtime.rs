@@ -345,10 +345,12 @@ struct Transition {
     joined: bool,
 }
 
-/// Per-group counters.
+/// Per-group counters written by the worker serving the group (per slice,
+/// and per task for `completed` and `panicked`), kept on cache lines of
+/// their own ([`GroupInner::m`]) so a spawner's writes (`live`,
+/// `submitted`) and reads (`state`, `closed`) do not bounce them.
 #[derive(Default)]
 struct Counters {
-    submitted: AtomicU64,
     completed: AtomicU64,
     panicked: AtomicU64,
     cancelled: AtomicU64,
@@ -358,6 +360,7 @@ struct Counters {
     slices: AtomicU64,
     overlaps: AtomicU64,
     runnable_since: AtomicU64,
+    on_worker: AtomicBool,
 }
 
 /// A group: one scheduler client with its queue of ready tasks.
@@ -372,11 +375,12 @@ pub(crate) struct GroupInner {
     /// Tasks spawned and not yet ended (queued, running, or pending futures).
     live: AtomicU64,
     weight: AtomicU64,
-    on_worker: AtomicBool,
+    /// Tasks accepted (written by spawners, beside `live`).
+    submitted: AtomicU64,
     /// `Transition::joined`, readable without the lock (statistics read it
     /// while holding the lag book, which comes after the transition lock).
     joined: AtomicBool,
-    m: Counters,
+    m: CachePadded<Counters>,
 }
 
 impl GroupInner {
@@ -489,7 +493,7 @@ impl GroupInner {
             weight: self.weight.load(SeqCst),
             closed: self.closed.load(SeqCst),
             retired: state == GONE,
-            submitted: m.submitted.load(SeqCst),
+            submitted: self.submitted.load(SeqCst),
             completed: m.completed.load(SeqCst),
             panicked: m.panicked.load(SeqCst),
             cancelled: m.cancelled.load(SeqCst),
@@ -560,7 +564,7 @@ impl Group {
             g.task_gone();
             return Err(e);
         }
-        g.m.submitted.fetch_add(1, SeqCst);
+        g.submitted.fetch_add(1, SeqCst);
         let fut = task::wrap(fut, TaskGuard::new(g.clone()));
         let home = g.clone();
         let (runnable, handle) = async_task::spawn(fut, move |r| home.schedule(r));
@@ -655,9 +659,9 @@ impl Runtime {
             closed: AtomicBool::new(false),
             live: AtomicU64::new(0),
             weight: AtomicU64::new(w.get()),
-            on_worker: AtomicBool::new(false),
+            submitted: AtomicU64::new(0),
             joined: AtomicBool::new(false),
-            m: Counters::default(),
+            m: CachePadded::new(Counters::default()),
         });
         *lock(&sh.slots[id as usize]) = Some(inner.clone());
         Ok(Group { inner })
@@ -901,7 +905,7 @@ fn worker_loop(sh: &Shared, k: usize, parker: &Parker) {
 /// Run one slice of group `g` on worker `k`, report it, pick the next.
 fn serve(sh: &Shared, k: usize, g: &Arc<GroupInner>, slice: Time) -> Option<(ClientId, Time)> {
     let slot = &sh.workers[k];
-    if g.on_worker.swap(true, SeqCst) {
+    if g.m.on_worker.swap(true, SeqCst) {
         g.m.overlaps.fetch_add(1, SeqCst);
     }
     let t0 = Instant::now();
@@ -924,7 +928,7 @@ fn serve(sh: &Shared, k: usize, g: &Arc<GroupInner>, slice: Time) -> Option<(Cli
     let ran = thread_cpu_ns().saturating_sub(cpu0);
     let wall = t0.elapsed().as_nanos() as Time;
     let kicked = slot.kicked.swap(false, SeqCst);
-    g.on_worker.store(false, SeqCst);
+    g.m.on_worker.store(false, SeqCst);
     slot.tasks.fetch_add(tasks, SeqCst);
     slot.cpu_ns.fetch_add(ran, SeqCst);
     g.m.cpu_ns.fetch_add(ran, SeqCst);
