@@ -92,7 +92,7 @@ impl WeightClasses {
         &mut self,
         cpus: usize,
         capped: &mut Vec<ClientId>,
-        weight: impl Fn(ClientId) -> u64,
+        mut weight: impl FnMut(ClientId) -> u64,
     ) -> (u128, u64) {
         let q = cpus.min(self.len) as u64;
         capped.clear();

@@ -67,37 +67,49 @@
 //!
 //! # State layout
 //!
-//! * **The queue parts** (`RunQueue`, in an arena): a group's round-robin
-//!   queue with its round counter nv_Q, its weight and the slab of its
-//!   clients' entries (`Proc`: weight, φ, order, nv_C, the ring links, which
-//!   name slots of the same slab). An entry moves with its client: a steal
-//!   moves it to the thief's queue. An active queue is its CPU's part (the
-//!   CPU runs INTRAGROUP on it alone); a stalled one belongs to its group.
-//!   REASSIGN hands whole queues over (the CPU leaves its queue stalled in
-//!   its old group and takes a stalled queue of the new one, or a new queue):
-//!   no client moves. A blocked client has no entry (nothing of it outlives a
-//!   sleep, Gap GDQ-14).
-//! * **Per CPU** (`Cpu`): its group, its queue, dedicated or floating, its
-//!   next MFQ time and the work it delivered since its last decision.
-//! * **The global part** (`GdqShared`): what the paper keeps global, because
-//!   MFQ compares groups and every arrival changes every group's share
-//!   (§2.2.1): the group table (members and weight sums Φ_k, P̲^k, P̄^k,
-//!   ψ_k, the CPUs assigned and dedicated, the group's queue list, the VFT
-//!   F_k), the readjustment (a function of every runnable weight: the weight
-//!   classes and the capped list), the arena's free list, and the owner map
-//!   (client → (queue, slot), [`crate::percpu::OwnerMap`]).
-//! * **Steps.** INTRAGROUP's common path touches one queue. The cross-queue
-//!   step MOVE-PROCESS is `steal`, a function of the owner map and two queue
-//!   parts; `pull` (fill an empty queue) and the end-of-round steal find
-//!   their source with GET-MIN-QUEUE, which reads nv_Q and the length of
-//!   each queue of the group. MFQ decisions, `reassign` (= `leave_group`
-//!   then `enter_group`), arrivals and departures change the group table. A
-//!   concurrent host would lock a CPU with its queue, take a second queue's
-//!   lock (in queue id order) to steal, and the group table's lock for MFQ
-//!   decisions and the client events; this policy runs them in one thread.
-//!   `check_invariants` checks every part: queue ownership, group counts
-//!   and sums against the queues, links, queue weights, and every entry
-//!   where the owner map says (and it names no other).
+//! * **The queue parts** ([`RunQueue`], in an arena of fixed places, one
+//!   per CPU and one per client id: [`GdqShared::queue_parts`]): a group's
+//!   round-robin queue with its round counter nv_Q, its weight and the slab
+//!   of its clients' entries (`Proc`: weight, φ, order, nv_C, the ring
+//!   links, which name slots of the same slab, and whether it runs). An
+//!   entry moves with its client: a steal moves it to the thief's queue. An
+//!   active queue is its CPU's part (the CPU runs INTRAGROUP on it alone); a
+//!   stalled one belongs to its group. REASSIGN hands whole queues over (the
+//!   CPU leaves its queue stalled in its old group and takes a stalled queue
+//!   of the new one, or a new queue): no client moves. A blocked client has
+//!   no entry (nothing of it outlives a sleep, Gap GDQ-14).
+//! * **The global part** ([`GdqShared`]): what the paper keeps global,
+//!   because MFQ compares groups and every arrival changes every group's
+//!   share (§2.2.1): the group table (members and weight sums Φ_k, P̲^k,
+//!   P̄^k, ψ_k, the CPUs assigned and dedicated, the group's queue list, the
+//!   VFT F_k), each CPU's MFQ state (its group, its queue, dedicated or
+//!   floating, its next MFQ time, the work it delivered since its last
+//!   decision, the client it runs), the readjustment (a function of every
+//!   runnable weight: the weight classes and the capped list), every
+//!   client's weight (a blocked client wakes with it), the arena's free
+//!   list, and the owner map (client → (queue, slot),
+//!   [`crate::percpu::OwnerMap`]).
+//! * **Steps** ([`pick`], [`stopped`], [`join`], [`leave`], [`block`],
+//!   [`wake`], [`set_weight`], [`check_invariants`]): functions of the
+//!   global part, `&mut`, and the queue parts through [`Queues`]: the
+//!   policy calls them over its arena (a slice); a concurrent host keeps the
+//!   global part behind one lock and each queue behind its own
+//!   ([`Locked`]), and holds the global lock for the whole step (taken
+//!   before any queue's). Each step validates its event first (a refused
+//!   one changes nothing and returns false or None). INTRAGROUP's common
+//!   path touches one queue; the cross-queue step MOVE-PROCESS is `steal`,
+//!   a function of the owner map and two queue parts (`with_two`: two locks
+//!   in queue id order); `pull` (fill an empty queue) and the end-of-round
+//!   steal find their source with GET-MIN-QUEUE, which reads nv_Q and the
+//!   length of each queue of the group, one at a time. MFQ decisions,
+//!   `reassign` (= `leave_group` then `enter_group`), arrivals and
+//!   departures change the group table. Since any pick may make an MFQ
+//!   decision, the global lock serialises the steps of a concurrent host:
+//!   the queue locks guard the entries, but two CPUs' INTRAGROUP steps do
+//!   not yet run in parallel (that needs the common path to run on a CPU's
+//!   own state and queue alone). tests/gdq_threaded.rs drives it with one
+//!   thread per CPU. `check_invariants` checks every part (its numbered
+//!   list).
 //!
 //! # Cost
 //!
@@ -200,7 +212,8 @@
 
 use crate::list::{Link, Links, List};
 use crate::model::{ClientId, CpuId, StopReason, Time, Weight};
-use crate::percpu::{two_mut, Owned, OwnerMap, Slab, Slot};
+pub use crate::percpu::Locked;
+use crate::percpu::{Owned, OwnerMap, Parts, Slab, Slot};
 use std::cmp::Reverse;
 
 use super::classes::WeightClasses;
@@ -252,6 +265,8 @@ struct Proc {
     nv: u128,
     /// Its order changed while it ran: move it when it stops.
     regroup: bool,
+    /// It is on a CPU (picked, not yet stopped).
+    running: bool,
 }
 
 const _: () = assert!(std::mem::size_of::<Option<Proc>>() == 64);
@@ -260,7 +275,8 @@ impl Proc {
     /// A client arriving (join, wake) with weight `w`, not yet readjusted.
     fn new(client: ClientId, w: Weight) -> Proc {
         let phi = Phi::whole(w.get());
-        Proc { client, weight: w, capped: false, phi, order: 0, link: Link::default(), nv: 0, regroup: false }
+        let link = Link::default();
+        Proc { client, weight: w, capped: false, phi, order: 0, link, nv: 0, regroup: false, running: false }
     }
 }
 
@@ -290,8 +306,10 @@ impl Links<Slot> for Slab<Proc> {
 /// A round-robin queue of one group, active (served by `cpu`) or stalled,
 /// with the entries of its clients: the per-CPU part (an active queue is
 /// its CPU's; REASSIGN hands whole queues between a CPU and its group).
+/// The queues form an arena of fixed places ([`GdqShared::queue_parts`]);
+/// a vacant place waits for the next queue.
 #[derive(Clone, Debug)]
-struct RunQueue {
+pub struct RunQueue {
     /// Its index in the arena (what the owner map names).
     id: usize,
     group: u32,
@@ -309,6 +327,12 @@ struct RunQueue {
 }
 
 impl RunQueue {
+    /// Arena place `id`, vacant.
+    fn vacant(id: usize) -> RunQueue {
+        let (ring, procs) = (List::default(), Slab::default());
+        RunQueue { id, group: 0, ring, current: None, weight: 0, nv: 0, cpu: None, live: false, procs }
+    }
+
     /// The client in slot `s`.
     #[inline]
     fn client(&self, s: Slot) -> ClientId {
@@ -367,6 +391,8 @@ struct Cpu {
     next_mfq: Time,
     /// Work (ns) delivered as a non-dedicated processor since the last decision.
     float_work: Time,
+    /// The client it runs (picked, not yet stopped).
+    running: Option<ClientId>,
 }
 
 /// One group: part of the global table.
@@ -423,10 +449,10 @@ pub type Gdq = Shell<GdqPolicy>;
 /// The global part: what the paper keeps global (§2.2.1: the group table,
 /// the group-to-processor assignment and the groups' VFTs, which MFQ
 /// decisions compare across groups), the readjustment (a function of every
-/// runnable weight), the queue arena's free list and the owner map,
-/// client → (queue, slot).
+/// runnable weight), the per-CPU MFQ state, every client's weight, the
+/// queue arena's free list and the owner map, client → (queue, slot).
 #[derive(Clone, Debug)]
-struct GdqShared {
+pub struct GdqShared {
     quantum: Time,
     params: GdqParams,
     /// T in ns.
@@ -440,7 +466,13 @@ struct GdqShared {
     /// The previous capped list, kept for its allocation.
     spare_capped: Vec<ClientId>,
     owners: OwnerMap,
+    /// Per client id: its weight, 0 if it has not joined (or has left).
+    /// A blocked client has no entry; it wakes with this weight.
+    weights: Vec<u64>,
+    cpus: Vec<Cpu>,
     free_queues: Vec<usize>,
+    /// The first arena place never used.
+    fresh: usize,
     groups: Vec<Group>,
     /// Bit k set: G^k has members or CPUs.
     present: u64,
@@ -458,9 +490,8 @@ struct GdqShared {
 #[derive(Clone, Debug)]
 pub struct GdqPolicy {
     sh: GdqShared,
-    /// The queue parts (an arena: a freed queue's place is reused).
+    /// The queue parts, grown on join to [`GdqShared::queue_parts`]'s size.
     queues: Vec<RunQueue>,
-    cpus: Vec<Cpu>,
 }
 
 impl Gdq {
@@ -471,28 +502,20 @@ impl Gdq {
 
     /// GDQ with explicit δ and T (δ ≥ 0, T ≥ 1 quantum; T = 0 is taken as 1).
     pub fn with_params(cfg: SchedConfig, params: GdqParams) -> Gdq {
-        let params = GdqParams { interval: params.interval.max(1), ..params };
-        let sh = GdqShared {
-            quantum: cfg.quantum,
-            params,
-            interval_ns: params.interval.saturating_mul(cfg.quantum),
-            epoch: None,
-            feasible: WeightClasses::default(),
-            readjustment: Readjustment::EMPTY,
-            capped: Vec::new(),
-            spare_capped: Vec::new(),
-            owners: OwnerMap::new(0),
-            free_queues: Vec::new(),
-            groups: vec![Group::default(); ORDERS],
-            present: 0,
-            entitled: 0,
-            vft_scale: 0,
-            vft_now: 0,
-        };
-        let policy = GdqPolicy { sh, queues: Vec::new(), cpus: vec![Cpu::default(); cfg.cpus] };
-        Shell::build("gdq", &cfg, policy)
+        let sh = GdqShared::new(cfg, params, 0);
+        let queues = sh.queue_parts();
+        Shell::build("gdq", &cfg, GdqPolicy { sh, queues })
     }
 }
+
+/// How GDQ's steps reach the queue parts: directly (one thread: the
+/// policy's arena, a slice) or each behind its own lock
+/// ([`crate::percpu::Locked`]). The global part is handed to every step
+/// `&mut`: a concurrent host keeps it behind its own lock, taken before
+/// any queue's (see "Steps" in the module documentation).
+pub trait Queues: Parts<Part = RunQueue> {}
+
+impl<P: Parts<Part = RunQueue> + ?Sized> Queues for P {}
 
 /// φ in 2^-32 units (a queue's weight).
 fn phi_fp(phi: Phi) -> u128 {
@@ -518,6 +541,71 @@ fn steal(owners: &OwnerMap, from: &mut RunQueue, to: &mut RunQueue) -> ClientId 
 }
 
 impl GdqShared {
+    /// The global part of GDQ with `params` on the machine `cfg`, for client
+    /// ids below `capacity` (a single-threaded policy grows it on join).
+    pub fn new(cfg: SchedConfig, params: GdqParams, capacity: usize) -> GdqShared {
+        let params = GdqParams { interval: params.interval.max(1), ..params };
+        GdqShared {
+            quantum: cfg.quantum,
+            params,
+            interval_ns: params.interval.saturating_mul(cfg.quantum),
+            epoch: None,
+            feasible: WeightClasses::default(),
+            readjustment: Readjustment::EMPTY,
+            capped: Vec::new(),
+            spare_capped: Vec::new(),
+            owners: OwnerMap::new(capacity),
+            weights: vec![0; capacity],
+            cpus: vec![Cpu::default(); cfg.cpus],
+            free_queues: Vec::new(),
+            fresh: 0,
+            groups: vec![Group::default(); ORDERS],
+            present: 0,
+            entitled: 0,
+            vft_scale: 0,
+            vft_now: 0,
+        }
+    }
+
+    /// The queue arena for this global part, every place vacant: one queue
+    /// per CPU and one per client id below its capacity. That is enough:
+    /// at most P queues are active, and a stalled queue holds a runnable
+    /// client (an emptied one is freed).
+    pub fn queue_parts(&self) -> Vec<RunQueue> {
+        (0..self.cpus.len() + self.weights.len()).map(RunQueue::vacant).collect()
+    }
+
+    /// The parameters in use.
+    pub fn params(&self) -> GdqParams {
+        self.params
+    }
+
+    /// Where runnable client `c`'s entry is: its queue and slot.
+    pub fn entry_of(&self, c: ClientId) -> Option<(usize, Slot)> {
+        self.owners.get(c)
+    }
+
+    /// Make room for client `c` (a single-threaded host, on join).
+    fn reserve(&mut self, c: ClientId) {
+        self.owners.reserve(c);
+        if c.index() >= self.weights.len() {
+            self.weights.resize(c.index() + 1, 0);
+        }
+    }
+
+    /// Start the decision schedule at the first event (Gap GDQ-6).
+    fn start_clock(&mut self, now: Time) {
+        if self.epoch.is_none() {
+            self.epoch = Some(now);
+            let p = self.cpus.len() as u128;
+            let t = self.interval_ns as u128;
+            for (j, cpu) in self.cpus.iter_mut().enumerate() {
+                let offset = (t * j as u128 / p) as Time;
+                cpu.next_mfq = now.saturating_add(offset);
+            }
+        }
+    }
+
     /// (ran / Q) · 2^k / φ in units of NV_ONE, rounded up.
     fn nv_charge(&self, ran: Time, k: u32, phi: Phi) -> u128 {
         let a = (ran as u128) << k;
@@ -670,12 +758,6 @@ impl GdqPolicy {
         Some(self.queues[q].procs.get(s))
     }
 
-    /// Runnable client `c`'s entry, mutably.
-    fn proc_mut(&mut self, c: ClientId) -> Option<&mut Proc> {
-        let (q, s) = self.sh.owners.get(c)?;
-        Some(self.queues[q].procs.get_mut(s))
-    }
-
     /// nv_C of a runnable client, in units of [`NV_ONE`].
     pub fn nvt(&self, c: ClientId) -> Option<u128> {
         self.proc_of(c).map(|p| p.nv)
@@ -683,111 +765,143 @@ impl GdqPolicy {
 
     /// The group a CPU serves and whether it is dedicated there.
     pub fn cpu_assignment(&self, cpu: CpuId) -> Option<(u32, bool)> {
-        let k = self.cpus.get(cpu.index())?;
+        let k = self.sh.cpus.get(cpu.index())?;
         k.group.map(|g| (g, k.dedicated))
     }
 
-    /// Check the structural invariants: every CPU's queue is its own, group
-    /// CPU counts and weight sums match the queues, list links are
-    /// consistent, no empty stalled queue is kept, every runnable client is
-    /// queued exactly once, every entry is where the owner map says (and it
-    /// names no other), a queue's weight is its clients' φ. Smoothness is
-    /// checked by the tests themselves.
-    fn check(&self, roster: &Roster) -> Result<(), String> {
-        let mut assigned = vec![0usize; ORDERS];
-        let mut dedicated = vec![0usize; ORDERS];
-        for (j, cpu) in self.cpus.iter().enumerate() {
-            match (cpu.group, cpu.queue) {
-                (None, None) => {}
-                (Some(k), Some(q)) => {
-                    assigned[k as usize] += 1;
-                    dedicated[k as usize] += cpu.dedicated as usize;
-                    let rq = &self.queues[q];
-                    if !rq.live || rq.group != k || rq.cpu != Some(CpuId(j as u32)) {
-                        return Err(format!("cpu {j}: queue {q} not its own"));
-                    }
-                }
-                _ => return Err(format!("cpu {j}: group without queue")),
-            }
-        }
-        let mut entries = 0;
-        for (q, rq) in self.queues.iter().enumerate() {
-            if rq.id != q {
-                return Err(format!("queue {q} says it is queue {}", rq.id));
-            }
-            entries += self.sh.owners.check_slab(q, &rq.procs)?;
-            if rq.procs.len() != rq.ring.len() {
-                return Err(format!("queue {q}: {} entries but {} linked", rq.procs.len(), rq.ring.len()));
-            }
-            let weight: u128 = rq.procs.iter().map(|(_, p)| phi_fp(p.phi)).sum();
-            if weight != rq.weight {
-                return Err(format!("queue {q}: weight {} but its clients weigh {weight}", rq.weight));
-            }
-        }
-        self.sh.owners.check_count(entries)?;
-        for k in 0..ORDERS {
-            let g = &self.sh.groups[k];
-            if g.assigned != assigned[k] || g.dedicated != dedicated[k] {
-                return Err(format!(
-                    "group {k}: counts {}/{} vs {}/{}",
-                    g.assigned, g.dedicated, assigned[k], dedicated[k]
-                ));
-            }
-            let (mut n, mut u, mut m) = (0, 0, 0);
-            for &q in &g.queues {
-                let rq = &self.queues[q];
-                if !rq.live || rq.group != k as u32 {
-                    return Err(format!("group {k}: dead or foreign queue {q}"));
-                }
-                if rq.cpu.is_none() && rq.ring.is_empty() {
-                    return Err(format!("group {k}: empty stalled queue {q}"));
-                }
-                let Some(cur) = rq.current else { continue };
-                for s in rq.ring.walk_cyclic(&rq.procs, cur, rq.ring.len()) {
-                    let p = rq.procs.get(s);
-                    if p.order != k as u32 {
-                        return Err(format!("{} in queue {q} of group {k} has order {}", p.client, p.order));
-                    }
-                    if rq.ring.next(&rq.procs, s).is_some_and(|n| rq.procs.get(n).link.prev != s) {
-                        return Err(format!("{}: broken links", p.client));
-                    }
-                    n += 1;
-                    if p.capped {
-                        m += 1
-                    } else {
-                        u += p.weight.get()
-                    }
+    /// The steps over this policy's own parts.
+    #[cfg(test)]
+    fn steps(&mut self) -> Steps<'_, [RunQueue]> {
+        Steps { sh: &mut self.sh, queues: self.queues.as_mut_slice() }
+    }
+}
+
+/// Check GDQ's invariants over the global part and every queue part (the
+/// whole arena, in place order):
+///
+/// 1. every assigned CPU serves a live queue of its group that names it;
+/// 2. group CPU counts, member counts and weight sums match the queues;
+/// 3. ring links are consistent and every entry is linked, no empty stalled
+///    queue is kept, every queue's weight is its clients' φ;
+/// 4. every entry is where the owner map says, and it names no other;
+/// 5. a CPU's running client has an entry marked running, and no other
+///    entry is (no client on two CPUs).
+///
+/// Smoothness is checked by the tests themselves.
+pub fn check_invariants<'a>(sh: &GdqShared, queues: impl IntoIterator<Item = &'a RunQueue>) -> Result<(), String> {
+    let queues: Vec<&RunQueue> = queues.into_iter().collect();
+    let mut assigned = vec![0usize; ORDERS];
+    let mut dedicated = vec![0usize; ORDERS];
+    let mut running = 0;
+    for (j, cpu) in sh.cpus.iter().enumerate() {
+        match (cpu.group, cpu.queue) {
+            (None, None) => {}
+            (Some(k), Some(q)) => {
+                assigned[k as usize] += 1;
+                dedicated[k as usize] += cpu.dedicated as usize;
+                let rq = queues[q];
+                if !rq.live || rq.group != k || rq.cpu != Some(CpuId(j as u32)) {
+                    return Err(format!("cpu {j}: queue {q} not its own"));
                 }
             }
-            if (n, u, m) != (g.members, g.uncapped_weight, g.capped) {
-                return Err(format!(
-                    "group {k}: sums {:?} vs {:?}",
-                    (g.members, g.uncapped_weight, g.capped),
-                    (n, u, m)
-                ));
+            _ => return Err(format!("cpu {j}: group without queue")),
+        }
+        if let Some(c) = cpu.running {
+            let (q, s) = sh.owners.get(c).ok_or_else(|| format!("cpu {j} runs {c}, which has no entry"))?;
+            if !queues[q].procs.get(s).running {
+                return Err(format!("cpu {j} runs {c}, whose entry is not marked running"));
             }
-            if (g.members > 0 || g.assigned > 0) != (self.sh.present & (1 << k) != 0) {
-                return Err(format!("group {k}: presence bit wrong"));
+            running += 1;
+        }
+    }
+    let mut entries = 0;
+    for (q, rq) in queues.iter().enumerate() {
+        if rq.id != q {
+            return Err(format!("queue {q} says it is queue {}", rq.id));
+        }
+        entries += sh.owners.check_slab(q, &rq.procs)?;
+        if rq.procs.len() != rq.ring.len() {
+            return Err(format!("queue {q}: {} entries but {} linked", rq.procs.len(), rq.ring.len()));
+        }
+        let weight: u128 = rq.procs.iter().map(|(_, p)| phi_fp(p.phi)).sum();
+        if weight != rq.weight {
+            return Err(format!("queue {q}: weight {} but its clients weigh {weight}", rq.weight));
+        }
+        running -= rq.procs.iter().filter(|(_, p)| p.running).count() as isize;
+    }
+    if running != 0 {
+        return Err(format!("{} more entries marked running than CPUs running them", -running));
+    }
+    sh.owners.check_count(entries)?;
+    for k in 0..ORDERS {
+        let g = &sh.groups[k];
+        if g.assigned != assigned[k] || g.dedicated != dedicated[k] {
+            return Err(format!(
+                "group {k}: counts {}/{} vs {}/{}",
+                g.assigned, g.dedicated, assigned[k], dedicated[k]
+            ));
+        }
+        let (mut n, mut u, mut m) = (0, 0, 0);
+        for &q in &g.queues {
+            let rq = queues[q];
+            if !rq.live || rq.group != k as u32 {
+                return Err(format!("group {k}: dead or foreign queue {q}"));
+            }
+            if rq.cpu.is_none() && rq.ring.is_empty() {
+                return Err(format!("group {k}: empty stalled queue {q}"));
+            }
+            let Some(cur) = rq.current else { continue };
+            for s in rq.ring.walk_cyclic(&rq.procs, cur, rq.ring.len()) {
+                let p = rq.procs.get(s);
+                if p.order != k as u32 {
+                    return Err(format!("{} in queue {q} of group {k} has order {}", p.client, p.order));
+                }
+                if rq.ring.next(&rq.procs, s).is_some_and(|n| rq.procs.get(n).link.prev != s) {
+                    return Err(format!("{}: broken links", p.client));
+                }
+                n += 1;
+                if p.capped {
+                    m += 1
+                } else {
+                    u += p.weight.get()
+                }
             }
         }
-        if entries != roster.runnable() {
-            return Err(format!("{entries} queued vs {} runnable", roster.runnable()));
+        if (n, u, m) != (g.members, g.uncapped_weight, g.capped) {
+            return Err(format!("group {k}: sums {:?} vs {:?}", (g.members, g.uncapped_weight, g.capped), (n, u, m)));
         }
-        Ok(())
+        if (g.members > 0 || g.assigned > 0) != (sh.present & (1 << k) != 0) {
+            return Err(format!("group {k}: presence bit wrong"));
+        }
+    }
+    Ok(())
+}
+
+/// One step's view of GDQ: the global part and the queue parts.
+struct Steps<'a, Q: ?Sized> {
+    sh: &'a mut GdqShared,
+    queues: &'a mut Q,
+}
+
+impl<Q: Queues + ?Sized> Steps<'_, Q> {
+    /// Read (or change) queue `q`.
+    #[inline]
+    fn queue<R>(&mut self, q: usize, f: impl FnOnce(&mut RunQueue) -> R) -> R {
+        self.queues.with(q, f)
     }
 
-    // ----- time -------------------------------------------------------
+    /// Runnable client `c`'s entry, copied.
+    #[inline]
+    fn proc(&mut self, c: ClientId) -> Option<Proc> {
+        let (q, s) = self.sh.owners.get(c)?;
+        Some(self.queue(q, |rq| *rq.procs.get(s)))
+    }
 
-    fn start_clock(&mut self, now: Time) {
-        if self.sh.epoch.is_none() {
-            self.sh.epoch = Some(now);
-            let p = self.cpus.len() as u128;
-            let t = self.sh.interval_ns as u128;
-            for (j, cpu) in self.cpus.iter_mut().enumerate() {
-                let offset = (t * j as u128 / p) as Time;
-                cpu.next_mfq = now.saturating_add(offset);
-            }
-        }
+    /// Change runnable client `c`'s entry.
+    #[inline]
+    fn with_proc<R>(&mut self, c: ClientId, f: impl FnOnce(&mut Proc) -> R) -> Option<R> {
+        let (q, s) = self.sh.owners.get(c)?;
+        Some(self.queue(q, |rq| f(rq.procs.get_mut(s))))
     }
 
     // ----- the queue arena ------------------------------------------------
@@ -796,40 +910,32 @@ impl GdqPolicy {
         let q = match self.sh.free_queues.pop() {
             Some(q) => q,
             None => {
-                let id = self.queues.len();
-                let rq = RunQueue {
-                    id,
-                    group: k,
-                    ring: List::default(),
-                    current: None,
-                    weight: 0,
-                    nv,
-                    cpu,
-                    live: true,
-                    procs: Slab::default(),
-                };
-                self.queues.push(rq);
-                id
+                self.sh.fresh += 1;
+                self.sh.fresh - 1
             }
         };
-        let rq = &mut self.queues[q];
-        debug_assert!(rq.procs.is_empty() && rq.ring.is_empty());
-        (rq.group, rq.current, rq.weight, rq.nv, rq.cpu, rq.live) = (k, None, 0, nv, cpu, true);
+        assert!(q < self.queues.count(), "GDQ's queue arena is full ({} places)", self.queues.count());
+        self.queue(q, |rq| {
+            debug_assert!(rq.procs.is_empty() && rq.ring.is_empty());
+            (rq.group, rq.current, rq.weight, rq.nv, rq.cpu, rq.live) = (k, None, 0, nv, cpu, true);
+        });
         self.sh.groups[k as usize].queues.push(q);
         self.sh.present |= 1 << k;
         q
     }
 
     fn free_queue(&mut self, q: usize) {
-        let k = self.queues[q].group as usize;
+        let k = self.queue(q, |rq| {
+            rq.live = false;
+            rq.group as usize
+        });
         self.sh.groups[k].queues.retain(|&x| x != q);
-        self.queues[q].live = false;
         self.sh.free_queues.push(q);
     }
 
     /// Link entry `p` into queue `q` (see [`RunQueue::link`]) and map it there.
     fn link(&mut self, p: Proc, q: usize, make_current: bool) {
-        let s = self.queues[q].link(p, make_current);
+        let s = self.queue(q, |rq| rq.link(p, make_current));
         self.sh.owners.set(p.client, q, s);
     }
 
@@ -837,9 +943,9 @@ impl GdqPolicy {
     /// to next(C)). Frees an emptied stalled queue.
     fn unlink(&mut self, c: ClientId) -> Proc {
         let (q, s) = self.sh.owners.get(c).expect("queued");
-        let p = self.queues[q].unlink(s);
+        let (p, emptied) = self.queue(q, |rq| (rq.unlink(s), rq.ring.is_empty() && rq.cpu.is_none()));
         self.sh.owners.clear(c);
-        if self.queues[q].ring.is_empty() && self.queues[q].cpu.is_none() {
+        if emptied {
             self.free_queue(q);
         }
         p
@@ -850,20 +956,20 @@ impl GdqPolicy {
     fn enqueue(&mut self, mut p: Proc) {
         let k = order_of(p.phi);
         p.order = k;
-        let g = &self.sh.groups[k as usize];
-        let lightest = g.queues.iter().copied().min_by_key(|&q| self.queues[q].weight);
+        let Steps { sh, queues } = self;
+        let lightest = sh.groups[k as usize].queues.iter().copied().min_by_key(|&q| queues.with(q, |rq| rq.weight));
         let q = match lightest {
             Some(q) => q,
             None => self.new_queue(k, None, 0),
         };
-        p.nv = self.queues[q].nv as u128 * NV_ONE;
+        p.nv = self.queue(q, |rq| rq.nv) as u128 * NV_ONE;
         self.link(p, q, false);
         self.sh.add_contribution(&p);
     }
 
     /// DEQUEUE (§2.4): returns the entry, if `c` was queued.
     fn dequeue(&mut self, c: ClientId) -> Option<Proc> {
-        let p = *self.proc_of(c)?;
+        let p = self.proc(c)?;
         self.sh.remove_contribution(&p);
         let p = self.unlink(c);
         self.sh.update_presence(p.order as usize);
@@ -871,13 +977,13 @@ impl GdqPolicy {
     }
 
     /// Move `c` to the group of its current order if it changed (deferred while it runs).
-    fn settle(&mut self, roster: &Roster, c: ClientId) {
-        let Some(p) = self.proc_of(c) else { return };
+    fn settle(&mut self, c: ClientId) {
+        let Some(p) = self.proc(c) else { return };
         if order_of(p.phi) == p.order {
             return;
         }
-        if matches!(roster.status(c), Ok(Status::Running(_))) {
-            self.proc_mut(c).expect("queued").regroup = true;
+        if p.running {
+            self.with_proc(c, |p| p.regroup = true);
             return;
         }
         let p = self.dequeue(c).expect("queued");
@@ -887,13 +993,15 @@ impl GdqPolicy {
     /// Give queued `c` a new (weight, capped, φ), keeping group sums and queue weights right.
     fn set_phi(&mut self, c: ClientId, weight: Weight, capped: bool, phi: Phi) {
         let Some((q, s)) = self.sh.owners.get(c) else { return };
-        let rq = &mut self.queues[q];
-        let p = rq.procs.get_mut(s);
-        self.sh.remove_contribution(p);
-        rq.weight = rq.weight.saturating_sub(phi_fp(p.phi));
-        (p.weight, p.capped, p.phi) = (weight, capped, phi);
-        self.sh.add_contribution(p);
-        rq.weight += phi_fp(phi);
+        let Steps { sh, queues } = self;
+        queues.with(q, |rq| {
+            let p = rq.procs.get_mut(s);
+            sh.remove_contribution(p);
+            rq.weight = rq.weight.saturating_sub(phi_fp(p.phi));
+            (p.weight, p.capped, p.phi) = (weight, capped, phi);
+            sh.add_contribution(p);
+            rq.weight += phi_fp(phi);
+        });
     }
 
     // ----- readjustment and entitlements -------------------------------
@@ -901,25 +1009,29 @@ impl GdqPolicy {
     /// After the runnable set or a weight changed: readjust (crate::readjust),
     /// update capped clients, regroup those whose order changed, recompute
     /// every group's entitlement.
-    fn refresh(&mut self, roster: &Roster) {
+    fn refresh(&mut self) {
         // The readjustment of crate::readjust, found through the weight
         // classes in O(g + P log P) instead of an ordered set's O(log N)
         // updates; the capped clients in the order of its `heaviest`.
-        let cpus = roster.cpus();
-        let (queues, owners) = (&self.queues, &self.sh.owners);
-        let weight = |c: ClientId| weight_of(queues, owners, c);
-        let mut now_capped = std::mem::take(&mut self.sh.spare_capped);
-        let (rest, _) = self.sh.feasible.infeasible(cpus, &mut now_capped, |c| weight(c).get());
+        let Steps { sh, queues } = self;
+        let cpus = sh.cpus.len();
+        let owners = &sh.owners;
+        let mut weight = |c: ClientId| {
+            let (q, s) = owners.get(c).expect("runnable");
+            queues.with(q, |rq| rq.procs.get(s).weight)
+        };
+        let mut now_capped = std::mem::take(&mut sh.spare_capped);
+        let (rest, _) = sh.feasible.infeasible(cpus, &mut now_capped, |c| weight(c).get());
         now_capped.sort_unstable_by_key(|&c| (Reverse(weight(c)), c));
         let r = Readjustment {
-            cpus: cpus.min(self.sh.feasible.len()) as u64,
+            cpus: cpus.min(sh.feasible.len()) as u64,
             capped: now_capped.len(),
             feasible_weight: rest as u64,
         };
-        let mut old = std::mem::take(&mut self.sh.capped);
+        let mut old = std::mem::take(&mut sh.capped);
         for c in old.iter().chain(now_capped.iter()).copied() {
             // A client capped before and blocked or gone since has no entry.
-            let Some(p) = self.proc_of(c) else { continue };
+            let Some(p) = self.proc(c) else { continue };
             let w = p.weight;
             let (capped, phi) =
                 if now_capped.contains(&c) { (true, r.capped_phi()) } else { (false, Phi::whole(w.get())) };
@@ -927,10 +1039,10 @@ impl GdqPolicy {
         }
         self.sh.readjustment = r;
         for c in now_capped.iter().copied() {
-            self.settle(roster, c);
+            self.settle(c);
         }
         for c in old.iter().copied().filter(|c| !now_capped.contains(c)) {
-            self.settle(roster, c);
+            self.settle(c);
         }
         old.clear();
         self.sh.spare_capped = old;
@@ -941,13 +1053,17 @@ impl GdqPolicy {
     // ----- intra-group --------------------------------------------------
 
     /// GET-MIN-QUEUE(G^k): the queue of smallest nv_Q among active queues with
-    /// ≥ 2 processes and non-empty stalled queues, `except` excluded.
-    fn min_queue(&self, k: u32, except: usize) -> Option<usize> {
-        let mut best: Option<usize> = None;
-        for &q in &self.sh.groups[k as usize].queues {
-            let rq = &self.queues[q];
-            if q != except && rq.has_spare() && best.is_none_or(|b| rq.nv < self.queues[b].nv) {
-                best = Some(q);
+    /// ≥ 2 processes and non-empty stalled queues, `except` excluded; with its nv_Q.
+    fn min_queue(&mut self, k: u32, except: usize) -> Option<(usize, u64)> {
+        let Steps { sh, queues } = self;
+        let mut best: Option<(usize, u64)> = None;
+        for &q in &sh.groups[k as usize].queues {
+            if q == except {
+                continue;
+            }
+            let (spare, nv) = queues.with(q, |rq| (rq.has_spare(), rq.nv));
+            if spare && best.is_none_or(|(_, b)| nv < b) {
+                best = Some((q, nv));
             }
         }
         best
@@ -956,9 +1072,12 @@ impl GdqPolicy {
     /// [`steal`] from queue `from` into queue `to`, freeing `from` if it was
     /// a stalled queue and is now empty.
     fn steal(&mut self, from: usize, to: usize) -> ClientId {
-        let (a, b) = two_mut(&mut self.queues, from, to);
-        let c = steal(&self.sh.owners, a, b);
-        if a.ring.is_empty() && a.cpu.is_none() {
+        let owners = &self.sh.owners;
+        let (c, emptied) = self.queues.with_two(from, to, |a, b| {
+            let c = steal(owners, a, b);
+            (c, a.ring.is_empty() && a.cpu.is_none())
+        });
+        if emptied {
             self.free_queue(from);
         }
         c
@@ -967,36 +1086,43 @@ impl GdqPolicy {
     /// Fill the empty queue `q` with one process of its group (no δ test);
     /// q takes the source queue's nv_Q. Returns whether it found one.
     fn pull(&mut self, q: usize) -> bool {
-        let k = self.queues[q].group;
-        let Some(from) = self.min_queue(k, q) else { return false };
-        let nv = self.queues[from].nv;
+        let k = self.queue(q, |rq| rq.group);
+        let Some((from, nv)) = self.min_queue(k, q) else { return false };
         self.steal(from, q);
-        self.queues[q].nv = nv;
+        self.queue(q, |rq| rq.nv = nv);
         true
     }
 
     /// INTRAGROUP(℘) (§2.2.2, lines 1-9): the client ℘ runs next, if any.
     fn intragroup(&mut self, cpu: usize) -> Option<ClientId> {
-        let q = self.cpus[cpu].queue?;
-        if self.queues[q].ring.is_empty() && !self.pull(q) {
+        let q = self.sh.cpus[cpu].queue?;
+        if self.queue(q, |rq| rq.ring.is_empty()) && !self.pull(q) {
             return None;
         }
-        let rq = &mut self.queues[q];
-        let (k, nv_q) = (rq.group, rq.nv as u128 * NV_ONE);
-        let mut s = rq.current.expect("non-empty");
-        if rq.procs.get(s).nv >= nv_q {
-            s = rq.ring.next_cyclic(&rq.procs, s);
-            rq.current = Some(s);
+        // The common path, on the queue alone: Ok(C(Q)), or Err at the end of a round.
+        let step = self.queue(q, |rq| {
+            let (k, nv_q) = (rq.group, rq.nv as u128 * NV_ONE);
+            let mut s = rq.current.expect("non-empty");
             if rq.procs.get(s).nv >= nv_q {
-                match self.min_queue(k, q) {
-                    Some(min) if self.queues[q].nv > self.queues[min].nv.saturating_add(self.sh.params.delta) => {
-                        return Some(self.steal(min, q));
-                    }
-                    _ => self.queues[q].nv += 1,
+                s = rq.ring.next_cyclic(&rq.procs, s);
+                rq.current = Some(s);
+                if rq.procs.get(s).nv >= nv_q {
+                    return Err((k, rq.nv));
                 }
             }
+            Ok(rq.client(s))
+        });
+        let (k, nv_q) = match step {
+            Ok(c) => return Some(c),
+            Err(end) => end,
+        };
+        match self.min_queue(k, q) {
+            Some((min, nv_min)) if nv_q > nv_min.saturating_add(self.sh.params.delta) => Some(self.steal(min, q)),
+            _ => Some(self.queue(q, |rq| {
+                rq.nv += 1;
+                rq.client(rq.current.expect("non-empty"))
+            })),
         }
-        Some(self.queues[q].client(s))
     }
 
     // ----- inter-group --------------------------------------------------
@@ -1004,16 +1130,18 @@ impl GdqPolicy {
     /// ℘ leaves its group: its queue becomes a stalled queue of that group
     /// (freed if empty).
     fn leave_group(&mut self, cpu: usize) {
-        let Some(k) = self.cpus[cpu].group.take() else { return };
-        let q = self.cpus[cpu].queue.take().expect("assigned CPU has a queue");
+        let Some(k) = self.sh.cpus[cpu].group.take() else { return };
+        let q = self.sh.cpus[cpu].queue.take().expect("assigned CPU has a queue");
         let g = &mut self.sh.groups[k as usize];
         g.assigned -= 1;
-        if std::mem::take(&mut self.cpus[cpu].dedicated) {
+        if std::mem::take(&mut self.sh.cpus[cpu].dedicated) {
             g.dedicated -= 1;
         }
-        self.cpus[cpu].float_work = 0;
-        self.queues[q].cpu = None;
-        if self.queues[q].ring.is_empty() {
+        self.sh.cpus[cpu].float_work = 0;
+        if self.queue(q, |rq| {
+            rq.cpu = None;
+            rq.ring.is_empty()
+        }) {
             self.free_queue(q);
         }
         self.sh.update_presence(k as usize);
@@ -1022,16 +1150,17 @@ impl GdqPolicy {
     /// ℘ joins G^k: it takes a stalled queue of G^k, or a new queue that
     /// pulls one process.
     fn enter_group(&mut self, cpu: usize, k: u32, dedicated: bool) {
-        let stalled = self.sh.groups[k as usize].queues.iter().copied().find(|&q| self.queues[q].cpu.is_none());
+        let Steps { sh, queues } = self;
+        let stalled = sh.groups[k as usize].queues.iter().copied().find(|&q| queues.with(q, |rq| rq.cpu.is_none()));
         let id = CpuId(cpu as u32);
         let q = match stalled {
             Some(q) => {
-                self.queues[q].cpu = Some(id);
+                self.queue(q, |rq| rq.cpu = Some(id));
                 q
             }
             None => {
                 // If nothing can be pulled, start level with the slowest queue.
-                let nv = self.sh.groups[k as usize].queues.iter().map(|&q| self.queues[q].nv).min().unwrap_or(0);
+                let nv = sh.groups[k as usize].queues.iter().map(|&q| queues.with(q, |rq| rq.nv)).min().unwrap_or(0);
                 let q = self.new_queue(k, Some(id), nv);
                 self.pull(q);
                 q
@@ -1041,7 +1170,7 @@ impl GdqPolicy {
         g.assigned += 1;
         g.dedicated += dedicated as usize;
         self.sh.present |= 1 << k;
-        let c = &mut self.cpus[cpu];
+        let c = &mut self.sh.cpus[cpu];
         c.group = Some(k);
         c.queue = Some(q);
         c.dedicated = dedicated;
@@ -1057,38 +1186,39 @@ impl GdqPolicy {
     /// MFQ(℘) (§2.2.1). `forced`: ℘ has no work in its group (or no group)
     /// and must leave it.
     fn mfq(&mut self, cpu: usize, forced: bool) {
-        let own = self.cpus[cpu].group;
-        let groups = &mut self.sh.groups;
+        let sh = &mut *self.sh;
+        let own = sh.cpus[cpu].group;
+        let groups = &mut sh.groups;
         if let Some(k) = own {
             let ku = k as usize;
             let (dedicated, floor) = (groups[ku].dedicated, groups[ku].floor as usize);
-            if self.cpus[cpu].dedicated {
+            if sh.cpus[cpu].dedicated {
                 if !forced && dedicated <= floor {
                     return; // lines 1-2: dedicated processors stay
                 }
-                self.cpus[cpu].dedicated = false; // demote (Gap)
+                sh.cpus[cpu].dedicated = false; // demote (Gap)
                 groups[ku].dedicated -= 1;
             } else if groups[ku].psi > 0 {
                 // line 3: charge the work delivered, with φ̂.
-                let w = self.cpus[cpu].float_work as u128;
+                let w = sh.cpus[cpu].float_work as u128;
                 groups[ku].vft_work = groups[ku].vft_work.saturating_add(w);
             }
-            self.cpus[cpu].float_work = 0;
+            sh.cpus[cpu].float_work = 0;
             if !forced && groups[ku].dedicated < floor {
-                self.cpus[cpu].dedicated = true; // promote (Gap)
+                sh.cpus[cpu].dedicated = true; // promote (Gap)
                 groups[ku].dedicated += 1;
                 return;
             }
         }
         // A group below its dedicated floor takes ℘ first (Gap).
-        for i in set_bits(self.sh.present) {
-            let g = &self.sh.groups[i];
+        for i in set_bits(sh.present) {
+            let g = &sh.groups[i];
             let i = i as u32;
             let held = g.assigned - (own == Some(i)) as usize;
             if held < g.floor as usize && !(forced && own == Some(i)) {
                 if own == Some(i) {
-                    self.cpus[cpu].dedicated = true;
-                    self.sh.groups[i as usize].dedicated += 1;
+                    sh.cpus[cpu].dedicated = true;
+                    sh.groups[i as usize].dedicated += 1;
                 } else {
                     self.reassign(cpu, i, true);
                 }
@@ -1097,13 +1227,13 @@ impl GdqPolicy {
         }
         // Lines 4-7: smallest F among groups without a non-dedicated CPU; ties to the lower order.
         let mut best: Option<(u128, u32)> = None;
-        for i in set_bits(self.sh.present) {
-            let g = &self.sh.groups[i];
+        for i in set_bits(sh.present) {
+            let g = &sh.groups[i];
             let i = i as u32;
             let held = g.assigned - (own == Some(i)) as usize;
             let eligible = g.psi > 0 && (held as u64) < g.ceil && !(forced && own == Some(i));
             if eligible {
-                let f = self.sh.vft(i);
+                let f = sh.vft(i);
                 if best.is_none_or(|(bf, _)| f < bf) {
                     best = Some((f, i));
                 }
@@ -1117,20 +1247,20 @@ impl GdqPolicy {
         }
     }
 
-    fn pick_inner(&mut self, now: Time, cpu: usize) -> Option<ClientId> {
-        if self.cpus[cpu].group.is_none() {
+    fn pick(&mut self, now: Time, cpu: usize) -> Option<ClientId> {
+        if self.sh.cpus[cpu].group.is_none() {
             self.mfq(cpu, true);
-        } else if now >= self.cpus[cpu].next_mfq {
+        } else if now >= self.sh.cpus[cpu].next_mfq {
             self.mfq(cpu, false);
         }
-        let next = self.cpus[cpu].next_mfq;
+        let next = self.sh.cpus[cpu].next_mfq;
         if now >= next {
             let t = self.sh.interval_ns.max(1);
             let behind = (now - next) / t + 1;
-            self.cpus[cpu].next_mfq = next.saturating_add(behind.saturating_mul(t));
+            self.sh.cpus[cpu].next_mfq = next.saturating_add(behind.saturating_mul(t));
         }
         for _ in 0..2 {
-            self.cpus[cpu].queue?;
+            self.sh.cpus[cpu].queue?;
             if let Some(c) = self.intragroup(cpu) {
                 return Some(c);
             }
@@ -1138,12 +1268,161 @@ impl GdqPolicy {
         }
         None
     }
+
+    /// `c`, runnable, leaves the runnable set (it blocks or leaves).
+    fn remove(&mut self, c: ClientId) {
+        let p = self.dequeue(c).expect("a runnable client is queued");
+        self.sh.feasible.remove(c, p.weight.get());
+    }
+
+    /// `c` joins the runnable set with its weight.
+    fn insert(&mut self, c: ClientId) {
+        let w = Weight::new(self.sh.weights[c.index()]).expect("a joined client");
+        self.sh.feasible.insert(c, w.get());
+        self.enqueue(Proc::new(c, w));
+    }
 }
 
-/// Runnable client `c`'s weight, through the owner map.
-fn weight_of(queues: &[RunQueue], owners: &OwnerMap, c: ClientId) -> Weight {
-    let (q, s) = owners.get(c).expect("runnable");
-    queues[q].procs.get(s).weight
+// ----- the steps, over any [`Queues`] ---------------------------------------
+//
+// Each validates the event against the global part (a refused event changes
+// nothing and returns false / None), starts the decision schedule at the
+// first event, and applies GDQ's rule; client events end by readjusting.
+
+/// Client `c` joins, runnable, with weight `w`. False if it has joined, or
+/// if its id is beyond the queue arena's capacity.
+pub fn join<Q: Queues + ?Sized>(sh: &mut GdqShared, queues: &mut Q, now: Time, c: ClientId, w: Weight) -> bool {
+    if sh.weights.get(c.index()).is_some_and(|&x| x != 0) || sh.cpus.len() + c.index() >= queues.count() {
+        return false;
+    }
+    sh.reserve(c);
+    sh.start_clock(now);
+    sh.weights[c.index()] = w.get();
+    let mut st = Steps { sh, queues };
+    st.insert(c);
+    st.refresh();
+    true
+}
+
+/// Whether `c` has joined (and not left).
+fn joined(sh: &GdqShared, c: ClientId) -> bool {
+    sh.weights.get(c.index()).is_some_and(|&x| x != 0)
+}
+
+/// Client `c`, not running, leaves. False if it has not joined or runs.
+pub fn leave<Q: Queues + ?Sized>(sh: &mut GdqShared, queues: &mut Q, now: Time, c: ClientId) -> bool {
+    let mut st = Steps { sh, queues };
+    if !joined(st.sh, c) || st.proc(c).is_some_and(|p| p.running) {
+        return false;
+    }
+    st.sh.start_clock(now);
+    if st.sh.owners.get(c).is_some() {
+        st.remove(c);
+    }
+    st.sh.weights[c.index()] = 0;
+    st.refresh();
+    true
+}
+
+/// Client `c`, runnable and not running, blocks. False otherwise.
+pub fn block<Q: Queues + ?Sized>(sh: &mut GdqShared, queues: &mut Q, now: Time, c: ClientId) -> bool {
+    let mut st = Steps { sh, queues };
+    if st.proc(c).is_none_or(|p| p.running) {
+        return false;
+    }
+    st.sh.start_clock(now);
+    st.remove(c);
+    st.refresh();
+    true
+}
+
+/// Blocked client `c` wakes. False if it is not blocked.
+pub fn wake<Q: Queues + ?Sized>(sh: &mut GdqShared, queues: &mut Q, now: Time, c: ClientId) -> bool {
+    if !joined(sh, c) || sh.owners.get(c).is_some() {
+        return false;
+    }
+    sh.start_clock(now);
+    let mut st = Steps { sh, queues };
+    st.insert(c);
+    st.refresh();
+    true
+}
+
+/// Client `c`'s weight becomes `w` (Gap GDQ-18). False if it has not joined.
+pub fn set_weight<Q: Queues + ?Sized>(sh: &mut GdqShared, queues: &mut Q, now: Time, c: ClientId, w: Weight) -> bool {
+    if !joined(sh, c) {
+        return false;
+    }
+    sh.start_clock(now);
+    let old = std::mem::replace(&mut sh.weights[c.index()], w.get());
+    let mut st = Steps { sh, queues };
+    // A blocked client has no entry: it wakes with its new weight.
+    if let Some(p) = st.proc(c) {
+        st.sh.feasible.remove(c, old);
+        st.sh.feasible.insert(c, w.get());
+        let (capped, phi) = (p.capped, if p.capped { p.phi } else { Phi::whole(w.get()) });
+        st.set_phi(c, w, capped, phi);
+    }
+    st.refresh();
+    st.settle(c);
+    st.sh.reshare();
+    true
+}
+
+/// CPU `k`, running nothing, picks: the client it runs and its slice (one
+/// quantum), or None to idle.
+pub fn pick<Q: Queues + ?Sized>(sh: &mut GdqShared, queues: &mut Q, now: Time, k: usize) -> Option<(ClientId, Time)> {
+    debug_assert!(sh.cpus[k].running.is_none(), "cpu {k} picks while it runs a client");
+    sh.start_clock(now);
+    let mut st = Steps { sh, queues };
+    let c = st.pick(now, k)?;
+    st.with_proc(c, |p| p.running = true);
+    st.sh.cpus[k].running = Some(c);
+    Some((c, st.sh.quantum))
+}
+
+/// The client CPU `k` runs stopped after `ran` ns for `why`; returns it
+/// (None if `k` ran nothing). A client that stops `Left` leaves.
+pub fn stopped<Q: Queues + ?Sized>(
+    sh: &mut GdqShared,
+    queues: &mut Q,
+    now: Time,
+    k: usize,
+    ran: Time,
+    why: StopReason,
+) -> Option<ClientId> {
+    let c = sh.cpus[k].running.take()?;
+    sh.start_clock(now);
+    let cpu = &mut sh.cpus[k];
+    if cpu.group.is_some() && !cpu.dedicated {
+        cpu.float_work = cpu.float_work.saturating_add(ran);
+    }
+    let mut st = Steps { sh, queues };
+    let p = st.proc(c).expect("a running client is queued");
+    let charge = st.sh.nv_charge(ran, p.order, p.phi);
+    let regroup = st
+        .with_proc(c, |p| {
+            p.nv = p.nv.saturating_add(charge);
+            p.running = false;
+            std::mem::take(&mut p.regroup)
+        })
+        .expect("queued");
+    match why {
+        StopReason::Expired | StopReason::Preempted => {
+            if regroup {
+                st.settle(c);
+                st.sh.reshare();
+            }
+        }
+        StopReason::Blocked | StopReason::Left => {
+            st.remove(c);
+            if why == StopReason::Left {
+                st.sh.weights[c.index()] = 0;
+            }
+            st.refresh();
+        }
+    }
+    Some(c)
 }
 
 impl Policy for GdqPolicy {
@@ -1155,95 +1434,60 @@ impl Policy for GdqPolicy {
     }
 
     #[inline]
-    fn join(&mut self, roster: &Roster, now: Time, c: ClientId, w: Weight) -> Kick {
-        self.start_clock(now);
-        self.sh.owners.reserve(c);
-        self.sh.feasible.insert(c, w.get());
-        self.enqueue(Proc::new(c, w));
-        self.refresh(roster);
+    fn join(&mut self, _r: &Roster, now: Time, c: ClientId, w: Weight) -> Kick {
+        self.sh.reserve(c);
+        let places = self.sh.cpus.len() + self.sh.weights.len();
+        if self.queues.len() < places {
+            self.queues.extend((self.queues.len()..places).map(RunQueue::vacant));
+        }
+        let joined = join(&mut self.sh, self.queues.as_mut_slice(), now, c, w);
+        debug_assert!(joined, "{c} joined twice");
         None
     }
 
     #[inline]
-    fn leave(&mut self, roster: &Roster, now: Time, c: ClientId, w: Weight, was: Status) {
-        self.start_clock(now);
-        if was.is_runnable() {
-            self.dequeue(c);
-            self.sh.feasible.remove(c, w.get());
-        }
-        self.refresh(roster);
+    fn leave(&mut self, _r: &Roster, now: Time, c: ClientId, _w: Weight, _was: Status) {
+        let gone = leave(&mut self.sh, self.queues.as_mut_slice(), now, c);
+        debug_assert!(gone, "{c} left while running");
     }
 
     #[inline]
-    fn block(&mut self, roster: &Roster, now: Time, c: ClientId, _w: Weight) {
-        self.start_clock(now);
-        let p = self.dequeue(c).expect("a waiting client is queued");
-        self.sh.feasible.remove(c, p.weight.get());
-        self.refresh(roster);
+    fn block(&mut self, _r: &Roster, now: Time, c: ClientId, _w: Weight) {
+        let blocked = block(&mut self.sh, self.queues.as_mut_slice(), now, c);
+        debug_assert!(blocked, "{c} blocked while not waiting");
     }
 
     #[inline]
-    fn wake(&mut self, roster: &Roster, now: Time, c: ClientId, w: Weight) -> Kick {
-        self.start_clock(now);
-        self.sh.feasible.insert(c, w.get());
-        self.enqueue(Proc::new(c, w));
-        self.refresh(roster);
+    fn wake(&mut self, _r: &Roster, now: Time, c: ClientId, _w: Weight) -> Kick {
+        let woken = wake(&mut self.sh, self.queues.as_mut_slice(), now, c);
+        debug_assert!(woken, "{c} woke while not blocked");
         None
     }
 
     #[inline]
-    fn set_weight(&mut self, roster: &Roster, now: Time, c: ClientId, old: Weight, w: Weight, status: Status) {
-        self.start_clock(now);
-        if status.is_runnable() {
-            self.sh.feasible.remove(c, old.get());
-            self.sh.feasible.insert(c, w.get());
-        }
-        // A blocked client has no entry: it wakes with its new weight.
-        if let Some(p) = self.proc_of(c) {
-            let (capped, phi) = (p.capped, if p.capped { p.phi } else { Phi::whole(w.get()) });
-            self.set_phi(c, w, capped, phi);
-        }
-        self.refresh(roster);
-        self.settle(roster, c);
-        self.sh.reshare();
+    fn set_weight(&mut self, _r: &Roster, now: Time, c: ClientId, _old: Weight, w: Weight, _status: Status) {
+        set_weight(&mut self.sh, self.queues.as_mut_slice(), now, c, w);
     }
 
     #[inline]
-    fn pick(&mut self, _roster: &Roster, now: Time, cpu: CpuId) -> Option<(ClientId, Time)> {
-        self.start_clock(now);
-        let chosen = self.pick_inner(now, cpu.index());
-        chosen.map(|c| (c, self.sh.quantum))
+    fn pick(&mut self, _r: &Roster, now: Time, cpu: CpuId) -> Option<(ClientId, Time)> {
+        pick(&mut self.sh, self.queues.as_mut_slice(), now, cpu.index())
     }
 
     #[inline]
-    fn stopped(&mut self, roster: &Roster, now: Time, cpu: CpuId, c: ClientId, w: Weight, ran: Time, why: StopReason) {
-        self.start_clock(now);
-        let (q, s) = self.sh.owners.get(c).expect("a running client is queued");
-        let p = self.queues[q].procs.get_mut(s);
-        p.nv = p.nv.saturating_add(self.sh.nv_charge(ran, p.order, p.phi));
-        let regroup = std::mem::take(&mut p.regroup);
-        let k = &mut self.cpus[cpu.index()];
-        if k.group.is_some() && !k.dedicated {
-            k.float_work = k.float_work.saturating_add(ran);
-        }
-        match why {
-            StopReason::Expired | StopReason::Preempted => {
-                if regroup {
-                    self.settle(roster, c);
-                    self.sh.reshare();
-                }
-            }
-            StopReason::Blocked | StopReason::Left => {
-                self.dequeue(c);
-                self.sh.feasible.remove(c, w.get());
-                self.refresh(roster);
-            }
-        }
+    fn stopped(&mut self, _r: &Roster, now: Time, cpu: CpuId, c: ClientId, _w: Weight, ran: Time, why: StopReason) {
+        let was = stopped(&mut self.sh, self.queues.as_mut_slice(), now, cpu.index(), ran, why);
+        debug_assert_eq!(was, Some(c));
     }
 
     #[inline]
     fn check_invariants(&self, roster: &Roster) -> Result<(), String> {
-        self.check(roster)
+        check_invariants(&self.sh, &self.queues)?;
+        let entries: usize = self.queues.iter().map(|q| q.procs.len()).sum();
+        if entries != roster.runnable() {
+            return Err(format!("{entries} queued vs {} runnable", roster.runnable()));
+        }
+        Ok(())
     }
 }
 
@@ -1326,8 +1570,8 @@ mod tests {
         // Each CPU took a queue and pulled a process into it (or kept the stalled one).
         let (q_a, q_b) = (where_is(&s, client.0), where_is(&s, other.0));
         assert_ne!(q_a, q_b);
-        assert_eq!(s.policy().cpus[0].queue, Some(q_a));
-        assert_eq!(s.policy().cpus[1].queue, Some(q_b));
+        assert_eq!(s.policy().sh.cpus[0].queue, Some(q_a));
+        assert_eq!(s.policy().sh.cpus[1].queue, Some(q_b));
         let entries: usize = s.policy().queues.iter().map(|q| q.procs.len()).sum();
         assert_eq!(entries, 3);
         s.stopped(Q, CpuId(0), client, Q, StopReason::Blocked).unwrap();
@@ -1343,18 +1587,19 @@ mod tests {
         let t = 20;
         {
             let s = s.policy_mut();
-            s.enter_group(0, 2, true);
-            s.enter_group(2, 2, true);
-            s.enter_group(1, 2, false);
-            s.enter_group(3, 3, false);
+            let mut st = s.steps();
+            st.enter_group(0, 2, true);
+            st.enter_group(2, 2, true);
+            st.enter_group(1, 2, false);
+            st.enter_group(3, 3, false);
             for j in 0..4 {
-                s.cpus[j].next_mfq = (t + 5 * j as u64) * Q;
+                s.sh.cpus[j].next_mfq = (t + 5 * j as u64) * Q;
             }
             // F = (2/7, 1/6, 2/9) at t: G¹ and G³ completed one interval each.
             s.sh.groups[1].vft_work = 20 * Q as u128;
             s.sh.groups[3].vft_work = 20 * Q as u128;
             // ℘3 has served G² for 10 quanta of its current interval at t-5, ℘4 has just decided.
-            s.cpus[1].float_work = 10 * Q;
+            s.sh.cpus[1].float_work = 10 * Q;
         }
         assert_eq!(s.sh.vft(1), frac(2, 7, VFT_ONE));
         assert_eq!(s.sh.vft(2), frac(1, 6, VFT_ONE));
@@ -1363,19 +1608,19 @@ mod tests {
 
         let mut log = Vec::new();
         for tau in 15..50u64 {
-            let before: Vec<_> = (0..4).map(|j| s.cpus[j].group).collect();
+            let before: Vec<_> = (0..4).map(|j| s.sh.cpus[j].group).collect();
             for j in 0..4 {
                 let d = s.pick(tau * Q, CpuId(j)).unwrap();
                 let Decision::Run { client, .. } = d else { panic!("cpu {j} idle at {tau}") };
-                assert_eq!(Some(s.proc_of(client).unwrap().order), s.cpus[j as usize].group);
+                assert_eq!(Some(s.proc_of(client).unwrap().order), s.sh.cpus[j as usize].group);
             }
             for j in 0..4 {
                 let c = s.roster().on_cpu(CpuId(j)).unwrap();
                 s.stopped((tau + 1) * Q, CpuId(j), c, Q, StopReason::Expired).unwrap();
             }
             for (j, b) in before.iter().enumerate() {
-                if s.cpus[j].group != *b {
-                    log.push((tau as i64 - t as i64, j, s.cpus[j].group.unwrap()));
+                if s.sh.cpus[j].group != *b {
+                    log.push((tau as i64 - t as i64, j, s.sh.cpus[j].group.unwrap()));
                 }
             }
             match tau as i64 - t as i64 {
@@ -1398,16 +1643,17 @@ mod tests {
 
     /// Replace G^k's queues: CPU `cpu` (or none: stalled) serves `clients` with nv_Q = `nv`.
     fn install_queue(s: &mut GdqPolicy, cpu: Option<usize>, k: u32, clients: &[u32], nv: u64) -> usize {
-        let q = s.new_queue(k, cpu.map(|j| CpuId(j as u32)), nv);
+        let mut st = s.steps();
+        let q = st.new_queue(k, cpu.map(|j| CpuId(j as u32)), nv);
         for &c in clients {
             let c = ClientId(c);
-            let mut p = s.unlink(c);
+            let mut p = st.unlink(c);
             p.nv = 0;
-            s.link(p, q, false);
+            st.link(p, q, false);
         }
         if let Some(j) = cpu {
-            s.cpus[j].group = Some(k);
-            s.cpus[j].queue = Some(q);
+            s.sh.cpus[j].group = Some(k);
+            s.sh.cpus[j].queue = Some(q);
             s.sh.groups[k as usize].assigned += 1;
         }
         q
@@ -1423,11 +1669,11 @@ mod tests {
     fn step(s: &mut Gdq, cpus: &[usize]) -> Vec<u32> {
         let mut ran = Vec::new();
         for &j in cpus {
-            let c = s.policy_mut().intragroup(j).expect("work");
-            let s = s.policy_mut();
-            let p = s.proc_of(c).unwrap();
-            let inc = s.sh.nv_charge(Q, p.order, p.phi);
-            s.proc_mut(c).unwrap().nv += inc;
+            let mut st = s.policy_mut().steps();
+            let c = st.intragroup(j).expect("work");
+            let p = st.proc(c).unwrap();
+            let inc = st.sh.nv_charge(Q, p.order, p.phi);
+            st.with_proc(c, |p| p.nv += inc);
             ran.push(c.0);
         }
         ran
@@ -1469,7 +1715,7 @@ mod tests {
         assert_eq!((s.queues[q1].nv, s.queues[q2].nv, s.queues[q3].nv), (3, 3, 2));
         assert!(nv_is(&s, 4, 3, 1) && nv_is(&s, 6, 2, 1) && nv_is(&s, 8, 2, 1));
         // t+5: ℘3 goes to G¹; Q3 = {C8, C9} is stalled.
-        s.policy_mut().leave_group(2);
+        s.policy_mut().steps().leave_group(2);
         assert_eq!(s.queues[q3].cpu, None);
         let cpus = [0, 1];
         // t+5..t+7: round robin on C5, C4 and C6, C7.
@@ -1487,8 +1733,8 @@ mod tests {
         }
         // t+15: ℘4 arrives, takes a new queue and pulls one process from the
         // slowest queue with ≥ 2 processes, inheriting its nv_Q.
-        s.policy_mut().enter_group(3, 2, false);
-        let q4 = s.cpus[3].queue.unwrap();
+        s.policy_mut().steps().enter_group(3, 2, false);
+        let q4 = s.sh.cpus[3].queue.unwrap();
         assert_eq!(s.queues[q4].ring.len(), 1);
         // As in the narrative, the process comes from Q1 (the paper's C5; C4 here after E8).
         assert_eq!(contents(&s, q1), [5, 9]);
@@ -1533,7 +1779,7 @@ mod tests {
         }
         if late {
             for j in 0..p {
-                s.policy_mut().cpus[j].next_mfq = t * Q + (j as u64 * t * Q) / p as u64;
+                s.policy_mut().sh.cpus[j].next_mfq = t * Q + (j as u64 * t * Q) / p as u64;
             }
         }
         let total: i128 = w.iter().sum();

@@ -1,0 +1,351 @@
+//! GDQ's state split, proved with threads: the global part ([`GdqShared`]:
+//! the group table, the MFQ state of every CPU, the readjustment, the owner
+//! map) behind one lock, and every run queue of the arena ([`RunQueue`],
+//! with the entries of its clients) behind its own lock ([`Locked`]),
+//! driven by one thread per CPU through the same step functions the
+//! single-threaded policy calls (`gdq::pick`, `gdq::stopped`, and the
+//! client events `gdq::join`, `leave`, `block`, `wake`, `set_weight`).
+//! A step takes the global lock first, then queue locks (two in queue id
+//! order for MOVE-PROCESS), so no two steps wait for each other in a cycle.
+//!
+//! Under churn ([`threads_drive_cpus_under_churn`]): every CPU thread runs
+//! a virtual clock in ticks of the quantum Q, picking, "running" the client
+//! for its quantum and stopping it (now and then as blocked) until the tick
+//! ends; a churn thread meanwhile joins, leaves, blocks, wakes and reweighs
+//! random clients. Every `EPOCH` ticks all threads meet at a barrier (no
+//! client runs) and one checks `gdq::check_invariants` over the global part
+//! and every queue under all the locks. Checked: no client is ever on two
+//! CPUs at once (a per-client atomic flag, set after `pick` and cleared
+//! before `stopped`), every refused event is one the churn thread's own
+//! record says must be refused, and the invariants at every quiescent point.
+//!
+//! The bound ([`threads_keep_theorem_3_6_bound`]): a static mix of feasible
+//! weights, N ≥ P, from time 0; the CPU threads pick concurrently at the
+//! start of every quantum and stop concurrently at its end (the paper's
+//! synchronous quanta, in whatever order the threads reach the locks).
+//! After every quantum every client's error e_C = w_C − W_T·φ_C/Φ_T (in
+//! quanta) is within Theorem 3.6's −2(2δ+2) − T ≤ e_C ≤ 2(2δ+2) + g·T.
+
+use std::io::Write;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Barrier, Mutex, MutexGuard};
+
+use propshare::algo::gdq::{self, GdqParams, GdqShared, Locked, RunQueue};
+use propshare::{ClientId, SchedConfig, StopReason, Time, Weight, MS};
+use proptest::prelude::*;
+use proptest::test_runner::{RngAlgorithm, TestRng};
+
+/// Ticks between quiescent checks under churn.
+const EPOCH: u64 = 20;
+const Q: Time = MS;
+
+/// Run `f`; if it panics, say why on the real stderr (the harness captures
+/// the panic message, and would lose it) and abort the process: the other
+/// threads would wait at the barrier for ever.
+fn or_abort(f: impl FnOnce()) {
+    if let Err(e) = std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)) {
+        let why = e.downcast_ref::<String>().map(String::as_str).or(e.downcast_ref::<&str>().copied());
+        let _ = writeln!(std::io::stderr(), "a GDQ thread panicked: {}", why.unwrap_or("?"));
+        std::process::abort();
+    }
+}
+
+fn rng(seed: u64, stream: u64) -> TestRng {
+    let mut bytes = [0u8; 32];
+    bytes[..8].copy_from_slice(&seed.to_le_bytes());
+    bytes[8..16].copy_from_slice(&stream.to_le_bytes());
+    TestRng::from_seed(RngAlgorithm::ChaCha, &bytes)
+}
+
+fn below(r: &mut TestRng, n: u64) -> u64 {
+    r.next_u64() % n
+}
+
+fn w(x: u64) -> Weight {
+    Weight::new(x).unwrap()
+}
+
+/// What every thread shares.
+struct World {
+    global: Mutex<GdqShared>,
+    queues: Vec<Mutex<RunQueue>>,
+    /// Per client: on a CPU now.
+    on_cpu: Vec<AtomicBool>,
+    /// Per client: quanta received.
+    work: Vec<AtomicU64>,
+}
+
+impl World {
+    fn new(cpus: usize, params: GdqParams, n: usize) -> World {
+        let sh = GdqShared::new(SchedConfig::new(cpus, Q), params, n);
+        let queues = sh.queue_parts().into_iter().map(Mutex::new).collect();
+        World {
+            global: Mutex::new(sh),
+            queues,
+            on_cpu: (0..n).map(|_| AtomicBool::new(false)).collect(),
+            work: (0..n).map(|_| AtomicU64::new(0)).collect(),
+        }
+    }
+
+    /// Run one step: the global lock, then the queues' as the step needs them.
+    fn step<R>(&self, f: impl FnOnce(&mut GdqShared, &mut Locked<'_, RunQueue>) -> R) -> R {
+        let mut sh = self.global.lock().expect("a step panicked");
+        f(&mut sh, &mut Locked(&self.queues))
+    }
+
+    /// CPU `k` picks at `now`; marks the client on a CPU.
+    fn pick(&self, k: usize, now: Time) -> Option<(ClientId, Time)> {
+        let got = self.step(|sh, q| gdq::pick(sh, q, now, k));
+        if let Some((c, _)) = got {
+            assert!(!self.on_cpu[c.index()].swap(true, Ordering::AcqRel), "{c} is on two CPUs at once");
+        }
+        got
+    }
+
+    /// CPU `k` stops `c` at `now` after `ran` ns.
+    fn stop(&self, k: usize, c: ClientId, now: Time, ran: Time, why: StopReason) {
+        self.work[c.index()].fetch_add(1, Ordering::Relaxed);
+        self.on_cpu[c.index()].store(false, Ordering::Release);
+        let was = self.step(|sh, q| gdq::stopped(sh, q, now, k, ran, why));
+        assert_eq!(was, Some(c), "cpu {k} stopped the wrong client");
+    }
+
+    /// GDQ's invariants under every lock (the global lock first). Every
+    /// step holds the global lock throughout, so this is a consistent
+    /// snapshot between two steps even while the CPU threads run.
+    fn check_snapshot(&self) {
+        let sh = self.global.lock().unwrap();
+        let guards: Vec<MutexGuard<'_, RunQueue>> = self.queues.iter().map(|m| m.lock().unwrap()).collect();
+        if let Err(e) = gdq::check_invariants(&sh, guards.iter().map(|g| &**g)) {
+            panic!("invariant broken: {e}");
+        }
+    }
+
+    /// The invariants at a quiescent point: no client runs either.
+    fn check(&self) {
+        self.check_snapshot();
+        assert!(self.on_cpu.iter().all(|f| !f.load(Ordering::Acquire)), "a client is on a CPU at a barrier");
+    }
+}
+
+/// A client as the churn thread knows it. Only it joins, leaves and wakes;
+/// a CPU thread may block a runnable client (a stop as blocked), so
+/// `Runnable` means runnable, running, or blocked by a CPU since.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Known {
+    Gone,
+    Runnable,
+    Blocked,
+}
+
+/// CPU `k`'s thread for `ticks`: picks and stops at each tick, stopping a
+/// client as blocked about once in 40 dispatches.
+fn run_cpu(world: &World, k: usize, ticks: std::ops::Range<u64>, r: &mut TestRng) {
+    for tick in ticks {
+        let Some((c, slice)) = world.pick(k, tick * Q) else { continue };
+        assert_eq!(slice, Q);
+        if below(r, 4) == 0 {
+            std::thread::yield_now(); // let the churn thread meet it running
+        }
+        let why = if below(r, 40) == 0 { StopReason::Blocked } else { StopReason::Expired };
+        world.stop(k, c, (tick + 1) * Q, Q, why);
+    }
+}
+
+/// The churn thread: `ops` random events on random clients, each outcome
+/// checked against its own record (`known`) where that record is certain.
+fn churn(world: &World, known: &mut [Known], ops: usize, r: &mut TestRng) {
+    let n = known.len() as u64;
+    for _ in 0..ops {
+        let c = ClientId(below(r, n) as u32);
+        let i = c.index();
+        let now = 0;
+        match (known[i], below(r, 6)) {
+            (Known::Gone, _) => {
+                assert!(world.step(|sh, q| gdq::join(sh, q, now, c, w(1 + below(r, 64)))), "{c} refused to join");
+                known[i] = Known::Runnable;
+            }
+            (was, 0) => {
+                // Refused only while it runs.
+                if world.step(|sh, q| gdq::leave(sh, q, now, c)) {
+                    known[i] = Known::Gone;
+                } else {
+                    assert_eq!(was, Known::Runnable, "{c} refused to leave while blocked");
+                }
+            }
+            (Known::Runnable, 1 | 2) => {
+                // Refused while it runs or after a CPU blocked it.
+                if world.step(|sh, q| gdq::block(sh, q, now, c)) {
+                    known[i] = Known::Blocked;
+                }
+            }
+            (Known::Blocked, 1 | 2) => assert!(!world.step(|sh, q| gdq::block(sh, q, now, c)), "{c} blocked twice"),
+            (Known::Blocked, 3 | 4) => {
+                assert!(world.step(|sh, q| gdq::wake(sh, q, now, c)), "{c} refused to wake");
+                known[i] = Known::Runnable;
+            }
+            // Woken only if a CPU blocked it.
+            (Known::Runnable, 3 | 4) => {
+                world.step(|sh, q| gdq::wake(sh, q, now, c));
+            }
+            _ => assert!(world.step(|sh, q| gdq::set_weight(sh, q, now, c, w(1 + below(r, 64))))),
+        }
+        match below(r, 8) {
+            0 => std::thread::yield_now(),
+            1 => world.check_snapshot(),
+            _ => {}
+        }
+    }
+}
+
+/// `cpus` CPU threads and the churn thread for `epochs` epochs; checks at
+/// every barrier.
+fn run_churn(cpus: usize, n: usize, params: GdqParams, seed: u64, epochs: u64) {
+    let world = World::new(cpus, params, n);
+    let barrier = Barrier::new(cpus + 1);
+    std::thread::scope(|scope| {
+        for k in 0..cpus {
+            let (world, barrier) = (&world, &barrier);
+            scope.spawn(move || {
+                or_abort(|| {
+                    let mut r = rng(seed, k as u64 + 1);
+                    for e in 0..epochs {
+                        run_cpu(world, k, e * EPOCH..(e + 1) * EPOCH, &mut r);
+                        if barrier.wait().is_leader() {
+                            world.check();
+                        }
+                        barrier.wait();
+                    }
+                })
+            });
+        }
+        or_abort(|| {
+            let mut r = rng(seed, 0);
+            let mut known = vec![Known::Gone; n];
+            for _ in 0..epochs {
+                churn(&world, &mut known, 30, &mut r);
+                if barrier.wait().is_leader() {
+                    world.check();
+                }
+                barrier.wait();
+            }
+        })
+    });
+}
+
+/// Theorem 3.6's bounds in quanta: (−2(2δ+2) − T, 2(2δ+2) + g·T).
+fn bounds(params: GdqParams, groups: usize) -> (i128, i128) {
+    let intra = 2 * (2 * params.delta as i128 + 2);
+    (-intra - params.interval as i128, intra + groups as i128 * params.interval as i128)
+}
+
+/// A static mix of `weights` (feasible, N ≥ P) on `cpus` CPU threads for
+/// `quanta` synchronous quanta; returns the smallest and largest error
+/// e_C·Φ_T of any client after any quantum.
+fn run_static(cpus: usize, weights: &[u64], params: GdqParams, quanta: u64) -> (i128, i128) {
+    let n = weights.len();
+    let world = World::new(cpus, params, n);
+    for (i, &x) in weights.iter().enumerate() {
+        assert!(world.step(|sh, q| gdq::join(sh, q, 0, ClientId(i as u32), w(x))));
+    }
+    let total: i128 = weights.iter().map(|&x| x as i128).sum();
+    let extremes = Mutex::new((0i128, 0i128));
+    let barrier = Barrier::new(cpus);
+    std::thread::scope(|scope| {
+        for k in 0..cpus {
+            let (world, barrier, extremes) = (&world, &barrier, &extremes);
+            scope.spawn(move || {
+                or_abort(|| {
+                    for t in 0..quanta {
+                        let got = world.pick(k, t * Q);
+                        assert!(got.is_some(), "cpu {k} idles at quantum {t} with N ≥ P");
+                        barrier.wait();
+                        if let Some((c, _)) = got {
+                            world.stop(k, c, (t + 1) * Q, Q, StopReason::Expired);
+                        }
+                        if barrier.wait().is_leader() {
+                            let work: Vec<i128> =
+                                world.work.iter().map(|x| x.load(Ordering::Relaxed) as i128).collect();
+                            let wt: i128 = work.iter().sum();
+                            let mut ex = extremes.lock().unwrap();
+                            for (&wc, &phi) in work.iter().zip(weights) {
+                                let e = wc * total - wt * phi as i128;
+                                *ex = (ex.0.min(e), ex.1.max(e));
+                            }
+                        }
+                        barrier.wait();
+                    }
+                })
+            });
+        }
+    });
+    world.check();
+    let ex = *extremes.lock().unwrap();
+    ex
+}
+
+/// Weights whose orders ⌊log2 w⌋ span 0..=5, feasible on `cpus` CPUs
+/// (the heaviest has at most one CPU's share).
+fn feasible_mix(cpus: usize, r: &mut TestRng) -> Vec<u64> {
+    loop {
+        let n = 2 * cpus + below(r, 6 * cpus as u64) as usize;
+        let v: Vec<u64> = (0..n).map(|_| 1 << below(r, 6) | below(r, 2)).collect();
+        let (sum, max) = (v.iter().sum::<u64>(), *v.iter().max().unwrap());
+        if max * cpus as u64 <= sum {
+            return v;
+        }
+    }
+}
+
+fn groups(weights: &[u64]) -> usize {
+    let mut orders: Vec<u32> = weights.iter().map(|&x| x.ilog2()).collect();
+    orders.sort_unstable();
+    orders.dedup();
+    orders.len()
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 6, failure_persistence: None, ..ProptestConfig::default() })]
+
+    #[test]
+    fn threads_drive_cpus_under_churn(cpus in 2usize..=4, seed in any::<u64>()) {
+        run_churn(cpus, 6 * cpus, GdqParams::default(), seed, 25);
+    }
+
+    #[test]
+    fn threads_keep_theorem_3_6_bound(cpus in 2usize..=5, seed in any::<u64>(), delta in 1u64..=4, interval in 5u64..=30) {
+        let weights = feasible_mix(cpus, &mut rng(seed, 0));
+        let params = GdqParams { delta, interval };
+        let (lo, hi) = bounds(params, groups(&weights));
+        let total: i128 = weights.iter().map(|&x| x as i128).sum();
+        let (min, max) = run_static(cpus, &weights, params, 600);
+        prop_assert!(
+            lo * total <= min && max <= hi * total,
+            "errors {:.3} .. {:.3} quanta outside [{lo}, {hi}] (weights {weights:?})",
+            min as f64 / total as f64,
+            max as f64 / total as f64
+        );
+    }
+}
+
+/// The bound check can fail: the errors of such a run are not trivially
+/// zero, and break a band a tenth as wide.
+#[test]
+fn bound_check_can_fail() {
+    let weights = feasible_mix(4, &mut rng(7, 0));
+    let params = GdqParams::default();
+    let (lo, hi) = bounds(params, groups(&weights));
+    let total: i128 = weights.iter().map(|&x| x as i128).sum();
+    let (min, max) = run_static(4, &weights, params, 600);
+    assert!(min < -total / 2 && max > total / 2, "errors are not trivially zero: [{min}, {max}] / {total}");
+    assert!(min < lo * total / 10 || max > hi * total / 10, "a band a tenth as wide held: [{min}, {max}] / {total}");
+}
+
+/// A longer churn run (4 CPUs, 200 epochs, a small δ and T: more steals
+/// and MFQ decisions per epoch).
+#[test]
+fn stress_long_churn() {
+    for seed in 0..2 {
+        run_churn(4, 24, GdqParams { delta: 1, interval: 4 }, seed, 200);
+    }
+}
