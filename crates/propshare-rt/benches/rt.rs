@@ -5,10 +5,11 @@
 //! 2. CPU shares and lag of CPU-bound weighted groups (1:2:3 and 10:1:1 on
 //!    2 workers, 17 equal groups on 16 workers) against the readjusted ideal;
 //! 3. scaling from 1 to 16 workers, GR3MP (one central lock) against DWRR
-//!    (one lock per worker): ns per stop-and-pick (lock waits included) and
-//!    decisions per second, in all and per worker.
+//!    (one lock per worker) and GDQ (a global lock per step, one lock per
+//!    run queue): ns per stop-and-pick (lock waits included) and decisions
+//!    per second, in all and per worker.
 //!
-//! `cargo bench -p propshare-rt --bench rt` (about 2 minutes), or with
+//! `cargo bench -p propshare-rt --bench rt` (about 5 minutes), or with
 //! `-- --quick` (a few seconds, tiny sizes: keeps it working, proves
 //! nothing). Prints Markdown tables; docs/EXECUTOR.md has a run.
 
@@ -270,7 +271,7 @@ fn shares(s: &Sizes) -> (f64, Vec<String>) {
         [("1:2:3", 2, &[1, 2, 3]), ("10:1:1", 2, &[10, 1, 1]), ("17 x 1", 16, &equal17)];
     let mut worst_two = 0.0f64;
     let mut outside = Vec::new();
-    for spec in ["gr3mp", "dwrr", "sfs"] {
+    for spec in ["gr3mp", "dwrr", "gdq", "sfs"] {
         for (label, workers, weights) in cases {
             let (snap, split) = shares_run(spec, workers, weights, s.share_run);
             let (worst, lag, sh, id) = share_error(&snap);
@@ -293,7 +294,7 @@ fn shares(s: &Sizes) -> (f64, Vec<String>) {
                 lag.1,
                 fmt(&split)
             );
-            if workers == 2 && spec != "dwrr" {
+            if workers == 2 && matches!(spec, "gr3mp" | "sfs") {
                 worst_two = worst_two.max(worst);
             }
             if let Some((lo, hi)) = b {
@@ -373,7 +374,8 @@ fn scale_run(spec: &str, workers: usize, run: Duration) -> Scale {
     }
 }
 
-fn scaling(s: &Sizes) -> f64 {
+/// Max/min decisions per CPU-second over the worker counts: (DWRR, GDQ).
+fn scaling(s: &Sizes) -> (f64, f64) {
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     println!("## 3. Scaling: 2 groups per worker, ~2 µs task steps, 20 µs slices, {:?} each\n", s.scale_run);
     println!(
@@ -388,7 +390,8 @@ fn scaling(s: &Sizes) -> f64 {
     );
     println!("|---|---|---:|---:|---:|---:|---:|---:|");
     let mut dwrr_per_worker = Vec::new();
-    for (spec, locking) in [("gr3mp", "central"), ("dwrr", "distributed")] {
+    let mut gdq_per_worker = Vec::new();
+    for (spec, locking) in [("gr3mp", "central"), ("dwrr", "distributed"), ("gdq", "distributed")] {
         for &w in s.scale_workers {
             let r = scale_run(spec, w, s.scale_run);
             let per_worker = r.per_sec / r.workers as f64;
@@ -396,14 +399,19 @@ fn scaling(s: &Sizes) -> f64 {
                 "| {spec} | {locking} | {} | {} | {:.0} | {:.0} | {:.0} | {:.0} |",
                 r.workers, r.picks, r.pick_ns, r.per_sec, per_worker, r.per_cpu_sec
             );
-            if spec == "dwrr" {
-                dwrr_per_worker.push(r.per_cpu_sec);
+            match spec {
+                "dwrr" => dwrr_per_worker.push(r.per_cpu_sec),
+                "gdq" => gdq_per_worker.push(r.per_cpu_sec),
+                _ => {}
             }
         }
     }
     println!();
-    let (lo, hi) = dwrr_per_worker.iter().fold((f64::MAX, 0.0f64), |(a, b), &x| (a.min(x), b.max(x)));
-    hi / lo.max(1.0)
+    let spread = |v: &[f64]| {
+        let (lo, hi) = v.iter().fold((f64::MAX, 0.0f64), |(a, b), &x| (a.min(x), b.max(x)));
+        hi / lo.max(1.0)
+    };
+    (spread(&dwrr_per_worker), spread(&gdq_per_worker))
 }
 
 fn main() {
@@ -412,7 +420,7 @@ fn main() {
     println!("# propshare-rt benchmark{}\n", if quick { " (--quick: tiny sizes, figures mean nothing)" } else { "" });
     let ratio = overhead(s);
     let (share_pts, outside) = shares(s);
-    let flat = scaling(s);
+    let (flat_dwrr, flat_gdq) = scaling(s);
     println!("## Targets (issue 19 item 5)\n");
     println!("* per-task overhead, empty task, 1 group: {ratio:.2}x the crossbeam pool (target at most 2x)");
     println!("* worst share error on 2 workers (gr3mp, sfs; 1:2:3 and 10:1:1): {share_pts:.2} points (target 1)");
@@ -422,6 +430,6 @@ fn main() {
         println!("* lag outside the proven bound plus one slice: {}", outside.join(", "));
     }
     println!(
-        "* DWRR decisions per CPU-second, max/min over the worker counts: {flat:.2}x (target: per-worker throughput within 2x)"
+        "* decisions per CPU-second, max/min over the worker counts: DWRR {flat_dwrr:.2}x, GDQ {flat_gdq:.2}x (target: per-worker throughput within 2x)"
     );
 }

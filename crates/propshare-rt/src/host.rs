@@ -1,6 +1,6 @@
 //! The scheduler behind its locks: which lock each event takes.
 //!
-//! * **Central** (every registry scheduler, DWRR too with
+//! * **Central** (every registry scheduler, DWRR and GDQ too with
 //!   [`crate::Builder::central`]): one `Mutex<Box<dyn Scheduler + Send>>`. A worker
 //!   takes it once per slice for a combined stop + pick; a group's wake-up
 //!   (empty → non-empty edge), first join, weight change and departure take
@@ -21,7 +21,17 @@
 //! decisions (`tests/replay.rs`), so the runtime's behaviour can be studied
 //! in the core alone.
 //!
-//! GDQ has a per-CPU split in progress elsewhere; here it runs central.
+//! * **GDQ distributed** (`gdq`): the core's split ([`propshare::algo::gdq`]):
+//!   the global part [`GdqShared`] (the group table, MFQ state, readjustment,
+//!   owner map) behind one lock and each run queue behind its own, reached
+//!   through [`Locked`]. As the core's module doc says, every step holds the
+//!   global lock for its whole length (any pick may make an MFQ decision),
+//!   so GDQ's steps are still serialised; the queue locks guard the entries,
+//!   and a cross-queue step (steal) takes two in queue id order. `now` is
+//!   read under the global lock, so it is monotone across steps. With
+//!   [`crate::Builder::central`] GDQ runs behind the one central lock
+//!   instead, as the registry builds it.
+//!
 //! No user code runs while any of these locks is held (the worker runs
 //! tasks between `stop_and_pick` calls).
 
@@ -31,6 +41,7 @@ use crossbeam_utils::CachePadded;
 use propshare::algo::dwrr::{
     self, CpuPart, DwrrOptions, DwrrShared, LocalQueue, Locked, RoundRobinQueue, VruntimeQueue,
 };
+use propshare::algo::gdq::{self, GdqParams, GdqShared, RunQueue};
 use propshare::registry::{self, SchedSpec};
 use propshare::{ClientId, CpuId, Decision, SchedConfig, SchedError, Scheduler, StopReason, Time, Weight};
 
@@ -108,6 +119,81 @@ impl<L: LocalQueue> Distributed<L> {
             }
         }
         Ok(dwrr::pick(&self.sh, &mut parts, k))
+    }
+}
+
+/// GDQ's global part under one lock, each run queue under its own.
+pub(crate) struct GdqHost {
+    sh: Mutex<GdqShared>,
+    queues: Vec<Mutex<RunQueue>>,
+}
+
+impl GdqHost {
+    fn new(cfg: SchedConfig, params: GdqParams, capacity: usize) -> Self {
+        let sh = GdqShared::new(cfg, params, capacity);
+        let queues = sh.queue_parts().into_iter().map(Mutex::new).collect();
+        GdqHost { sh: Mutex::new(sh), queues }
+    }
+
+    /// One step: the global lock for its whole length (taken first), the
+    /// queue locks as the step needs them, and `now` read under the global
+    /// lock.
+    fn step<R>(
+        &self,
+        now: impl Fn() -> Time,
+        f: impl FnOnce(&mut GdqShared, &mut Locked<'_, RunQueue>, Time) -> R,
+    ) -> R {
+        let mut sh = lock(&self.sh);
+        let t = now();
+        f(&mut sh, &mut Locked(&self.queues), t)
+    }
+
+    fn join(&self, now: impl Fn() -> Time, c: ClientId, w: Weight) -> Result<Target, SchedError> {
+        if self.step(now, |sh, q, t| gdq::join(sh, q, t, c, w)) {
+            Ok(Target::Any)
+        } else {
+            Err(SchedError::AlreadyJoined(c))
+        }
+    }
+
+    fn wake(&self, now: impl Fn() -> Time, c: ClientId) -> Result<Target, SchedError> {
+        if self.step(now, |sh, q, t| gdq::wake(sh, q, t, c)) {
+            Ok(Target::Any)
+        } else {
+            Err(SchedError::WrongState { client: c, event: "wake", state: "not blocked" })
+        }
+    }
+
+    fn leave(&self, now: impl Fn() -> Time, c: ClientId) -> Result<(), SchedError> {
+        if self.step(now, |sh, q, t| gdq::leave(sh, q, t, c)) {
+            Ok(())
+        } else {
+            Err(SchedError::UnknownClient(c))
+        }
+    }
+
+    fn set_weight(&self, now: impl Fn() -> Time, c: ClientId, w: Weight) -> Result<(), SchedError> {
+        if self.step(now, |sh, q, t| gdq::set_weight(sh, q, t, c, w)) {
+            Ok(())
+        } else {
+            Err(SchedError::UnknownClient(c))
+        }
+    }
+
+    fn stop_and_pick(
+        &self,
+        now: impl Fn() -> Time,
+        k: usize,
+        prev: Option<Stop>,
+    ) -> Result<Option<(ClientId, Time)>, SchedError> {
+        self.step(now, |sh, q, t| {
+            if let Some(s) = prev {
+                if gdq::stopped(sh, q, t, k, s.ran, s.why) != Some(s.client) {
+                    return Err(SchedError::NotRunningThere { client: s.client, cpu: CpuId(k as u32) });
+                }
+            }
+            Ok(gdq::pick(sh, q, t, k))
+        })
     }
 }
 
@@ -190,6 +276,7 @@ pub(crate) enum Host {
     Central(CachePadded<Mutex<Central>>),
     DwrrRr(Distributed<RoundRobinQueue>),
     DwrrCfs(Distributed<VruntimeQueue>),
+    Gdq(Box<GdqHost>),
 }
 
 fn kick(k: propshare::Kick) -> Target {
@@ -221,6 +308,11 @@ impl Host {
             "dwrr-cfs" | "dwrr-cfs+carry" if !central => {
                 Host::DwrrCfs(Distributed::new(workers, slice, registry::dwrr_options(cfg, &params, carry), capacity))
             }
+            "gdq" if !central => Host::Gdq(Box::new(GdqHost::new(
+                cfg,
+                GdqParams { delta: params.int("delta"), interval: params.int("t") },
+                capacity,
+            ))),
             _ => {
                 let sched = registry::build_send(spec, cfg)?;
                 Host::Central(CachePadded::new(Mutex::new(Central { sched, log: record.then(Vec::new) })))
@@ -242,6 +334,9 @@ impl Host {
     pub fn work_conserving(&self) -> bool {
         match self {
             Host::Central(s) => lock(s).sched.work_conserving(),
+            // GDQ is work-conserving once the host polls its idle CPUs
+            // after each event that can make work appear (the runtime does).
+            Host::Gdq(_) => true,
             _ => false,
         }
     }
@@ -256,6 +351,7 @@ impl Host {
             }
             Host::DwrrRr(d) => Ok(d.join(c, w)),
             Host::DwrrCfs(d) => Ok(d.join(c, w)),
+            Host::Gdq(g) => g.join(now, c, w),
         }
     }
 
@@ -269,6 +365,7 @@ impl Host {
             }
             Host::DwrrRr(d) => d.wake(c),
             Host::DwrrCfs(d) => d.wake(c),
+            Host::Gdq(g) => g.wake(now, c),
         }
     }
 
@@ -282,6 +379,7 @@ impl Host {
             }
             Host::DwrrRr(d) => d.leave(c),
             Host::DwrrCfs(d) => d.leave(c),
+            Host::Gdq(g) => g.leave(now, c),
         }
     }
 
@@ -295,6 +393,7 @@ impl Host {
             }
             Host::DwrrRr(d) => d.set_weight(c, w),
             Host::DwrrCfs(d) => d.set_weight(c, w),
+            Host::Gdq(g) => g.set_weight(now, c, w),
         }
     }
 
@@ -325,6 +424,7 @@ impl Host {
             }
             Host::DwrrRr(d) => d.stop_and_pick(k, prev),
             Host::DwrrCfs(d) => d.stop_and_pick(k, prev),
+            Host::Gdq(g) => g.stop_and_pick(now, k, prev),
         }
     }
 }

@@ -125,7 +125,7 @@ impl Builder {
         self
     }
 
-    /// Run even DWRR behind the one central lock (for comparison).
+    /// Run even DWRR and GDQ behind the one central lock (for comparison).
     pub fn central(mut self, yes: bool) -> Builder {
         self.central = yes;
         self
