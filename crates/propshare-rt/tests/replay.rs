@@ -101,6 +101,20 @@ fn recorded_calls_replay_to_the_same_decisions() {
         let wakes = events.iter().filter(|e| matches!(e, SchedEvent::Wake { .. })).count();
         assert_eq!(joins, 4, "{spec}: every group joins once");
         assert!(wakes > 0, "{spec}: the bursty group never blocked and woke");
+        // The CPU-bound groups (ids 0-2) never block until their future
+        // ends, and never wake: no spurious block/wake of an empty group.
+        for (i, e) in events.iter().enumerate() {
+            match *e {
+                SchedEvent::Wake { group, .. } => assert!(group.0 > 2, "{spec}: CPU-bound {group} woke"),
+                SchedEvent::Stop { group, why: StopReason::Blocked, .. } if group.0 <= 2 => {
+                    let runs_again = events[i + 1..].iter().any(|x| {
+                        matches!(x, SchedEvent::Pick { decision: Decision::Run { client, .. }, .. } if *client == group)
+                    });
+                    assert!(!runs_again, "{spec}: CPU-bound {group} blocked and ran again");
+                }
+                _ => {}
+            }
+        }
         let picks = replay(spec, slice, &events).unwrap_or_else(|e| panic!("{spec}: {e}"));
         assert!(picks > 100, "{spec}: only {picks} picks recorded");
 
