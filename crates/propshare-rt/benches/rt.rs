@@ -5,10 +5,11 @@
 //! 2. CPU shares and lag of CPU-bound weighted groups (1:2:3 and 10:1:1 on
 //!    2 workers, 17 equal groups on 16 workers) against the readjusted ideal;
 //! 3. scaling from 1 to 16 workers, GR3MP (one central lock) against DWRR
-//!    (one lock per worker): ns per stop-and-pick (lock waits included) and
-//!    decisions per second, in all and per worker.
+//!    (one lock per worker) and GDQ (a global lock per step, one lock per
+//!    run queue): ns per stop-and-pick (lock waits included) and decisions
+//!    per second, in all and per worker.
 //!
-//! `cargo bench -p propshare-rt --bench rt` (about 2 minutes), or with
+//! `cargo bench -p propshare-rt --bench rt` (about 5 minutes), or with
 //! `-- --quick` (a few seconds, tiny sizes: keeps it working, proves
 //! nothing). Prints Markdown tables; docs/EXECUTOR.md has a run.
 
@@ -184,8 +185,9 @@ fn overhead(s: &Sizes) -> f64 {
 
 // ----- 2. shares and lag -----
 
-/// CPU-bound groups (one future each: 100 µs of work, then yield) for `run`.
-fn shares_run(spec: &str, workers: usize, weights: &[u64], run: Duration) -> Snapshot {
+/// CPU-bound groups (one future each: 100 µs of work, then yield) for
+/// `run`: the snapshot, and each worker's share of the CPU the workers got.
+fn shares_run(spec: &str, workers: usize, weights: &[u64], run: Duration) -> (Snapshot, Vec<f64>) {
     let rt = Runtime::builder().workers(workers).scheduler(spec).slice(Duration::from_millis(1)).build().unwrap();
     let stop = Arc::new(AtomicBool::new(false));
     let hs: Vec<_> = weights
@@ -206,12 +208,14 @@ fn shares_run(spec: &str, workers: usize, weights: &[u64], run: Duration) -> Sna
         .collect();
     std::thread::sleep(run);
     let snap = rt.snapshot();
+    let cpu: Vec<u64> = rt.worker_stats().iter().map(|w| w.cpu_ns).collect();
+    let total = cpu.iter().sum::<u64>().max(1) as f64;
     stop.store(true, Ordering::Relaxed);
     for h in hs {
         h.join().unwrap();
     }
     rt.shutdown_drain();
-    snap
+    (snap, cpu.iter().map(|&c| c as f64 / total).collect())
 }
 
 /// The scheduler's proven lag bound for these weights, in slices (open
@@ -254,20 +258,22 @@ fn shares(s: &Sizes) -> (f64, Vec<String>) {
          fluid share; lag is against the fluid reference on the runtime's CPU clock \
          (propshare_rt::lag), in slices. This machine has {cores} CPUs: 16 workers on it are \
          oversubscribed (the OS time-slices them), which the CPU clock takes out of the lag \
-         but not out of the wait times.\n"
+         but not out of the wait times. The worker CPU split is each worker thread's share \
+         of the CPU the workers got from the OS: the model has P equal CPUs, and a capped \
+         group (one worker at a time) gets what its worker delivers.\n"
     );
     println!(
-        "| scheduler | workers | weights | shares % | ideal % | worst error (points) | lag min..max (slices) | proven bound (slices) |"
+        "| scheduler | workers | weights | shares % | ideal % | worst error (points) | lag min..max (slices) | proven bound (slices) | worker CPU split % |"
     );
-    println!("|---|---:|---|---|---|---:|---|---|");
+    println!("|---|---:|---|---|---|---:|---|---|---|");
     let equal17 = [1u64; 17];
     let cases: [(&str, usize, &[u64]); 3] =
         [("1:2:3", 2, &[1, 2, 3]), ("10:1:1", 2, &[10, 1, 1]), ("17 x 1", 16, &equal17)];
     let mut worst_two = 0.0f64;
     let mut outside = Vec::new();
-    for spec in ["gr3mp", "dwrr", "sfs"] {
+    for spec in ["gr3mp", "dwrr", "gdq", "sfs"] {
         for (label, workers, weights) in cases {
-            let snap = shares_run(spec, workers, weights, s.share_run);
+            let (snap, split) = shares_run(spec, workers, weights, s.share_run);
             let (worst, lag, sh, id) = share_error(&snap);
             let fmt = |v: &[f64]| {
                 if v.len() > 4 {
@@ -281,13 +287,14 @@ fn shares(s: &Sizes) -> (f64, Vec<String>) {
             let b = bound(spec, weights, workers).filter(|_| feasible || spec == "gr3mp");
             let bound_text = b.map_or("none stated".to_string(), |(lo, hi)| format!("({lo:.1}, {hi:.1})"));
             println!(
-                "| {spec} | {workers} | {label} | {} | {} | {worst:.2} | {:.1}..{:.1} | {bound_text} |",
+                "| {spec} | {workers} | {label} | {} | {} | {worst:.2} | {:.1}..{:.1} | {bound_text} | {} |",
                 fmt(&sh),
                 fmt(&id),
                 lag.0,
-                lag.1
+                lag.1,
+                fmt(&split)
             );
-            if workers == 2 && spec != "dwrr" {
+            if workers == 2 && matches!(spec, "gr3mp" | "sfs") {
                 worst_two = worst_two.max(worst);
             }
             if let Some((lo, hi)) = b {
@@ -367,7 +374,8 @@ fn scale_run(spec: &str, workers: usize, run: Duration) -> Scale {
     }
 }
 
-fn scaling(s: &Sizes) -> f64 {
+/// Max/min decisions per CPU-second over the worker counts: (DWRR, GDQ).
+fn scaling(s: &Sizes) -> (f64, f64) {
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     println!("## 3. Scaling: 2 groups per worker, ~2 µs task steps, 20 µs slices, {:?} each\n", s.scale_run);
     println!(
@@ -382,7 +390,8 @@ fn scaling(s: &Sizes) -> f64 {
     );
     println!("|---|---|---:|---:|---:|---:|---:|---:|");
     let mut dwrr_per_worker = Vec::new();
-    for (spec, locking) in [("gr3mp", "central"), ("dwrr", "distributed")] {
+    let mut gdq_per_worker = Vec::new();
+    for (spec, locking) in [("gr3mp", "central"), ("dwrr", "distributed"), ("gdq", "distributed")] {
         for &w in s.scale_workers {
             let r = scale_run(spec, w, s.scale_run);
             let per_worker = r.per_sec / r.workers as f64;
@@ -390,14 +399,19 @@ fn scaling(s: &Sizes) -> f64 {
                 "| {spec} | {locking} | {} | {} | {:.0} | {:.0} | {:.0} | {:.0} |",
                 r.workers, r.picks, r.pick_ns, r.per_sec, per_worker, r.per_cpu_sec
             );
-            if spec == "dwrr" {
-                dwrr_per_worker.push(r.per_cpu_sec);
+            match spec {
+                "dwrr" => dwrr_per_worker.push(r.per_cpu_sec),
+                "gdq" => gdq_per_worker.push(r.per_cpu_sec),
+                _ => {}
             }
         }
     }
     println!();
-    let (lo, hi) = dwrr_per_worker.iter().fold((f64::MAX, 0.0f64), |(a, b), &x| (a.min(x), b.max(x)));
-    hi / lo.max(1.0)
+    let spread = |v: &[f64]| {
+        let (lo, hi) = v.iter().fold((f64::MAX, 0.0f64), |(a, b), &x| (a.min(x), b.max(x)));
+        hi / lo.max(1.0)
+    };
+    (spread(&dwrr_per_worker), spread(&gdq_per_worker))
 }
 
 fn main() {
@@ -406,7 +420,7 @@ fn main() {
     println!("# propshare-rt benchmark{}\n", if quick { " (--quick: tiny sizes, figures mean nothing)" } else { "" });
     let ratio = overhead(s);
     let (share_pts, outside) = shares(s);
-    let flat = scaling(s);
+    let (flat_dwrr, flat_gdq) = scaling(s);
     println!("## Targets (issue 19 item 5)\n");
     println!("* per-task overhead, empty task, 1 group: {ratio:.2}x the crossbeam pool (target at most 2x)");
     println!("* worst share error on 2 workers (gr3mp, sfs; 1:2:3 and 10:1:1): {share_pts:.2} points (target 1)");
@@ -416,6 +430,6 @@ fn main() {
         println!("* lag outside the proven bound plus one slice: {}", outside.join(", "));
     }
     println!(
-        "* DWRR decisions per CPU-second, max/min over the worker counts: {flat:.2}x (target: per-worker throughput within 2x)"
+        "* decisions per CPU-second, max/min over the worker counts: DWRR {flat_dwrr:.2}x, GDQ {flat_gdq:.2}x (target: per-worker throughput within 2x)"
     );
 }

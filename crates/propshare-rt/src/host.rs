@@ -1,6 +1,6 @@
 //! The scheduler behind its locks: which lock each event takes.
 //!
-//! * **Central** (every registry scheduler, DWRR too with
+//! * **Central** (every registry scheduler, DWRR and GDQ too with
 //!   [`crate::Builder::central`]): one `Mutex<Box<dyn Scheduler + Send>>`. A worker
 //!   takes it once per slice for a combined stop + pick; a group's wake-up
 //!   (empty → non-empty edge), first join, weight change and departure take
@@ -15,7 +15,23 @@
 //!   queue is empty; a wake-up locks the home and target parts. DWRR reads
 //!   no clock, so `now` is not passed.
 //!
-//! GDQ has a per-CPU split in progress elsewhere; here it runs central.
+//! A central host can also record every call it makes, in lock order, with
+//! its arguments and result ([`SchedEvent`], [`crate::Builder::record`]):
+//! fed to the same scheduler built afresh, the recording must give the same
+//! decisions (`tests/replay.rs`), so the runtime's behaviour can be studied
+//! in the core alone.
+//!
+//! * **GDQ distributed** (`gdq`): the core's split ([`propshare::algo::gdq`]):
+//!   the global part [`GdqShared`] (the group table, MFQ state, readjustment,
+//!   owner map) behind one lock and each run queue behind its own, reached
+//!   through [`Locked`]. As the core's module doc says, every step holds the
+//!   global lock for its whole length (any pick may make an MFQ decision),
+//!   so GDQ's steps are still serialised; the queue locks guard the entries,
+//!   and a cross-queue step (steal) takes two in queue id order. `now` is
+//!   read under the global lock, so it is monotone across steps. With
+//!   [`crate::Builder::central`] GDQ runs behind the one central lock
+//!   instead, as the registry builds it.
+//!
 //! No user code runs while any of these locks is held (the worker runs
 //! tasks between `stop_and_pick` calls).
 
@@ -25,6 +41,7 @@ use crossbeam_utils::CachePadded;
 use propshare::algo::dwrr::{
     self, CpuPart, DwrrOptions, DwrrShared, LocalQueue, Locked, RoundRobinQueue, VruntimeQueue,
 };
+use propshare::algo::gdq::{self, GdqParams, GdqShared, RunQueue};
 use propshare::registry::{self, SchedSpec};
 use propshare::{ClientId, CpuId, Decision, SchedConfig, SchedError, Scheduler, StopReason, Time, Weight};
 
@@ -105,11 +122,161 @@ impl<L: LocalQueue> Distributed<L> {
     }
 }
 
+/// GDQ's global part under one lock, each run queue under its own.
+pub(crate) struct GdqHost {
+    sh: Mutex<GdqShared>,
+    queues: Vec<Mutex<RunQueue>>,
+}
+
+impl GdqHost {
+    fn new(cfg: SchedConfig, params: GdqParams, capacity: usize) -> Self {
+        let sh = GdqShared::new(cfg, params, capacity);
+        let queues = sh.queue_parts().into_iter().map(Mutex::new).collect();
+        GdqHost { sh: Mutex::new(sh), queues }
+    }
+
+    /// One step: the global lock for its whole length (taken first), the
+    /// queue locks as the step needs them, and `now` read under the global
+    /// lock.
+    fn step<R>(
+        &self,
+        now: impl Fn() -> Time,
+        f: impl FnOnce(&mut GdqShared, &mut Locked<'_, RunQueue>, Time) -> R,
+    ) -> R {
+        let mut sh = lock(&self.sh);
+        let t = now();
+        f(&mut sh, &mut Locked(&self.queues), t)
+    }
+
+    fn join(&self, now: impl Fn() -> Time, c: ClientId, w: Weight) -> Result<Target, SchedError> {
+        if self.step(now, |sh, q, t| gdq::join(sh, q, t, c, w)) {
+            Ok(Target::Any)
+        } else {
+            Err(SchedError::AlreadyJoined(c))
+        }
+    }
+
+    fn wake(&self, now: impl Fn() -> Time, c: ClientId) -> Result<Target, SchedError> {
+        if self.step(now, |sh, q, t| gdq::wake(sh, q, t, c)) {
+            Ok(Target::Any)
+        } else {
+            Err(SchedError::WrongState { client: c, event: "wake", state: "not blocked" })
+        }
+    }
+
+    fn leave(&self, now: impl Fn() -> Time, c: ClientId) -> Result<(), SchedError> {
+        if self.step(now, |sh, q, t| gdq::leave(sh, q, t, c)) {
+            Ok(())
+        } else {
+            Err(SchedError::UnknownClient(c))
+        }
+    }
+
+    fn set_weight(&self, now: impl Fn() -> Time, c: ClientId, w: Weight) -> Result<(), SchedError> {
+        if self.step(now, |sh, q, t| gdq::set_weight(sh, q, t, c, w)) {
+            Ok(())
+        } else {
+            Err(SchedError::UnknownClient(c))
+        }
+    }
+
+    fn stop_and_pick(
+        &self,
+        now: impl Fn() -> Time,
+        k: usize,
+        prev: Option<Stop>,
+    ) -> Result<Option<(ClientId, Time)>, SchedError> {
+        self.step(now, |sh, q, t| {
+            if let Some(s) = prev {
+                if gdq::stopped(sh, q, t, k, s.ran, s.why) != Some(s.client) {
+                    return Err(SchedError::NotRunningThere { client: s.client, cpu: CpuId(k as u32) });
+                }
+            }
+            Ok(gdq::pick(sh, q, t, k))
+        })
+    }
+}
+
+/// One call a central host made to its scheduler, as made (`at` is the
+/// `now` it passed), with the decision a pick returned.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SchedEvent {
+    /// `join(at, group, weight)`.
+    Join {
+        /// `now`, ns since the runtime started.
+        at: Time,
+        /// The group's client id.
+        group: ClientId,
+        /// Its weight.
+        weight: Weight,
+    },
+    /// `wake(at, group)`.
+    Wake {
+        /// `now`.
+        at: Time,
+        /// The group.
+        group: ClientId,
+    },
+    /// `set_weight(at, group, weight)`.
+    SetWeight {
+        /// `now`.
+        at: Time,
+        /// The group.
+        group: ClientId,
+        /// The new weight.
+        weight: Weight,
+    },
+    /// `leave(at, group)` of a blocked group (one that leaves from a worker is a `Stop` with `Left`).
+    Leave {
+        /// `now`.
+        at: Time,
+        /// The group.
+        group: ClientId,
+    },
+    /// `stopped(at, worker, group, ran, why)`: a slice ended.
+    Stop {
+        /// `now`.
+        at: Time,
+        /// The worker (CPU).
+        worker: CpuId,
+        /// The group it served.
+        group: ClientId,
+        /// Thread CPU time charged, ns.
+        ran: Time,
+        /// Why it ended.
+        why: StopReason,
+    },
+    /// `pick(at, worker)` and what it decided.
+    Pick {
+        /// `now`.
+        at: Time,
+        /// The worker.
+        worker: CpuId,
+        /// The decision.
+        decision: Decision,
+    },
+}
+
+/// The central scheduler and, if asked for, its recording.
+pub(crate) struct Central {
+    sched: Box<dyn Scheduler + Send>,
+    log: Option<Vec<SchedEvent>>,
+}
+
+impl Central {
+    fn note(&mut self, e: SchedEvent) {
+        if let Some(log) = &mut self.log {
+            log.push(e);
+        }
+    }
+}
+
 /// The scheduler, central or distributed.
 pub(crate) enum Host {
-    Central(CachePadded<Mutex<Box<dyn Scheduler + Send>>>),
+    Central(CachePadded<Mutex<Central>>),
     DwrrRr(Distributed<RoundRobinQueue>),
     DwrrCfs(Distributed<VruntimeQueue>),
+    Gdq(Box<GdqHost>),
 }
 
 fn kick(k: propshare::Kick) -> Target {
@@ -118,14 +285,16 @@ fn kick(k: propshare::Kick) -> Target {
 
 impl Host {
     /// Build `spec` for `workers` CPUs and quantum `slice`; DWRR specs run
-    /// distributed unless `central`.
+    /// distributed unless `central` (or `record`: only a central host records).
     pub fn build(
         spec: &str,
         workers: usize,
         slice: Time,
         capacity: usize,
         central: bool,
+        record: bool,
     ) -> Result<Host, registry::BuildError> {
+        let central = central || record;
         let cfg = SchedConfig::new(workers, slice);
         let parsed: SchedSpec = registry::parse_spec(spec)?;
         let entry = registry::find(&parsed.name)?;
@@ -139,9 +308,14 @@ impl Host {
             "dwrr-cfs" | "dwrr-cfs+carry" if !central => {
                 Host::DwrrCfs(Distributed::new(workers, slice, registry::dwrr_options(cfg, &params, carry), capacity))
             }
+            "gdq" if !central => Host::Gdq(Box::new(GdqHost::new(
+                cfg,
+                GdqParams { delta: params.int("delta"), interval: params.int("t") },
+                capacity,
+            ))),
             _ => {
                 let sched = registry::build_send(spec, cfg)?;
-                Host::Central(CachePadded::new(Mutex::new(sched)))
+                Host::Central(CachePadded::new(Mutex::new(Central { sched, log: record.then(Vec::new) })))
             }
         })
     }
@@ -159,7 +333,10 @@ impl Host {
     /// client waits; their idle workers park for one slice at a time.
     pub fn work_conserving(&self) -> bool {
         match self {
-            Host::Central(s) => lock(s).work_conserving(),
+            Host::Central(s) => lock(s).sched.work_conserving(),
+            // GDQ is work-conserving once the host polls its idle CPUs
+            // after each event that can make work appear (the runtime does).
+            Host::Gdq(_) => true,
             _ => false,
         }
     }
@@ -168,10 +345,13 @@ impl Host {
         match self {
             Host::Central(s) => {
                 let mut s = lock(s);
-                s.join(now(), c, w).map(kick)
+                let at = now();
+                s.note(SchedEvent::Join { at, group: c, weight: w });
+                s.sched.join(at, c, w).map(kick)
             }
             Host::DwrrRr(d) => Ok(d.join(c, w)),
             Host::DwrrCfs(d) => Ok(d.join(c, w)),
+            Host::Gdq(g) => g.join(now, c, w),
         }
     }
 
@@ -179,10 +359,13 @@ impl Host {
         match self {
             Host::Central(s) => {
                 let mut s = lock(s);
-                s.wake(now(), c).map(kick)
+                let at = now();
+                s.note(SchedEvent::Wake { at, group: c });
+                s.sched.wake(at, c).map(kick)
             }
             Host::DwrrRr(d) => d.wake(c),
             Host::DwrrCfs(d) => d.wake(c),
+            Host::Gdq(g) => g.wake(now, c),
         }
     }
 
@@ -190,10 +373,13 @@ impl Host {
         match self {
             Host::Central(s) => {
                 let mut s = lock(s);
-                s.leave(now(), c)
+                let at = now();
+                s.note(SchedEvent::Leave { at, group: c });
+                s.sched.leave(at, c)
             }
             Host::DwrrRr(d) => d.leave(c),
             Host::DwrrCfs(d) => d.leave(c),
+            Host::Gdq(g) => g.leave(now, c),
         }
     }
 
@@ -201,10 +387,13 @@ impl Host {
         match self {
             Host::Central(s) => {
                 let mut s = lock(s);
-                s.set_weight(now(), c, w)
+                let at = now();
+                s.note(SchedEvent::SetWeight { at, group: c, weight: w });
+                s.sched.set_weight(at, c, w)
             }
             Host::DwrrRr(d) => d.set_weight(c, w),
             Host::DwrrCfs(d) => d.set_weight(c, w),
+            Host::Gdq(g) => g.set_weight(now, c, w),
         }
     }
 
@@ -223,15 +412,29 @@ impl Host {
                 let t = now();
                 let cpu = CpuId(k as u32);
                 if let Some(p) = prev {
-                    s.stopped(t, cpu, p.client, p.ran, p.why)?;
+                    s.note(SchedEvent::Stop { at: t, worker: cpu, group: p.client, ran: p.ran, why: p.why });
+                    s.sched.stopped(t, cpu, p.client, p.ran, p.why)?;
                 }
-                Ok(match s.pick(t, cpu)? {
+                let decision = s.sched.pick(t, cpu)?;
+                s.note(SchedEvent::Pick { at: t, worker: cpu, decision });
+                Ok(match decision {
                     Decision::Run { client, slice } => Some((client, slice)),
                     Decision::Idle => None,
                 })
             }
             Host::DwrrRr(d) => d.stop_and_pick(k, prev),
             Host::DwrrCfs(d) => d.stop_and_pick(k, prev),
+            Host::Gdq(g) => g.stop_and_pick(now, k, prev),
+        }
+    }
+}
+
+impl Host {
+    /// The calls recorded so far (empty unless recording).
+    pub fn recorded(&self) -> Vec<SchedEvent> {
+        match self {
+            Host::Central(s) => lock(s).log.clone().unwrap_or_default(),
+            _ => Vec::new(),
         }
     }
 }

@@ -36,7 +36,9 @@
 //!   overruns it, and the overrun is charged.
 //! * **Locking** follows the algorithm ([`host`]): central schedulers sit
 //!   behind one lock taken once per slice per worker; DWRR keeps each
-//!   worker's part under its own lock. No task runs under a scheduler lock.
+//!   worker's part under its own lock; GDQ keeps each run queue under its
+//!   own lock, with its global part under one more. No task runs under a
+//!   scheduler lock.
 //! * **Nothing lost.** Every accepted task's [`JoinHandle`] resolves: `Ok`,
 //!   [`JoinError::Panicked`] (the panic is caught, the worker goes on) or
 //!   [`JoinError::Cancelled`] (`shutdown_cancel`, `close_cancel`, drop).
@@ -54,6 +56,7 @@ mod stats;
 mod task;
 
 pub use error::{BuildError, GroupError, JoinError, SpawnError};
+pub use host::SchedEvent;
 pub use runtime::{Builder, Group, Runtime, MAX_WORKERS};
 pub use stats::{GroupStats, Snapshot, Totals, WorkerStats};
 pub use task::{need_yield, yield_if_needed, yield_now, JoinHandle, YieldNow};

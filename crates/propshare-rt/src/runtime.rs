@@ -48,7 +48,7 @@ use crossbeam_utils::CachePadded;
 use propshare::{ClientId, StopReason, Time, Weight};
 
 use crate::error::{BuildError, GroupError, SpawnError};
-use crate::host::{Host, Stop, Target};
+use crate::host::{Host, SchedEvent, Stop, Target};
 use crate::lag::{LagBook, LagRange};
 use crate::stats::{GroupStats, Snapshot, Totals, WorkerStats};
 use crate::task::{self, JoinHandle, TaskGuard};
@@ -70,6 +70,7 @@ pub struct Builder {
     slice: Duration,
     max_groups: usize,
     central: bool,
+    record: bool,
     track_lag: bool,
     drop_timeout: Duration,
 }
@@ -82,6 +83,7 @@ impl Default for Builder {
             slice: Duration::from_millis(1),
             max_groups: 1024,
             central: false,
+            record: false,
             track_lag: true,
             drop_timeout: Duration::from_secs(5),
         }
@@ -123,9 +125,19 @@ impl Builder {
         self
     }
 
-    /// Run even DWRR behind the one central lock (for comparison).
+    /// Run even DWRR and GDQ behind the one central lock (for comparison).
     pub fn central(mut self, yes: bool) -> Builder {
         self.central = yes;
+        self
+    }
+
+    /// Record every scheduler call, in order, with its arguments and
+    /// decisions ([`Runtime::recorded`]), to replay them through the core.
+    /// The scheduler runs central (one lock) while recording, so the
+    /// recording is one total order. The log grows by a few events per
+    /// slice, without bound: for diagnosis, not production.
+    pub fn record(mut self, yes: bool) -> Builder {
+        self.record = yes;
         self
     }
 
@@ -158,7 +170,7 @@ impl Builder {
             return Err(BuildError::BadMaxGroups(self.max_groups));
         }
         let slice = self.slice.as_nanos() as Time;
-        let host = Host::build(&self.scheduler, self.workers, slice, self.max_groups, self.central)?;
+        let host = Host::build(&self.scheduler, self.workers, slice, self.max_groups, self.central, self.record)?;
         let parkers: Vec<Parker> = (0..self.workers).map(|_| Parker::new()).collect();
         let shared = Arc::new(Shared {
             work_conserving: host.work_conserving(),
@@ -177,6 +189,7 @@ impl Builder {
                         picks: AtomicU64::new(0),
                         pick_ns: AtomicU64::new(0),
                         tasks: AtomicU64::new(0),
+                        cpu_ns: AtomicU64::new(0),
                     })
                 })
                 .collect(),
@@ -220,6 +233,7 @@ struct WorkerSlot {
     picks: AtomicU64,
     pick_ns: AtomicU64,
     tasks: AtomicU64,
+    cpu_ns: AtomicU64,
 }
 
 /// What the runtime, its groups and its workers share.
@@ -331,10 +345,12 @@ struct Transition {
     joined: bool,
 }
 
-/// Per-group counters.
+/// Per-group counters written by the worker serving the group (per slice,
+/// and per task for `completed` and `panicked`), kept on cache lines of
+/// their own ([`GroupInner::m`]) so a spawner's writes (`live`,
+/// `submitted`) and reads (`state`, `closed`) do not bounce them.
 #[derive(Default)]
 struct Counters {
-    submitted: AtomicU64,
     completed: AtomicU64,
     panicked: AtomicU64,
     cancelled: AtomicU64,
@@ -344,6 +360,7 @@ struct Counters {
     slices: AtomicU64,
     overlaps: AtomicU64,
     runnable_since: AtomicU64,
+    on_worker: AtomicBool,
 }
 
 /// A group: one scheduler client with its queue of ready tasks.
@@ -358,11 +375,12 @@ pub(crate) struct GroupInner {
     /// Tasks spawned and not yet ended (queued, running, or pending futures).
     live: AtomicU64,
     weight: AtomicU64,
-    on_worker: AtomicBool,
+    /// Tasks accepted (written by spawners, beside `live`).
+    submitted: AtomicU64,
     /// `Transition::joined`, readable without the lock (statistics read it
     /// while holding the lag book, which comes after the transition lock).
     joined: AtomicBool,
-    m: Counters,
+    m: CachePadded<Counters>,
 }
 
 impl GroupInner {
@@ -475,7 +493,7 @@ impl GroupInner {
             weight: self.weight.load(SeqCst),
             closed: self.closed.load(SeqCst),
             retired: state == GONE,
-            submitted: m.submitted.load(SeqCst),
+            submitted: self.submitted.load(SeqCst),
             completed: m.completed.load(SeqCst),
             panicked: m.panicked.load(SeqCst),
             cancelled: m.cancelled.load(SeqCst),
@@ -546,7 +564,7 @@ impl Group {
             g.task_gone();
             return Err(e);
         }
-        g.m.submitted.fetch_add(1, SeqCst);
+        g.submitted.fetch_add(1, SeqCst);
         let fut = task::wrap(fut, TaskGuard::new(g.clone()));
         let home = g.clone();
         let (runnable, handle) = async_task::spawn(fut, move |r| home.schedule(r));
@@ -641,9 +659,9 @@ impl Runtime {
             closed: AtomicBool::new(false),
             live: AtomicU64::new(0),
             weight: AtomicU64::new(w.get()),
-            on_worker: AtomicBool::new(false),
+            submitted: AtomicU64::new(0),
             joined: AtomicBool::new(false),
-            m: Counters::default(),
+            m: CachePadded::new(Counters::default()),
         });
         *lock(&sh.slots[id as usize]) = Some(inner.clone());
         Ok(Group { inner })
@@ -664,6 +682,12 @@ impl Runtime {
         self.shared.workers.len()
     }
 
+    /// The scheduler calls recorded so far, in order (empty unless
+    /// [`Builder::record`]).
+    pub fn recorded(&self) -> Vec<SchedEvent> {
+        self.shared.host.recorded()
+    }
+
     /// Every group's statistics (retired ones too) and the totals, now.
     pub fn snapshot(&self) -> Snapshot {
         snapshot(&self.shared)
@@ -678,6 +702,7 @@ impl Runtime {
                 picks: w.picks.load(SeqCst),
                 pick_ns: w.pick_ns.load(SeqCst),
                 tasks: w.tasks.load(SeqCst),
+                cpu_ns: w.cpu_ns.load(SeqCst),
             })
             .collect()
     }
@@ -880,7 +905,7 @@ fn worker_loop(sh: &Shared, k: usize, parker: &Parker) {
 /// Run one slice of group `g` on worker `k`, report it, pick the next.
 fn serve(sh: &Shared, k: usize, g: &Arc<GroupInner>, slice: Time) -> Option<(ClientId, Time)> {
     let slot = &sh.workers[k];
-    if g.on_worker.swap(true, SeqCst) {
+    if g.m.on_worker.swap(true, SeqCst) {
         g.m.overlaps.fetch_add(1, SeqCst);
     }
     let t0 = Instant::now();
@@ -903,8 +928,9 @@ fn serve(sh: &Shared, k: usize, g: &Arc<GroupInner>, slice: Time) -> Option<(Cli
     let ran = thread_cpu_ns().saturating_sub(cpu0);
     let wall = t0.elapsed().as_nanos() as Time;
     let kicked = slot.kicked.swap(false, SeqCst);
-    g.on_worker.store(false, SeqCst);
+    g.m.on_worker.store(false, SeqCst);
     slot.tasks.fetch_add(tasks, SeqCst);
+    slot.cpu_ns.fetch_add(ran, SeqCst);
     g.m.cpu_ns.fetch_add(ran, SeqCst);
     g.m.run_ns.fetch_add(wall, SeqCst);
     g.m.slices.fetch_add(1, SeqCst);

@@ -117,4 +117,7 @@ pub struct WorkerStats {
     pub pick_ns: u64,
     /// Tasks (polls) run.
     pub tasks: u64,
+    /// Thread CPU time it charged for its slices, ns: how much CPU the
+    /// operating system gave this worker while it served groups.
+    pub cpu_ns: u64,
 }

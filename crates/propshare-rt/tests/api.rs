@@ -22,6 +22,10 @@ fn bad_builds_are_refused_with_a_reason() {
     // Typed parameters pass through the registry.
     let rt = Runtime::builder().workers(1).scheduler("gdq(delta=8)").build().unwrap();
     assert_eq!(rt.scheduler(), "gdq(delta=8)");
+    assert_eq!(rt.locking(), "distributed");
+    let rt = Runtime::builder().workers(2).scheduler("gdq").central(true).build().unwrap();
+    assert_eq!(rt.locking(), "central");
+    let rt = Runtime::builder().workers(2).scheduler("gr3mp").build().unwrap();
     assert_eq!(rt.locking(), "central");
     let rt = Runtime::builder().workers(2).scheduler("dwrr").build().unwrap();
     assert_eq!(rt.locking(), "distributed");

@@ -18,8 +18,19 @@ use propshare_rt::{Group, GroupError, JoinError, JoinHandle, Runtime, SpawnError
 use rand::{Rng, SeedableRng};
 use rand_pcg::Pcg64;
 
-const SCHEDULERS: &[&str] =
-    &["gr3mp", "dwrr", "dwrr-cfs+carry", "wfq+readjust", "sfs", "gdq", "dfs", "stride", "eevdf", "gr3"];
+const SCHEDULERS: &[&str] = &[
+    "gr3mp",
+    "dwrr",
+    "dwrr-cfs+carry",
+    "wfq+readjust",
+    "sfs",
+    "gdq",
+    "gdq(delta=8,t=5)",
+    "dfs",
+    "stride",
+    "eevdf",
+    "gr3",
+];
 
 /// A spawned task: its handle, whether it panics, the value it returns otherwise.
 struct Spawned {
@@ -62,9 +73,10 @@ fn record(book: &Book, r: Result<JoinHandle<u64>, SpawnError>, panics: bool, val
     }
 }
 
-fn chaos(seed: u64) {
+/// One chaos run; the scheduler is drawn from `schedulers`.
+fn chaos(seed: u64, schedulers: &[&str]) {
     let mut r = Pcg64::seed_from_u64(seed);
-    let spec = SCHEDULERS[r.random_range(0..SCHEDULERS.len())];
+    let spec = schedulers[r.random_range(0..schedulers.len())];
     let workers = r.random_range(1..=4);
     let slice = [50u64, 200, 1000][r.random_range(0..3)];
     let what = format!("seed {seed}: {spec} on {workers} workers, {slice} µs slices");
@@ -196,7 +208,11 @@ fn chaos_loses_no_task() {
         }
     });
     for seed in 0..24 {
-        chaos(seed);
+        chaos(seed, SCHEDULERS);
+    }
+    // The distributed hosts (per-worker or per-queue locks) each a few more times.
+    for seed in 24..30 {
+        chaos(seed, &["dwrr", "gdq"]);
     }
     done.store(true, Ordering::SeqCst);
 }
@@ -206,7 +222,7 @@ fn chaos_loses_no_task() {
 /// wake-up leaves the task queued in a blocked group: it would never run.
 #[test]
 fn ping_pong_spawns_never_lose_a_wakeup() {
-    for spec in ["gr3mp", "dwrr"] {
+    for spec in ["gr3mp", "dwrr", "gdq"] {
         let rt = Runtime::builder().workers(2).scheduler(spec).build().unwrap();
         let g = rt.group("ping", 1).unwrap();
         for i in 0..20_000u64 {

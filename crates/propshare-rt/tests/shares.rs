@@ -102,6 +102,12 @@ fn dwrr_distributed_shares_follow_weights() {
     assert_shares("dwrr", &[1, 2, 3], &[1.0 / 6.0, 2.0 / 6.0, 3.0 / 6.0], TOL);
 }
 
+/// GDQ with its global part and each run queue under their own locks.
+#[test]
+fn gdq_distributed_shares_follow_weights() {
+    assert_shares("gdq", &[1, 2, 3], &[1.0 / 6.0, 2.0 / 6.0, 3.0 / 6.0], TOL);
+}
+
 #[test]
 fn sfs_shares_follow_weights() {
     assert_shares("sfs", &[1, 2, 3], &[1.0 / 6.0, 2.0 / 6.0, 3.0 / 6.0], TOL);
@@ -150,7 +156,7 @@ fn gr3mp_lag_stays_bounded() {
 #[test]
 fn no_group_on_two_workers_at_once() {
     let _one_at_a_time = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    for spec in ["gr3mp", "dwrr", "sfs"] {
+    for spec in ["gr3mp", "dwrr", "sfs", "gdq"] {
         let rt = Runtime::builder().workers(4).scheduler(spec).slice(Duration::from_micros(200)).build().unwrap();
         let violations = Arc::new(AtomicUsize::new(0));
         let mut handles = Vec::new();
