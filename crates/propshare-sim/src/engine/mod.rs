@@ -75,6 +75,7 @@
 mod client;
 mod event_loop;
 mod events;
+mod fast;
 mod groups;
 mod lag;
 mod reference;
@@ -192,6 +193,8 @@ pub struct Engine<S: Scheduler> {
     pick_cost: Vec<u64>,
     /// The chains, each with the number of members that have joined.
     chains: Vec<(ChainSpec, u64)>,
+    /// Whether a one-CPU static run may take the fast path (fast.rs).
+    fast_path: bool,
 }
 
 impl<S: Scheduler> Engine<S> {
@@ -209,6 +212,12 @@ impl<S: Scheduler> Engine<S> {
             self.static_set = false;
         }
         Ok(())
+    }
+
+    /// Never take the one-CPU static fast path (fast.rs): the same run
+    /// through the general loop, which the fast path is checked against.
+    pub fn general_path_only(&mut self) {
+        self.fast_path = false;
     }
 
     /// Measure the wall-clock cost of every decision (pick plus its `stopped`).
@@ -299,6 +308,7 @@ impl<S: Scheduler> Engine<S> {
             cost: None,
             pick_cost: vec![0; cfg.cpus],
             chains: Vec::new(),
+            fast_path: true,
             clients: clients.into_iter().map(SimClient::new).collect(),
             sched,
             cfg,
