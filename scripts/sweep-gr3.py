@@ -18,7 +18,7 @@ worst case per pair and scheduler) and OUT/summary.md (the worst case per
 experiment and scheduler beside the paper's figure). Runs on all local
 cores by default, or on Ray (`--backend ray [--address ADDR]`).
 
-    scripts/sweep-gr3.py --out target/sweep-gr3              # the full sweep: hours
+    scripts/sweep-gr3.py --out target/sweep-gr3              # the full sweep: about an hour on 2 cores
     scripts/sweep-gr3.py --sets 100 --out target/sweep-gr3   # 100 sets per pair
     scripts/sweep-gr3.py --ci                                # 2 sets per pair: under 2 min on 2 cores
 """
