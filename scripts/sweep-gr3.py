@@ -18,7 +18,7 @@ worst case per pair and scheduler) and OUT/summary.md (the worst case per
 experiment and scheduler beside the paper's figure). Runs on all local
 cores by default, or on Ray (`--backend ray [--address ADDR]`).
 
-    scripts/sweep-gr3.py --out target/sweep-gr3              # the full sweep: hours
+    scripts/sweep-gr3.py --out target/sweep-gr3              # the full sweep: about an hour on 2 cores
     scripts/sweep-gr3.py --sets 100 --out target/sweep-gr3   # 100 sets per pair
     scripts/sweep-gr3.py --ci                                # 2 sets per pair: under 2 min on 2 cores
 """
@@ -95,14 +95,23 @@ def summarise(runs: pd.DataFrame, out: str, header: str) -> str:
              .reset_index())
     pairs.to_csv(os.path.join(out, "pairs.csv"), index=False)
     lines = [header, "",
-             "| experiment | scheduler | pairs | sets per pair | ours: min .. max (quanta) | paper | source |",
-             "|---|---|---:|---:|---|---|---|"]
+             "| experiment | scheduler | pairs | sets per pair | ours: min .. max (quanta) | paper | source "
+             "| runs below / above the paper's range |",
+             "|---|---|---:|---:|---|---|---|---|"]
     for (e, s), g in pairs.groupby(["experiment", "scheduler"]):
         paper, source = PAPER.get((e, s), (None, ""))
         lo, hi = g["min"].min(), g["max"].max()
         sets = f"{g.sets.min()}" if g.sets.min() == g.sets.max() else f"{g.sets.min()}-{g.sets.max()}"
         paper_text = f"{paper[0]:+.1f} .. {paper[1]:+.1f}" if paper else "-"
-        lines.append(f"| {e} | {s} | {len(g)} | {sets} | {lo:+.2f} .. {hi:+.2f} | {paper_text} | {source} |")
+        mine = runs[(runs.experiment == e) & (runs.scheduler == s)]
+        outside = (f"{(mine.service_error_min < paper[0]).sum()} / {(mine.service_error_max > paper[1]).sum()} "
+                   f"of {len(mine)}" if paper else "-")
+        lines.append(f"| {e} | {s} | {len(g)} | {sets} | {lo:+.2f} .. {hi:+.2f} | {paper_text} | {source} "
+                     f"| {outside} |")
+    lines += ["", "Worst case per N (over its totals), min .. max:", ""]
+    for (e, s), g in pairs.groupby(["experiment", "scheduler"]):
+        per_n = g.groupby("n").agg(lo=("min", "min"), hi=("max", "max"))
+        lines.append(f"* {e} {s}: " + ", ".join(f"N = {n}: {r.lo:+.2f} .. {r.hi:+.2f}" for n, r in per_n.iterrows()))
     lines += ["", "Worst pairs (where each extreme was reached):", ""]
     for (e, s), g in pairs.groupby(["experiment", "scheduler"]):
         lo, hi = g.loc[g["min"].idxmin()], g.loc[g["max"].idxmax()]

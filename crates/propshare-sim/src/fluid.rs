@@ -258,6 +258,15 @@ impl Fluid {
         self.clients.get(c).map(|e| self.value(e, now)).unwrap_or(0)
     }
 
+    /// The normalised service V at `now` (`now` ≥ the last event): a client
+    /// that joined when V was 0 and has been runnable and uncapped since has
+    /// ideal service `w · V` (what [`Fluid::ideal`] returns for it).
+    #[inline]
+    pub fn normalised(&mut self, now: Time) -> u128 {
+        self.advance(now);
+        self.v
+    }
+
     /// Client `c`'s current ideal rate in CPUs as an exact fraction (num, den).
     pub fn rate(&self, c: ClientId) -> (u64, u64) {
         match self.clients.get(c) {

@@ -207,3 +207,49 @@ fn max_lag_with_costs_matches_the_trace() {
         }
     }
 }
+
+/// One run of `clients` under `name`, on the fast path where it applies or
+/// on the general loop only; the report and the trace (events as text).
+fn run_both_ways(name: &str, cfg: &SimConfig, clients: &[ClientSpec], general: bool) -> (SimReport, Vec<String>) {
+    let sched = propshare::registry::build(
+        name,
+        propshare::SchedConfig { cpus: cfg.cpus, quantum: cfg.quantum, seed: cfg.seed },
+    )
+    .unwrap();
+    let mut e = Engine::new(sched, cfg.clone(), clients.to_vec()).unwrap();
+    if general {
+        e.general_path_only();
+    }
+    e.windows(&[(cfg.quantum / 2, cfg.horizon / 3)]);
+    let mut trace = Vec::new();
+    let r = e.run(&mut |ev| trace.push(format!("{ev:?}"))).unwrap();
+    (r, trace)
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 48, ..ProptestConfig::default() })]
+
+    /// The one-CPU static fast path (engine/fast.rs) changes no number: on
+    /// random static sets, under every registered scheduler, with quanta and
+    /// horizons that do not divide (a last run cut by the horizon), the
+    /// report (lag and service-error extremes, mean |lag|, runs, switches,
+    /// window service) and the trace are those of the general loop.
+    #[test]
+    fn the_one_cpu_static_fast_path_changes_no_number(
+        weights in proptest::collection::vec(1u64..=3000, 1..40),
+        quantum in 1u64..5_000_000,
+        quanta in 0u64..700,
+        extra in 0u64..5_000_000,
+        seed in 0u64..1000,
+    ) {
+        let horizon = quanta * quantum + extra;
+        let cfg = SimConfig { seed, ..SimConfig::new(1, quantum, horizon) };
+        let cs = clients(&weights);
+        for name in propshare::registry::names() {
+            let (fast, fast_trace) = run_both_ways(name, &cfg, &cs, false);
+            let (general, general_trace) = run_both_ways(name, &cfg, &cs, true);
+            prop_assert!(fast == general, "{}: reports differ\nfast: {:?}\ngeneral: {:?}", name, fast, general);
+            prop_assert!(fast_trace == general_trace, "{}: traces differ", name);
+        }
+    }
+}

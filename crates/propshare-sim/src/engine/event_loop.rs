@@ -37,31 +37,60 @@ impl<S: Scheduler> Engine<S> {
             if t > horizon {
                 break;
             }
-            countdown -= 1;
-            if countdown == 0 {
-                countdown = WATCH_EVERY;
-                if !watch(t) {
-                    return Err(SimError::Interrupted { scheduler: self.report.scheduler.clone(), t });
-                }
+            self.tick(&mut countdown, t, watch)?;
+            self.instant(t, trace)?;
+            if self.static_one_cpu() {
+                // From here on only this CPU's runs happen: the fast path (fast.rs) runs them to the horizon.
+                self.run_static_one_cpu(&mut countdown, trace, watch)?;
+                break;
             }
-            self.account_idle(t);
-            self.now = t;
-            // Handling an event at t schedules nothing at t, so the three
-            // classes can be drained in turn.
-            while let Some(ev) = self.queue.pop_at(t, CLASS_CLIENT) {
-                self.handle(ev, trace)?;
-            }
-            while let Some(s) = self.stops.pop_at(t) {
-                self.cpu_stop(s.cpu as usize, s.generation, trace)?;
-            }
-            while let Some(ev) = self.queue.pop_at(t, CLASS_SAMPLE) {
-                self.handle(ev, trace)?;
-            }
-            self.poll_idle()?;
         }
+        self.close(trace);
+        Ok(self.finish())
+    }
+
+    /// Count an instant, calling `watch` every [`WATCH_EVERY`] of them.
+    #[inline]
+    pub(super) fn tick(
+        &self,
+        countdown: &mut u32,
+        t: Time,
+        watch: &mut dyn FnMut(Time) -> bool,
+    ) -> Result<(), SimError> {
+        *countdown -= 1;
+        if *countdown == 0 {
+            *countdown = WATCH_EVERY;
+            if !watch(t) {
+                return Err(SimError::Interrupted { scheduler: self.report.scheduler.clone(), t });
+            }
+        }
+        Ok(())
+    }
+
+    /// Handle every event of instant `t`, then poll the idle CPUs.
+    fn instant(&mut self, t: Time, trace: &mut dyn FnMut(TraceEvent)) -> Result<(), SimError> {
+        self.account_idle(t);
+        self.now = t;
+        // Handling an event at t schedules nothing at t, so the three
+        // classes can be drained in turn.
+        while let Some(ev) = self.queue.pop_at(t, CLASS_CLIENT) {
+            self.handle(ev, trace)?;
+        }
+        while let Some(s) = self.stops.pop_at(t) {
+            self.cpu_stop(s.cpu as usize, s.generation, trace)?;
+        }
+        while let Some(ev) = self.queue.pop_at(t, CLASS_SAMPLE) {
+            self.handle(ev, trace)?;
+        }
+        self.poll_idle()
+    }
+
+    /// Close the books at the horizon: sample every client, stop every
+    /// running one (without telling the scheduler), read the ideal services.
+    fn close(&mut self, trace: &mut dyn FnMut(TraceEvent)) {
+        let horizon = self.cfg.horizon;
         self.account_idle(horizon);
         self.now = horizon;
-        // Close the books: stop every running client at the horizon (without telling the scheduler).
         for i in 0..self.clients.len() {
             self.sample(i);
         }
@@ -77,7 +106,6 @@ impl<S: Scheduler> Engine<S> {
                 self.clients[i].ideal = ns_of_service(self.fluid.ideal(horizon, Self::id(i)));
             }
         }
-        Ok(self.finish())
     }
 
     /// Change client i's state, keeping the O(1) counters in step.

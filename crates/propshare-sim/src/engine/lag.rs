@@ -88,9 +88,17 @@ impl<S: Scheduler> Engine<S> {
     /// arithmetic only (fixed point, [`FRAC`] bits): this runs twice per quantum.
     #[inline]
     pub(super) fn sample(&mut self, i: usize) {
-        let now = self.now;
         let Some(received) = self.service_now(i) else { return };
-        let ideal: Service = self.fluid.ideal(now, Self::id(i));
+        let ideal: Service = self.fluid.ideal(self.now, Self::id(i));
+        self.record(i, received, ideal);
+    }
+
+    /// Record a sample of present client i at `now`: it has received
+    /// `received` ns and its ideal service is `ideal` (what [`Engine::sample`]
+    /// reads; the one-CPU static path computes both more cheaply).
+    #[inline]
+    pub(super) fn record(&mut self, i: usize, received: Time, ideal: Service) {
+        let now = self.now;
         let lag = ideal as i128 - ((received as i128) << FRAC);
         let error = if self.static_set {
             if !self.clients[i].has_share {
