@@ -160,6 +160,13 @@ const VARIANT_PARAMS: &[Param] = &[
     },
 ];
 
+const HWF2Q_PARAMS: &[Param] = &[Param {
+    name: "no_capped_credit",
+    kind: ParamKind::Bool,
+    default: 1,
+    doc: "a child earns no credit while all its runnable clients run (Gap HWF2Q-2); false: the paper's tags",
+}];
+
 const SRR_PARAMS: &[Param] = &[
     VARIANT_PARAMS[0],
     VARIANT_PARAMS[1],
@@ -291,6 +298,15 @@ pub const SCHEDULERS: &[Entry] = &[
         summary: "WF2Q+ over readjusted weights (SFS paper section 2.2)",
         params: NO_PARAMS,
         build: |c, _| Box::new(algo::wf2q::Wf2q::with_readjustment(c)),
+    },
+    Entry {
+        name: "hwf2q",
+        summary: "H-WF2Q+: WF2Q+ per group of the tree, natively hierarchical, on P CPUs (Bennett and Zhang 1997)",
+        params: HWF2Q_PARAMS,
+        build: |c, p| {
+            let params = algo::hwf2q::Hwf2qParams { no_capped_credit: p.flag("no_capped_credit") };
+            Box::new(algo::hwf2q::Hwf2q::with_params(c, params))
+        },
     },
     Entry {
         name: "sfq",

@@ -158,6 +158,13 @@ pub trait Scheduler {
     fn check_invariants(&self) -> Result<(), String> {
         Ok(())
     }
+
+    /// A natively hierarchical scheduler's group operations; `None` (the
+    /// default) for the flat ones, which hosts give effective weights
+    /// ([`crate::groups::Flattener`]).
+    fn hierarchical(&mut self) -> Option<&mut dyn crate::groups::Hierarchical> {
+        None
+    }
 }
 
 impl<S: Scheduler + ?Sized> Scheduler for Box<S> {
@@ -190,5 +197,8 @@ impl<S: Scheduler + ?Sized> Scheduler for Box<S> {
     }
     fn check_invariants(&self) -> Result<(), String> {
         (**self).check_invariants()
+    }
+    fn hierarchical(&mut self) -> Option<&mut dyn crate::groups::Hierarchical> {
+        (**self).hierarchical()
     }
 }
