@@ -163,8 +163,9 @@ const VARIANT_PARAMS: &[Param] = &[
 const HWF2Q_PARAMS: &[Param] = &[Param {
     name: "no_capped_credit",
     kind: ParamKind::Bool,
-    default: 1,
-    doc: "a child earns no credit while all its runnable clients run (Gap HWF2Q-2); false: the paper's tags",
+    default: 0,
+    doc:
+        "hold a child more than a quantum behind its group's V as capped, out of V's rate (Gap HWF2Q-2; measured worse)",
 }];
 
 const SRR_PARAMS: &[Param] = &[
