@@ -27,11 +27,18 @@ fn worst(r: &SimReport) -> (f64, f64) {
     (c, g)
 }
 
+/// A weight change: (time in quanta, new weight).
+type Change = Option<(u64, u64)>;
+/// A group: parent, weight, weight change.
+type RandomGroup = (Option<usize>, u64, Change);
+/// A client: group, weight, arrival and departure (quanta), sleeps, weight change.
+type RandomClient = (Option<usize>, u64, u64, Option<u64>, bool, Change);
+
 #[derive(Clone, Debug)]
 struct Case {
     cpus: usize,
-    groups: Vec<(Option<usize>, u64, Option<(u64, u64)>)>,
-    clients: Vec<(Option<usize>, u64, u64, Option<u64>, bool, Option<(u64, u64)>)>,
+    groups: Vec<RandomGroup>,
+    clients: Vec<RandomClient>,
     moves: Vec<(u64, usize, usize)>,
 }
 
@@ -202,7 +209,7 @@ fn many_tenants_run_natively_where_the_adapter_refuses() {
     let groups = GroupsSpec { member_of, ..groups };
     let sched = registry::build("wf2q", SchedConfig { cpus: 8, quantum: Q, seed: 1 }).unwrap();
     let mut e = Engine::new(sched, SimConfig::new(8, Q, 200 * Q), clients).unwrap();
-    let err = e.groups(&groups, propshare::groups::Flattening::Exact).err().expect("the adapter refuses");
+    let err = e.groups(&groups, propshare::groups::Flattening::Exact).expect_err("the adapter refuses");
     assert!(format!("{err}").contains("2^32 - 1"), "{err}");
     let r = propshare_sim::run::run_scenario(&scn, None, &opts, &mut |_| true).unwrap();
     let v = &r.verdicts[0];

@@ -112,17 +112,11 @@ use crate::vtime::{keep_lag, tag_delta, VTime};
 /// H-WF2Q+ behind the validating shell.
 pub type Hwf2q = Shell<Hwf2qPolicy>;
 
-/// Options (registry parameters of `hwf2q`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// Options (registry parameters of `hwf2q`); the default is the paper's rules.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Hwf2qParams {
     /// Gap HWF2Q-2: a child earns no credit while all its runnable clients run.
     pub no_capped_credit: bool,
-}
-
-impl Default for Hwf2qParams {
-    fn default() -> Self {
-        Hwf2qParams { no_capped_credit: false }
-    }
 }
 
 impl Hwf2q {
