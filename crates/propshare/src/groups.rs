@@ -119,6 +119,25 @@ pub enum GroupError {
     TooFine(String),
 }
 
+/// A scheduler that schedules the tree itself (a natively hierarchical
+/// algorithm such as [`crate::algo::hwf2q`]) rather than the flat effective
+/// weights of [`Flattener`]: the host builds the same tree in it, places
+/// each client in its group before the client joins, and gives it the
+/// clients' own weights. Reached through [`crate::Scheduler::hierarchical`].
+pub trait Hierarchical {
+    /// A new group of weight `weight` under `parent`; groups are numbered in
+    /// the order added, the root being [`ROOT`], as in [`GroupTree::add_group`].
+    fn add_group(&mut self, parent: GroupId, weight: Weight) -> Result<GroupId, GroupError>;
+
+    /// Group `g`'s weight becomes `weight` at `now`.
+    fn set_group_weight(&mut self, now: crate::Time, g: GroupId, weight: Weight) -> Result<(), GroupError>;
+
+    /// Client `c` belongs to group `g` from `now` on: a client not joined
+    /// yet joins there (a client never placed joins the root); a joined one
+    /// (runnable, running or blocked) moves there.
+    fn place(&mut self, now: crate::Time, c: ClientId, g: GroupId) -> Result<(), GroupError>;
+}
+
 #[derive(Clone, Debug)]
 struct Node {
     weight: Weight,

@@ -160,6 +160,14 @@ const VARIANT_PARAMS: &[Param] = &[
     },
 ];
 
+const HWF2Q_PARAMS: &[Param] = &[Param {
+    name: "no_capped_credit",
+    kind: ParamKind::Bool,
+    default: 0,
+    doc:
+        "hold a child more than a quantum behind its group's V as capped, out of V's rate (Gap HWF2Q-2; measured worse)",
+}];
+
 const SRR_PARAMS: &[Param] = &[
     VARIANT_PARAMS[0],
     VARIANT_PARAMS[1],
@@ -291,6 +299,15 @@ pub const SCHEDULERS: &[Entry] = &[
         summary: "WF2Q+ over readjusted weights (SFS paper section 2.2)",
         params: NO_PARAMS,
         build: |c, _| Box::new(algo::wf2q::Wf2q::with_readjustment(c)),
+    },
+    Entry {
+        name: "hwf2q",
+        summary: "H-WF2Q+: WF2Q+ per group of the tree, natively hierarchical, on P CPUs (Bennett and Zhang 1997)",
+        params: HWF2Q_PARAMS,
+        build: |c, p| {
+            let params = algo::hwf2q::Hwf2qParams { no_capped_credit: p.flag("no_capped_credit") };
+            Box::new(algo::hwf2q::Hwf2q::with_params(c, params))
+        },
     },
     Entry {
         name: "sfq",
@@ -760,7 +777,7 @@ impl Scheduler for Named {
         &self.name
     }
     crate::forward_scheduler!(|s| s.inner; work_conserving, join, leave, block, wake, set_weight, pick, stopped,
-                              check_invariants);
+                              check_invariants, hierarchical);
 }
 
 #[cfg(test)]

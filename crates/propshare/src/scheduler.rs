@@ -158,6 +158,13 @@ pub trait Scheduler {
     fn check_invariants(&self) -> Result<(), String> {
         Ok(())
     }
+
+    /// A natively hierarchical scheduler's group operations; `None` (the
+    /// default) for the flat ones, which hosts give effective weights
+    /// ([`crate::groups::Flattener`]).
+    fn hierarchical(&mut self) -> Option<&mut dyn crate::groups::Hierarchical> {
+        None
+    }
 }
 
 /// Write [`Scheduler`] methods that pass the call on to another scheduler,
@@ -218,9 +225,15 @@ macro_rules! forward_scheduler {
     (@check_invariants, $s:ident, $t:expr) => {
         fn check_invariants(&self) -> ::std::result::Result<(), String> { let $s = self; $t.check_invariants() }
     };
+    (@hierarchical, $s:ident, $t:expr) => {
+        fn hierarchical(&mut self) -> ::std::option::Option<&mut dyn $crate::groups::Hierarchical> {
+            let $s = self;
+            $t.hierarchical()
+        }
+    };
 }
 
 impl<S: Scheduler + ?Sized> Scheduler for Box<S> {
     forward_scheduler!(|s| (**s); name, work_conserving, join, leave, block, wake, set_weight, pick, stopped,
-                       check_invariants);
+                       check_invariants, hierarchical);
 }

@@ -93,6 +93,12 @@ pub trait Policy: Debug {
     fn check_invariants(&self, _r: &Roster) -> Result<(), String> {
         Ok(())
     }
+
+    /// A natively hierarchical policy's group operations
+    /// ([`Scheduler::hierarchical`]); `None` for the flat ones.
+    fn hierarchical(&mut self) -> Option<&mut dyn crate::groups::Hierarchical> {
+        None
+    }
 }
 
 /// A scheduler: the shared validation, client states, readjustment, name
@@ -297,6 +303,10 @@ impl<P: Policy> Scheduler for Shell<P> {
     fn check_invariants(&self) -> Result<(), String> {
         self.roster.check_invariants()?;
         self.policy.check_invariants(&self.roster)
+    }
+
+    fn hierarchical(&mut self) -> Option<&mut dyn crate::groups::Hierarchical> {
+        self.policy.hierarchical()
     }
 }
 

@@ -46,6 +46,8 @@ contract_tests! {
     contract_wfq_readjust => "wfq+readjust",
     contract_wf2q => "wf2q",
     contract_wf2q_readjust => "wf2q+readjust",
+    contract_hwf2q => "hwf2q",
+    contract_hwf2q_paper => "hwf2q(no_capped_credit=false)",
     contract_sfq => "sfq",
     contract_sfq_readjust => "sfq+readjust",
     contract_stride => "stride",

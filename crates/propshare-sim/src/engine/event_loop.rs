@@ -175,6 +175,9 @@ impl<S: Scheduler> Engine<S> {
                     return Ok(());
                 }
                 if self.groups.is_some() {
+                    if self.native_groups() {
+                        self.sched.set_weight(now, Self::id(i), w).map_err(|e| self.refused(e))?;
+                    }
                     if let Some(e) = self.regroup(Some(i), |t| t.set_weight(Self::id(i), w))? {
                         self.sched.set_weight(now, Self::id(i), e).map_err(|e| self.refused(e))?;
                     }
@@ -208,6 +211,9 @@ impl<S: Scheduler> Engine<S> {
                 if let super::Reference::Hier(h) = &mut self.fluid {
                     h.set_group_weight(now, g, w).map_err(|e| SimError::Config(format!("groups: {e}")))?;
                 }
+                if let Some(h) = self.sched.hierarchical() {
+                    h.set_group_weight(now, g, w).map_err(|e| SimError::Config(format!("groups: {e}")))?;
+                }
                 self.regroup(None, |t| t.set_group_weight(g, w))?;
                 self.sample_groups();
             }
@@ -218,6 +224,9 @@ impl<S: Scheduler> Engine<S> {
                 }
                 if let super::Reference::Hier(h) = &mut self.fluid {
                     h.move_client(now, Self::id(i), g).map_err(|e| SimError::Config(format!("groups: {e}")))?;
+                }
+                if let Some(h) = self.sched.hierarchical() {
+                    h.place(now, Self::id(i), g).map_err(|e| SimError::Config(format!("groups: {e}")))?;
                 }
                 if let Some(w) = self.regroup(Some(i), |t| t.move_client(Self::id(i), g))? {
                     self.sched.set_weight(now, Self::id(i), w).map_err(|e| self.refused(e))?;

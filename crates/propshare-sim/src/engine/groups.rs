@@ -12,6 +12,13 @@
 //! joining client's as its `join` weight, the others' right after the event.
 //! Weight-change trace events show the clients' own weights, not these.
 //!
+//! A natively hierarchical scheduler ([`Scheduler::hierarchical`], such as
+//! `hwf2q`) gets the tree instead: the same groups, each client placed in
+//! its group before it joins, group weight changes and moves as they
+//! happen, and the clients' own weights. The adapter's tree still keeps the
+//! books (group membership for the group lag), but no effective weight is
+//! computed.
+//!
 //! # Group lag
 //!
 //! A group's lag changes slope whenever a member starts or stops or any
@@ -85,6 +92,8 @@ pub struct GroupStats {
 /// The run's group state.
 pub(super) struct GroupState {
     adapter: Flattener,
+    /// The scheduler schedules the tree itself: no effective weights.
+    native: bool,
     /// Group of client i at its arrival.
     member_of: Vec<GroupId>,
     /// Client i joined the adapter's tree before the run (it arrives at the start).
@@ -118,6 +127,16 @@ impl<S: Scheduler> Engine<S> {
             };
             let id =
                 tree.add_group(parent, g.weight).map_err(|e| SimError::Config(format!("group {:?}: {e}", g.name)))?;
+            if let Some(h) = self.sched.hierarchical() {
+                let own =
+                    h.add_group(parent, g.weight).map_err(|e| SimError::Config(format!("group {:?}: {e}", g.name)))?;
+                if own != id {
+                    return Err(SimError::Config(format!(
+                        "group {:?}: the scheduler numbered it {own:?}, not {id:?}",
+                        g.name
+                    )));
+                }
+            }
             ids.push(id);
             for &(t, w) in &g.weight_changes {
                 self.push(t, super::events::Event::GroupWeight(id.0, w));
@@ -145,7 +164,8 @@ impl<S: Scheduler> Engine<S> {
                 .map_err(|e| SimError::Config(format!("groups: {e}")))?;
             prejoined[i as usize] = true;
         }
-        for &i in &first {
+        let native = self.sched.hierarchical().is_some();
+        for &i in first.iter().filter(|_| !native) {
             adapter.changes(Some(Self::id(i as usize))).map_err(|e| SimError::Config(format!("groups: {e}")))?;
         }
         self.static_set = false;
@@ -155,6 +175,7 @@ impl<S: Scheduler> Engine<S> {
         weights.extend(spec.groups.iter().map(|g| g.weight.get()));
         self.groups = Some(Box::new(GroupState {
             adapter,
+            native,
             member_of,
             prejoined,
             names,
@@ -173,12 +194,26 @@ impl<S: Scheduler> Engine<S> {
     /// gets, `w` without groups.
     pub(super) fn join_groups(&mut self, i: usize, g: GroupId, w: Weight) -> Result<Weight, SimError> {
         let Some(gs) = self.groups.as_mut() else { return Ok(w) };
+        if gs.native {
+            if !std::mem::take(&mut gs.prejoined[i]) {
+                gs.adapter.tree_mut().join(Self::id(i), g, w).map_err(|e| SimError::Config(format!("groups: {e}")))?;
+            }
+            let h = self.sched.hierarchical().expect("native");
+            h.place(self.now, Self::id(i), g).map_err(|e| SimError::Config(format!("groups: {e}")))?;
+            return Ok(w);
+        }
         if gs.prejoined.get(i).copied().unwrap_or(false) {
             gs.prejoined[i] = false;
             return Ok(gs.adapter.issued(Self::id(i)).unwrap_or(w));
         }
         let own = self.regroup(Some(i), |t| t.join(Self::id(i), g, w))?;
         Ok(own.or_else(|| self.groups.as_ref()?.adapter.issued(Self::id(i))).unwrap_or(w))
+    }
+
+    /// Whether the scheduler schedules the groups itself (it is given the
+    /// clients' own weights and every group event).
+    pub(super) fn native_groups(&self) -> bool {
+        self.groups.as_ref().is_some_and(|g| g.native)
     }
 
     /// The group client i joins (the root for clients without one).
@@ -197,6 +232,9 @@ impl<S: Scheduler> Engine<S> {
         let Some(gs) = self.groups.as_mut() else { return Ok(None) };
         let config = |e: propshare::groups::GroupError| SimError::Config(format!("groups: {e}"));
         f(gs.adapter.tree_mut()).map_err(config)?;
+        if gs.native {
+            return Ok(None);
+        }
         let changes = gs.adapter.changes(skip.map(Self::id)).map_err(config)?;
         let mut own = None;
         for (c, w) in changes {

@@ -8,6 +8,7 @@ pub mod eevdf;
 pub mod gdq;
 pub mod gr3;
 pub mod gr3mp;
+pub mod hwf2q;
 pub mod linux;
 pub mod lottery;
 pub mod one_queue;
