@@ -60,6 +60,7 @@ use std::io::Write;
 use crate::baseline::{self, Cgroups};
 use crate::control::ControlServer;
 use crate::error::ProcError;
+use crate::groups::HostGroups;
 use crate::guardian::Guardian;
 use crate::metrics::{self, Record, TraceFile, TraceMeta};
 use crate::sys::{self, CpuMask};
@@ -154,6 +155,7 @@ pub fn run(opts: RunOptions) -> Result<RunReport, ProcError> {
         cpu_mask,
         quantum: opts.quantum,
         sched,
+        groups: None,
         jobs: Vec::new(),
         running: vec![None; p],
         guardian: Some(guardian),
@@ -169,6 +171,14 @@ pub fn run(opts: RunOptions) -> Result<RunReport, ProcError> {
     };
     if opts.mode == Mode::BaselineShares {
         ctl.cgroups = Some(Cgroups::create(&cpu_mask)?);
+    }
+    if !opts.groups.is_empty() {
+        let g = HostGroups::new(&opts.groups)?;
+        for k in 1..g.tree().len() {
+            let id = propshare::groups::GroupId(k as u32);
+            ctl.rec.add_group(&g.names()[k], g.tree().weight(id).get(), g.tree().parent(id).0);
+        }
+        ctl.groups = Some(g);
     }
     let mut rounds = 0u64;
     let head = ReportHead { mode: opts.mode, scheduler: sched_name.clone(), cpus: cpus.clone(), quantum: opts.quantum };
@@ -317,11 +327,11 @@ impl ReportHead {
         wall_ns: u64,
         output_errors: Vec<String>,
     ) -> RunReport {
-        let m = metrics::measure(&ctl.rec, self.cpus.len(), ctl.now());
+        let m = metrics::measure_all(&ctl.rec, self.cpus.len(), self.quantum, ctl.now());
         let clients = ctl
             .jobs
             .iter()
-            .zip(m)
+            .zip(m.clients)
             .map(|(j, metrics)| ClientReport {
                 name: j.name.clone(),
                 pid: j.pid,
@@ -344,6 +354,7 @@ impl ReportHead {
             rounds,
             ended,
             clients,
+            groups: m.groups,
             notes: ctl.notes.clone(),
             output_errors,
         }

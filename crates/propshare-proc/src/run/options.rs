@@ -11,6 +11,7 @@ use serde::Serialize;
 
 use super::spawn::{check_attachable, resolve_program};
 use crate::error::ProcError;
+use crate::groups::{self, GroupDef};
 use crate::spec::{self, JobSpec, Target};
 use crate::sys::{self, CpuMask, Pid};
 use crate::{baseline, guardian};
@@ -79,6 +80,8 @@ pub enum Charge {
 pub struct RunOptions {
     /// The jobs to start or attach to.
     pub jobs: Vec<JobSpec>,
+    /// The groups the jobs name (see [`crate::groups`]); none: no groups.
+    pub groups: Vec<GroupDef>,
     /// CPU numbers to schedule on (`None`: every CPU we may use).
     pub cpus: Option<Vec<usize>>,
     /// Quantum, ns.
@@ -127,6 +130,7 @@ impl Default for RunOptions {
     fn default() -> RunOptions {
         RunOptions {
             jobs: Vec::new(),
+            groups: Vec::new(),
             cpus: None,
             quantum: 10 * propshare::MS,
             scheduler: "wfq+readjust".into(),
@@ -221,6 +225,26 @@ pub fn validate(opts: &RunOptions) -> Result<(Vec<usize>, Vec<JobSpec>), ProcErr
         return Err(ProcError::usage(
             "--baseline shares needs cgroup v1 cpu and cpuset controllers under /sys/fs/cgroup",
         ));
+    }
+    if let Err(f) = groups::build_tree(&opts.groups) {
+        return Err(ProcError::usage(format!("group {:?}: {}: {}", opts.groups[f.index].name, f.field, f.message)));
+    }
+    let grouped = !opts.groups.is_empty();
+    if grouped && matches!(opts.mode, Mode::BaselineNice | Mode::BaselineShares) {
+        return Err(ProcError::usage(format!(
+            "--baseline {} takes no groups (groups run under our scheduler or --baseline cgroup2)",
+            if opts.mode == Mode::BaselineNice { "nice" } else { "shares" }
+        )));
+    }
+    for j in &opts.jobs {
+        if let Some(g) = &j.group {
+            if !opts.groups.iter().any(|d| &d.name == g) {
+                return Err(ProcError::usage(format!(
+                    "job {}: no group named {g:?} (declare it with --group NAME:WEIGHT[:PARENT] or [[group]])",
+                    j.name.clone().unwrap_or_else(|| j.default_name())
+                )));
+            }
+        }
     }
     let mut jobs = opts.jobs.clone();
     if jobs.is_empty() && opts.control.is_none() {
