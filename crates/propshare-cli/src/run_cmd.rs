@@ -13,6 +13,8 @@ pub enum Baseline {
     Nice,
     /// cgroup v1 cpu.shares proportional to the weights, in a cpuset of --cpus.
     Shares,
+    /// cgroup v2 cpu.weight: the groups and jobs as cgroups (under --cgroup2-dir), affinity to --cpus.
+    Cgroup2,
 }
 
 /// CPU-time accounting.
@@ -71,6 +73,17 @@ pub struct RunArgs {
     /// (another --group; default: the root).
     #[arg(long = "group", value_name = "NAME:WEIGHT[:PARENT]")]
     groups: Vec<String>,
+    /// Enforce this cgroup v2 subtree with our scheduler: its cgroups' cpu.weight
+    /// are the groups, their processes the jobs (read again every --cgroup2-every).
+    #[arg(long, value_name = "PATH")]
+    cgroup2: Option<PathBuf>,
+    /// How often --cgroup2's subtree is read again (joins, leaves, moves, weight changes).
+    #[arg(long, value_name = "DURATION", default_value = "1s")]
+    cgroup2_every: String,
+    /// --baseline cgroup2: the delegated cgroup v2 directory to create the run's
+    /// cgroups in (default: the cgroup v2 mount point); they are removed afterwards.
+    #[arg(long, value_name = "DIR")]
+    cgroup2_dir: Option<PathBuf>,
     /// Listen for `add`, `weight NAME W`, `list`, `quit` on this Unix socket.
     #[arg(long, value_name = "SOCKET")]
     control: Option<PathBuf>,
@@ -124,6 +137,9 @@ fn options(a: RunArgs) -> Result<(RunOptions, bool), ProcError> {
     let opts = RunOptions {
         jobs,
         groups,
+        cgroup2: a.cgroup2,
+        cgroup2_every: propshare_proc::parse_duration("--cgroup2-every", &a.cgroup2_every)?,
+        cgroup2_dir: a.cgroup2_dir,
         cpus: a.cpus.as_deref().map(propshare_proc::parse_cpus).transpose()?,
         quantum: propshare_proc::parse_duration("--quantum", &a.quantum)?,
         scheduler: a.scheduler,
@@ -133,6 +149,7 @@ fn options(a: RunArgs) -> Result<(RunOptions, bool), ProcError> {
             None => Mode::Propshare,
             Some(Baseline::Nice) => Mode::BaselineNice,
             Some(Baseline::Shares) => Mode::BaselineShares,
+            Some(Baseline::Cgroup2) => Mode::BaselineCgroup2,
         },
         accounting: match a.accounting {
             Acct::Auto => Accounting::Auto,

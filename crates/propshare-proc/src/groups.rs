@@ -39,6 +39,7 @@ impl GroupDef {
         let name = f.next().unwrap_or_default().to_string();
         let weight = f.next().ok_or_else(|| bad("no weight"))?;
         let weight = weight.parse::<u64>().map_err(|_| bad(&format!("weight {weight:?} is not a positive integer")))?;
+        Weight::new(weight).map_err(|e| bad(&e.to_string()))?;
         let parent = f.next().map(str::to_string);
         if f.next().is_some() {
             return Err(bad("too many fields"));
@@ -301,11 +302,96 @@ mod tests {
         assert_eq!((d.index, d.field), (propshare::groups::MAX_DEPTH as usize, "parent"));
     }
 
+    /// A scheduler that only remembers the weight it was last given, and the calls.
+    #[derive(Default)]
+    struct Weights {
+        now: std::collections::BTreeMap<u32, u64>,
+        calls: Vec<String>,
+    }
+
+    impl Scheduler for Weights {
+        fn name(&self) -> &str {
+            "weights"
+        }
+        fn join(&mut self, _: Time, c: ClientId, w: Weight) -> Result<propshare::Kick, propshare::SchedError> {
+            self.now.insert(c.0, w.get());
+            self.calls.push(format!("join {} {}", c.0, w.get()));
+            Ok(None)
+        }
+        fn leave(&mut self, _: Time, c: ClientId) -> Result<(), propshare::SchedError> {
+            self.now.remove(&c.0);
+            Ok(())
+        }
+        fn block(&mut self, _: Time, _: ClientId) -> Result<(), propshare::SchedError> {
+            Ok(())
+        }
+        fn wake(&mut self, _: Time, c: ClientId) -> Result<propshare::Kick, propshare::SchedError> {
+            self.calls.push(format!("wake {}", c.0));
+            Ok(None)
+        }
+        fn set_weight(&mut self, _: Time, c: ClientId, w: Weight) -> Result<(), propshare::SchedError> {
+            self.now.insert(c.0, w.get());
+            self.calls.push(format!("weight {} {}", c.0, w.get()));
+            Ok(())
+        }
+        fn pick(&mut self, _: Time, _: propshare::CpuId) -> Result<propshare::Decision, propshare::SchedError> {
+            Ok(propshare::Decision::Idle)
+        }
+        fn stopped(
+            &mut self,
+            _: Time,
+            _: propshare::CpuId,
+            _: ClientId,
+            _: Time,
+            _: propshare::StopReason,
+        ) -> Result<(), propshare::SchedError> {
+            Ok(())
+        }
+    }
+
+    /// The scheduler always holds weights proportional to the hierarchical
+    /// shares of the runnable clients: the tree, A (1) with a0 and
+    /// B (3) with b0..b7, then a0 blocks and wakes and B is reweighed.
+    #[test]
+    fn the_scheduler_sees_the_effective_weights() {
+        let mut g = HostGroups::new(&[def("A", 1, None), def("B", 3, None)]).unwrap();
+        let mut s = Weights::default();
+        let (a, b) = (g.id(Some("A")).unwrap(), g.id(Some("B")).unwrap());
+        for k in 0..9u32 {
+            let c = ClientId(k);
+            let w = g.join(&mut s, 0, c, if k == 0 { a } else { b }, Weight::ONE).unwrap();
+            s.join(0, c, w).unwrap();
+        }
+        // a0: 1/4, each b: 3/32 → 8 : 3.
+        let ratio = |s: &Weights, x: u32, y: u32| s.now[&x] as f64 / s.now[&y] as f64;
+        assert!((ratio(&s, 0, 1) - 8.0 / 3.0).abs() < 1e-12, "{:?}", s.now);
+        assert!((1..9).all(|k| s.now[&k] == s.now[&1]));
+        // a0 blocks: the b's share B's 3/4 alone, unchanged among themselves.
+        g.block(&mut s, 1, ClientId(0)).unwrap();
+        s.calls.clear();
+        // a0 wakes: its weight is given before its wake.
+        g.wake(&mut s, 2, ClientId(0)).unwrap();
+        s.wake(2, ClientId(0)).unwrap();
+        if let Some(k) = s.calls.iter().position(|c| c.starts_with("weight 0 ")) {
+            assert!(k < s.calls.iter().position(|c| c == "wake 0").unwrap(), "{:?}", s.calls);
+        }
+        assert!((ratio(&s, 0, 1) - 8.0 / 3.0).abs() < 1e-12, "{:?}", s.now);
+        // B weighs 1 like A: a0 1/2, each b 1/16 → 8 : 1.
+        g.set_group_weight(&mut s, 3, b, Weight::ONE).unwrap();
+        assert!((ratio(&s, 0, 1) - 8.0).abs() < 1e-12, "{:?}", s.now);
+        // b0 moves to A: a0 and b0 1/4 each, the seven left 1/14 → 7 : 2.
+        g.move_client(&mut s, 4, ClientId(1), a).unwrap();
+        assert_eq!(s.now[&0], s.now[&1]);
+        assert!((ratio(&s, 0, 2) - 3.5).abs() < 1e-12, "{:?}", s.now);
+        g.leave(&mut s, 5, ClientId(1)).unwrap();
+        g.tree().check_invariants().unwrap();
+    }
+
     #[test]
     fn group_flags() {
         assert_eq!(GroupDef::parse("web:3").unwrap(), def("web", 3, None));
         assert_eq!(GroupDef::parse("w1:2:web").unwrap(), def("w1", 2, Some("web")));
-        for bad in ["web", "web:x", "web:-1", "a:1:b:c"] {
+        for bad in ["web", "web:x", "web:-1", "web:0", "a:1:b:c"] {
             assert!(GroupDef::parse(bad).unwrap_err().is_usage(), "{bad}");
         }
     }

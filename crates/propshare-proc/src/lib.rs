@@ -26,6 +26,7 @@
 //! * [`control`]: the control socket (add jobs, change weights while running).
 //! * [`metrics`]: the fluid reference with readjustment, lag, the JSON Lines trace.
 //! * [`baseline`]: Linux's own weighting (nice, cgroup v1 `cpu.shares`) for comparison.
+//! * [`cgroup2`]: read a cgroup v2 subtree to enforce it; build one for `--baseline cgroup2`.
 //!
 //! # Trace schema (JSON Lines, integer ns)
 //!
@@ -44,6 +45,7 @@
 #![warn(missing_docs)]
 
 pub mod baseline;
+pub mod cgroup2;
 pub mod control;
 pub mod error;
 pub mod groups;
@@ -56,7 +58,8 @@ pub mod sys;
 pub use error::ProcError;
 pub use groups::GroupDef;
 pub use run::{
-    run, Accounting, Charge, ClientReport, Mode, RunOptions, RunReport, DEFAULT_JSON_EVERY, MIN_JSON_EVERY, MIN_QUANTUM,
+    run, Accounting, Charge, ClientReport, Mode, RunOptions, RunReport, DEFAULT_CGROUP2_EVERY, DEFAULT_JSON_EVERY,
+    MIN_CGROUP2_EVERY, MIN_JSON_EVERY, MIN_QUANTUM,
 };
 pub use spec::{parse_job_set, parse_jobs, parse_jobs_toml, read_job_set, read_jobs_file, JobSet, JobSpec, Target};
 

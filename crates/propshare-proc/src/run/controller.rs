@@ -24,6 +24,10 @@ pub(super) struct Controller {
     pub(super) sched: Option<Box<dyn Scheduler>>,
     /// The groups' adapter (runs with groups): the scheduler sees effective weights.
     pub(super) groups: Option<HostGroups>,
+    /// `--cgroup2`: the subtree enforced.
+    pub(super) watch: Option<super::cgroup2::Watch>,
+    /// `--baseline cgroup2`: the cgroups made.
+    pub(super) cg2: Option<super::cgroup2::Baseline2>,
     pub(super) jobs: Vec<Job>,
     pub(super) running: Vec<Option<usize>>,
     pub(super) guardian: Option<Guardian>,

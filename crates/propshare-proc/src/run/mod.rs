@@ -41,6 +41,7 @@
 
 mod baselines;
 mod blocking;
+mod cgroup2;
 mod clock;
 mod controller;
 mod descendants;
@@ -67,7 +68,10 @@ use crate::sys::{self, CpuMask};
 use controller::Controller;
 use job::St;
 
-pub use options::{validate, Accounting, Charge, Mode, RunOptions, DEFAULT_JSON_EVERY, MIN_JSON_EVERY, MIN_QUANTUM};
+pub use options::{
+    validate, Accounting, Charge, Mode, RunOptions, DEFAULT_CGROUP2_EVERY, DEFAULT_JSON_EVERY, MIN_CGROUP2_EVERY,
+    MIN_JSON_EVERY, MIN_QUANTUM,
+};
 pub use report::{ClientReport, RunReport};
 pub use spawn::resolve_program;
 
@@ -156,6 +160,8 @@ pub fn run(opts: RunOptions) -> Result<RunReport, ProcError> {
         quantum: opts.quantum,
         sched,
         groups: None,
+        watch: None,
+        cg2: None,
         jobs: Vec::new(),
         running: vec![None; p],
         guardian: Some(guardian),
@@ -180,6 +186,10 @@ pub fn run(opts: RunOptions) -> Result<RunReport, ProcError> {
         }
         ctl.groups = Some(g);
     }
+    if opts.mode == Mode::BaselineCgroup2 {
+        let ws: Vec<u64> = jobs.iter().map(|j| j.weight).collect();
+        ctl.start_cgroup2_baseline(opts.cgroup2_dir.as_deref(), &ws)?;
+    }
     let mut rounds = 0u64;
     let head = ReportHead { mode: opts.mode, scheduler: sched_name.clone(), cpus: cpus.clone(), quantum: opts.quantum };
     let mut json_ok = opts.json.is_some();
@@ -191,6 +201,9 @@ pub fn run(opts: RunOptions) -> Result<RunReport, ProcError> {
         };
         for (k, j) in jobs.iter().enumerate() {
             ctl.add_job(j, nices.get(k).copied())?;
+        }
+        if let Some(root) = &opts.cgroup2 {
+            ctl.start_watch(root, opts.cgroup2_every)?;
         }
         if opts.fifo {
             set_fifo()?;
@@ -228,7 +241,8 @@ pub fn run(opts: RunOptions) -> Result<RunReport, ProcError> {
                     break "quit on the control socket".into();
                 }
             }
-            if ctl.jobs.iter().all(|j| j.st == St::Gone) && control.is_none() {
+            let watched = ctl.sync_watch()?;
+            if ctl.jobs.iter().all(|j| j.st == St::Gone) && control.is_none() && watched.is_none() {
                 break "every job exited".into();
             }
             let next = match opts.mode {
@@ -238,6 +252,9 @@ pub fn run(opts: RunOptions) -> Result<RunReport, ProcError> {
             let mut next = next;
             if let Some(d) = opts.duration {
                 next = next.min(d);
+            }
+            if let Some(w) = watched {
+                next = next.min(w);
             }
             let mut fds: Vec<libc::pollfd> = Vec::new();
             if let Some(rx) = &sig_rx {

@@ -274,7 +274,7 @@ impl Controller {
                     _ => {}
                 }
             }
-            Mode::BaselineNice | Mode::BaselineShares => self.start_baseline_job(idx)?,
+            Mode::BaselineNice | Mode::BaselineShares | Mode::BaselineCgroup2 => self.start_baseline_job(idx)?,
         }
         Ok(idx)
     }
