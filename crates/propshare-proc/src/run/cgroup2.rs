@@ -214,7 +214,7 @@ impl Controller {
             }
         }
         // Gone from the subtree but alive: released, and it leaves.
-        for (_, &i) in live.iter() {
+        for &i in live.values() {
             if !seen.contains(&i) && !self.exited(i) {
                 self.jobs[i].end = Some("left the cgroup subtree".into());
                 self.job_left(i, now)?;

@@ -36,7 +36,8 @@
 //! Along the data path: `options` (what to run, checked before anything
 //! starts), `spawn` (start or attach a job), `clock` (its CPU time),
 //! `controller` (the rounds), `blocking` (when a job counts as blocked or
-//! awake), `baselines` (Linux's own weighting instead), `release` (nothing
+//! awake), `baselines` (Linux's own weighting instead), `cgroup2` (a
+//! cgroup v2 subtree enforced, or built for `--baseline cgroup2`), `release` (nothing
 //! left stopped) and `report` (the outcome).
 
 mod baselines;
