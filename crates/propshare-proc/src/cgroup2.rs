@@ -14,7 +14,7 @@
 //! name order, parents first; a group deeper than
 //! [`propshare::groups::MAX_DEPTH`] below PATH is an error.
 //!
-//! Gap CGROUP2-1: a process's own weight inside its cgroup is 1 (Linux
+//! Gap: a process's own weight inside its cgroup is 1 (Linux
 //! weighs the threads of a cgroup by their nice values; the processes given
 //! to us are scheduled whole, so equal shares inside a cgroup is the
 //! reading that keeps the cgroup's weight exact).
@@ -31,7 +31,7 @@
 //! kernel's 1..=10000 ([`cpu_weights`]). At the end, processes still inside
 //! (attached ones) go back to the cgroups they came from, and every
 //! directory made is removed, deepest first: on every way out of a run that
-//! releases the jobs (end, signal, error). Gap CGROUP2-2: a SIGKILL of the
+//! releases the jobs (end, signal, error). Gap: a SIGKILL of the
 //! scheduler leaves the (empty once the jobs end) directories behind.
 
 use std::fs;
