@@ -37,6 +37,10 @@ grouprun_vm() {
     echo 'run ours --jobs /tmp/tree.toml'
     echo 'run cgroup2 --jobs /tmp/tree.toml --baseline cgroup2 --cgroup2-dir /sys/fs/cgroup'
     echo 'echo "GROUPRUN left=$(ls /sys/fs/cgroup | grep -c propshare)"'
+    # SIGTERM in the middle of a baseline run: its cgroups must go too.
+    echo '/bin/propshare run --cpus 0,1 --duration 600s --jobs /tmp/tree.toml --baseline cgroup2 --cgroup2-dir /sys/fs/cgroup 2>/dev/null & R=$!'
+    echo 'sleep 3; during=$(ls /sys/fs/cgroup | grep -c propshare); kill -TERM $R; wait $R; rc=$?'
+    echo 'echo "GROUPRUN sigterm rc=$rc during=$during left=$(ls /sys/fs/cgroup | grep -c propshare)"'
     echo 'T=/sys/fs/cgroup/t; mkdir $T; echo +cpu > /sys/fs/cgroup/cgroup.subtree_control; echo +cpu > $T/cgroup.subtree_control'
     echo 'mkdir $T/A $T/B; echo 100 > $T/A/cpu.weight; echo 300 > $T/B/cpu.weight'
     echo 'P=""; sh -c "$SPIN" & echo $! > $T/A/cgroup.procs; P="$P $!"'
@@ -96,7 +100,11 @@ for mode in ("ours", "cgroup2", "watch"):
         if mode != "cgroup2" and abs(en) > tol:
             bad.append(f"{mode} group {g['group']}: {en:+.2f} pp")
 left = re.search(r"GROUPRUN left=(\d+)", text)
+term = re.search(r"GROUPRUN sigterm rc=(\d+) during=(\d+) left=(\d+)", text)
+if not term or term.group(2) == "0" or term.group(3) != "0":
+    bad.append("SIGTERM during --baseline cgroup2: " + (term.group(0) if term else "no result"))
 lines += ["", f"cgroups left behind by --baseline cgroup2: {left.group(1) if left else '?'}",
+          "SIGTERM 3 s into a --baseline cgroup2 run: " + (f"exit status {term.group(1)}, its cgroup present during the run: {term.group(2)}, left after: {term.group(3)}" if term else "no result"),
           f"Check (ours and watch within {tol} pp of the jobs' CPU time per group): " + ("ok" if not bad else "FAILED: " + "; ".join(bad))]
 open(out, "w").write("\n".join(lines) + "\n")
 print("\n".join(lines))
