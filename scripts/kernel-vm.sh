@@ -5,6 +5,7 @@
 #   scripts/kernel-vm.sh                 # full matrix, 10 s phases, 2 and 4 vCPUs
 #   scripts/kernel-vm.sh --ci            # short phases, generous bounds (CI)
 #   scripts/kernel-vm.sh --secs 5 --smp 2 --schedulers gr3mp,dwrr --workloads w123,inf
+#   scripts/kernel-vm.sh --grouprun      # only issue 21's groups target (see kernel-vm/grouprun.sh)
 #
 # It installs its tools with apt-get, fetches the newest trixie-backports
 # kernel that has CONFIG_SCHED_CLASS_EXT=y with a PRIVATE apt state (the
@@ -18,7 +19,7 @@
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 W=$ROOT/target/kernel-vm
-CI=0; SECS=10; SMPS="2 4"; SCHEDS="gr3mp,dwrr,wfq+readjust,sfs"; WORKLOADS=""; SAFETY=1; PRUN=1; CHECK=full
+GROUPRUN=0; CI=0; SECS=10; SMPS="2 4"; SCHEDS="gr3mp,dwrr,wfq+readjust,sfs"; WORKLOADS=""; SAFETY=1; PRUN=1; CHECK=full
 while [ $# -gt 0 ]; do
   case "$1" in
     --ci) CI=1; SECS=6; SCHEDS="gr3mp"; WORKLOADS="w123,inf,mixed,eq5"; PRUN=0; CHECK=ci; shift ;;
@@ -29,6 +30,7 @@ while [ $# -gt 0 ]; do
     --no-safety) SAFETY=0; shift ;;
     --no-prun) PRUN=0; shift ;;
     --check) CHECK=$2; shift 2 ;;
+    --grouprun) GROUPRUN=1; shift ;;
     -h|--help) sed -n '2,20p' "$0"; exit 0 ;;
     *) echo "kernel-vm.sh: unknown argument $1 (try --help)" >&2; exit 2 ;;
   esac
@@ -86,6 +88,7 @@ if [ ! -f "$K/vmlinuz" ]; then
 fi
 grep -q '^CONFIG_SCHED_CLASS_EXT=y' "$K/config" || skip "kernel $KV lacks CONFIG_SCHED_CLASS_EXT=y"
 log "kernel $KV (CONFIG_SCHED_CLASS_EXT=y)"
+if [ "$GROUPRUN" = 1 ]; then . "$ROOT/scripts/kernel-vm/grouprun.sh"; grouprun_vm; exit $?; fi
 
 # ---------------------------------------------------------------- 3. build
 if ! command -v cargo >/dev/null && [ -f "$HOME/.cargo/env" ]; then . "$HOME/.cargo/env"; fi

@@ -13,6 +13,8 @@ pub enum Baseline {
     Nice,
     /// cgroup v1 cpu.shares proportional to the weights, in a cpuset of --cpus.
     Shares,
+    /// cgroup v2 cpu.weight: the groups and jobs as cgroups (under --cgroup2-dir), affinity to --cpus.
+    Cgroup2,
 }
 
 /// CPU-time accounting.
@@ -38,7 +40,8 @@ pub enum ChargeArg {
 /// Options of `propshare run`.
 #[derive(Args, Debug)]
 #[command(
-    after_help = "JOBS: `-w WEIGHT [-n NAME] -- COMMAND ARGS...` or `-w WEIGHT [-n NAME] -p PID`, separated by `:::`.\n\
+    after_help = "JOBS: `-w WEIGHT [-n NAME] [-g GROUP] -- COMMAND ARGS...` or `-w WEIGHT [-n NAME] [-g GROUP] -p PID`, separated by `:::`.\n\
+Groups: propshare run --cpus 0,1 --group a:1 --group b:3 --report -g a -- ./x ::: -g b -- ./y ::: -g b -- ./z\n\
 Example: propshare run --cpus 0,1 --quantum 10ms --report -w 3 -- ./a ::: -w 1 -- ./b\n\
 Exit status: 0 done, 1 failure, 2 bad input. Every managed process is resumed and its affinity restored on exit,\n\
 on SIGINT/SIGTERM, on errors, and (through a guardian process) if the scheduler is SIGKILLed."
@@ -62,9 +65,25 @@ pub struct RunArgs {
     /// Run under Linux's own weighting instead of our scheduler.
     #[arg(long, value_enum)]
     baseline: Option<Baseline>,
-    /// TOML jobs file (`[[job]]` with `weight`, `name`, and `cmd = [...]` or `pid`).
+    /// TOML jobs file (`[[job]]` with `weight`, `name`, `group`, and `cmd = [...]` or `pid`;
+    /// `[[group]]` with `name`, `weight`, `parent`).
     #[arg(long, value_name = "FILE")]
     jobs: Option<PathBuf>,
+    /// A group for the jobs' `-g GROUP` (repeat for more): weight, and parent
+    /// (another --group; default: the root).
+    #[arg(long = "group", value_name = "NAME:WEIGHT[:PARENT]")]
+    groups: Vec<String>,
+    /// Enforce this cgroup v2 subtree with our scheduler: its cgroups' cpu.weight
+    /// are the groups, their processes the jobs (read again every --cgroup2-every).
+    #[arg(long, value_name = "PATH")]
+    cgroup2: Option<PathBuf>,
+    /// How often --cgroup2's subtree is read again (joins, leaves, moves, weight changes).
+    #[arg(long, value_name = "DURATION", default_value = "1s")]
+    cgroup2_every: String,
+    /// --baseline cgroup2: the delegated cgroup v2 directory to create the run's
+    /// cgroups in (default: the cgroup v2 mount point); they are removed afterwards.
+    #[arg(long, value_name = "DIR")]
+    cgroup2_dir: Option<PathBuf>,
     /// Listen for `add`, `weight NAME W`, `list`, `quit` on this Unix socket.
     #[arg(long, value_name = "SOCKET")]
     control: Option<PathBuf>,
@@ -106,13 +125,21 @@ fn options(a: RunArgs) -> Result<(RunOptions, bool), ProcError> {
     if let Some(p) = &a.json {
         propshare_proc::check_output_path("--json", p)?;
     }
-    let mut jobs = match &a.jobs {
-        Some(f) => propshare_proc::read_jobs_file(f)?,
-        None => Vec::new(),
+    let set = match &a.jobs {
+        Some(f) => propshare_proc::read_job_set(f)?,
+        None => propshare_proc::JobSet::default(),
     };
+    let (mut groups, mut jobs) = (set.groups, set.jobs);
+    for g in &a.groups {
+        groups.push(propshare_proc::GroupDef::parse(g)?);
+    }
     jobs.extend(propshare_proc::parse_jobs(&a.job)?);
     let opts = RunOptions {
         jobs,
+        groups,
+        cgroup2: a.cgroup2,
+        cgroup2_every: propshare_proc::parse_duration("--cgroup2-every", &a.cgroup2_every)?,
+        cgroup2_dir: a.cgroup2_dir,
         cpus: a.cpus.as_deref().map(propshare_proc::parse_cpus).transpose()?,
         quantum: propshare_proc::parse_duration("--quantum", &a.quantum)?,
         scheduler: a.scheduler,
@@ -122,6 +149,7 @@ fn options(a: RunArgs) -> Result<(RunOptions, bool), ProcError> {
             None => Mode::Propshare,
             Some(Baseline::Nice) => Mode::BaselineNice,
             Some(Baseline::Shares) => Mode::BaselineShares,
+            Some(Baseline::Cgroup2) => Mode::BaselineCgroup2,
         },
         accounting: match a.accounting {
             Acct::Auto => Accounting::Auto,

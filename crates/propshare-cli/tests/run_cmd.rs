@@ -166,6 +166,65 @@ fn bad_input_exits_2() {
     }
 }
 
+/// Bad groups: each refused before anything runs, exit status 2, a message
+/// naming where (file, line, field; or the flag), the attached process
+/// neither stopped nor pinned.
+#[test]
+fn bad_groups_exit_2() {
+    if !is_root() {
+        eprintln!("SKIPPED: not root");
+        return;
+    }
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let v = Victim::new();
+    let orig = affinities(v.pid());
+    let p = v.pid().to_string();
+    let dir = std::env::temp_dir().join(format!("propshare-badgroups-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("jobs.toml");
+    std::fs::write(
+        &file,
+        format!("[[group]]\nname = \"a\"\nweight = 1\n\n[[group]]\nname = \"b\"\nweight = 2\nparent = \"nope\"\n\n[[job]]\npid = {p}\ngroup = \"a\"\n"),
+    )
+    .unwrap();
+    let f = file.to_str().unwrap();
+    let missing = dir.join("no-such-cgroup");
+    let cases: Vec<(Vec<&str>, &str)> = vec![
+        (vec!["run", "--jobs", f], "jobs.toml, line 8: group[1].parent: no group named \"nope\""),
+        (vec!["run", "--group", "a:0", "-g", "a", "-w", "1", "-p", &p], "--group"),
+        (vec!["run", "--group", "a:1:a", "-g", "a", "-p", &p], "cycle"),
+        (vec!["run", "-g", "a", "-w", "1", "-p", &p], "no group named \"a\""),
+        (vec!["run", "--baseline", "nice", "--group", "a:1", "-g", "a", "-p", &p], "takes no groups"),
+        (vec!["run", "--cgroup2", missing.to_str().unwrap()], "not a directory"),
+        (vec!["run", "--cgroup2", dir.to_str().unwrap(), "-w", "1", "-p", &p], "give no other jobs"),
+    ];
+    for (c, want) in cases {
+        let out = bin().args(&c).output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{c:?}: {err}");
+        assert!(err.contains(want), "{c:?}: wanted {want:?} in: {err}");
+        assert_released(std::slice::from_ref(&v), &orig, &format!("{c:?}"));
+    }
+    // Where cgroup v2 has no cpu controller (this host binds it to v1), the
+    // baseline says what is missing.
+    let v2 = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default().contains(" - cgroup2 ");
+    let root = dir.join("v2");
+    std::fs::create_dir_all(&root).unwrap();
+    std::fs::write(root.join("cgroup.controllers"), "hugetlb\n").unwrap();
+    let out = bin()
+        .args(["run", "--baseline", "cgroup2", "--cgroup2-dir", root.to_str().unwrap(), "-w", "1", "-p", &p])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("cpu controller is not available on cgroup v2") && err.contains("hugetlb"),
+        "{err} (v2 mounted: {v2})"
+    );
+    assert_released(std::slice::from_ref(&v), &orig, "--baseline cgroup2");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
 #[test]
 fn report_prints_the_table() {
     if !is_root() {

@@ -12,6 +12,10 @@ pub enum ProcError {
     /// The scheduler refused an event (a bug in the host or the scheduler).
     #[error("scheduler error: {0}")]
     Sched(#[from] propshare::SchedError),
+    /// The groups' adapter refused an event (the exact effective weights
+    /// outgrew 2^32 - 1, or a bug in the host).
+    #[error("groups: {0}")]
+    Groups(#[from] propshare::groups::GroupError),
     /// A system call failed.
     #[error("{what}: {source}")]
     Io {

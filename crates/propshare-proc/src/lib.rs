@@ -22,9 +22,11 @@
 //! * [`run`]: the controller loop, its guarantees and its rules ([`run()`]).
 //! * [`guardian`]: the forked watchdog that resumes everything if we are SIGKILLed.
 //! * [`spec`]: the `-w 3 -- ./a ::: -w 1 -p PID` syntax and the TOML jobs file.
+//! * [`groups`]: hierarchical weights through the core's shared adapter.
 //! * [`control`]: the control socket (add jobs, change weights while running).
 //! * [`metrics`]: the fluid reference with readjustment, lag, the JSON Lines trace.
 //! * [`baseline`]: Linux's own weighting (nice, cgroup v1 `cpu.shares`) for comparison.
+//! * [`cgroup2`]: read a cgroup v2 subtree to enforce it; build one for `--baseline cgroup2`.
 //!
 //! # Trace schema (JSON Lines, integer ns)
 //!
@@ -43,8 +45,10 @@
 #![warn(missing_docs)]
 
 pub mod baseline;
+pub mod cgroup2;
 pub mod control;
 pub mod error;
+pub mod groups;
 pub mod guardian;
 pub mod metrics;
 pub mod run;
@@ -52,10 +56,12 @@ pub mod spec;
 pub mod sys;
 
 pub use error::ProcError;
+pub use groups::GroupDef;
 pub use run::{
-    run, Accounting, Charge, ClientReport, Mode, RunOptions, RunReport, DEFAULT_JSON_EVERY, MIN_JSON_EVERY, MIN_QUANTUM,
+    run, Accounting, Charge, ClientReport, Mode, RunOptions, RunReport, DEFAULT_CGROUP2_EVERY, DEFAULT_JSON_EVERY,
+    MIN_CGROUP2_EVERY, MIN_JSON_EVERY, MIN_QUANTUM,
 };
-pub use spec::{parse_jobs, parse_jobs_toml, read_jobs_file, JobSpec, Target};
+pub use spec::{parse_job_set, parse_jobs, parse_jobs_toml, read_job_set, read_jobs_file, JobSet, JobSpec, Target};
 
 /// Parse the duration given to the command-line flag `flag` (`10ms`, `2.5s`,
 /// `500us`; a unit is required) with the core's parser, the same one the

@@ -14,6 +14,8 @@
 //! * `-n NAME`, `--name NAME`: the job's id in reports and traces (default:
 //!   the command's file name, or `pid<N>`; duplicates get `.2`, `.3`...).
 //! * `-p PID`, `--pid PID`: attach to a running process instead of starting one.
+//! * `-g GROUP`: the job's group (declared with `propshare run --group
+//!   NAME:WEIGHT[:PARENT]` or in the jobs file; default: the root).
 //!
 //! A command word cannot be `:::`.
 //!
@@ -28,12 +30,26 @@
 //! [[job]]
 //! weight = 1
 //! pid = 1234          # ... or a running process
+//!
+//! [[group]]           # groups (see crate::groups): a tree of weighted groups
+//! name = "tenant-a"
+//! weight = 3
+//! parent = "top"      # optional: a [[group]] name (default: the root)
+//!
+//! [[job]]
+//! group = "tenant-a"  # optional: the job's group (default: the root)
+//! cmd = ["./c"]
 //! ```
+//!
+//! Every error in a jobs file names the file, the line and the field
+//! (`jobs.toml, line 7: group[1].parent: no group named "x"`).
 
 use crate::error::ProcError;
+use crate::groups::GroupDef;
 use crate::sys::Pid;
 use serde::Deserialize;
 use std::path::Path;
+use toml::Spanned;
 
 /// A process to manage.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -53,17 +69,30 @@ pub struct JobSpec {
     pub weight: u64,
     /// The process.
     pub target: Target,
+    /// Its group, by name (`None`: the root).
+    pub group: Option<String>,
 }
 
 impl JobSpec {
     /// A job that starts `cmd` with weight `weight`.
     pub fn command(weight: u64, cmd: &[&str]) -> JobSpec {
-        JobSpec { name: None, weight, target: Target::Command(cmd.iter().map(|s| s.to_string()).collect()) }
+        JobSpec {
+            name: None,
+            weight,
+            target: Target::Command(cmd.iter().map(|s| s.to_string()).collect()),
+            group: None,
+        }
     }
 
     /// A job that attaches to `pid` with weight `weight`.
     pub fn pid(weight: u64, pid: Pid) -> JobSpec {
-        JobSpec { name: None, weight, target: Target::Pid(pid) }
+        JobSpec { name: None, weight, target: Target::Pid(pid), group: None }
+    }
+
+    /// Put it in group `group`.
+    pub fn in_group(mut self, group: &str) -> JobSpec {
+        self.group = Some(group.to_string());
+        self
     }
 
     /// Give it a name.
@@ -107,6 +136,7 @@ pub fn parse_job(words: &[String]) -> Result<JobSpec, ProcError> {
     let mut weight = 1u64;
     let mut name = None;
     let mut pid = None;
+    let mut group = None;
     let mut i = 0;
     let value = |i: usize, flag: &str| -> Result<&String, ProcError> {
         words.get(i + 1).ok_or_else(|| ProcError::usage(format!("{flag} needs a value")))
@@ -122,7 +152,7 @@ pub fn parse_job(words: &[String]) -> Result<JobSpec, ProcError> {
                 if pid.is_some() {
                     return Err(ProcError::usage("a job cannot have both -p PID and a command"));
                 }
-                return Ok(JobSpec { name, weight, target: Target::Command(cmd) });
+                return Ok(JobSpec { name, weight, target: Target::Command(cmd), group });
             }
             "-w" | "--weight" => {
                 weight = parse_weight(value(i, w)?)?;
@@ -134,6 +164,14 @@ pub fn parse_job(words: &[String]) -> Result<JobSpec, ProcError> {
                     return Err(ProcError::usage(format!("job name {n:?} must be non-empty without spaces")));
                 }
                 name = Some(n.clone());
+                i += 2;
+            }
+            "-g" => {
+                let g = value(i, w)?;
+                if g.is_empty() || g.chars().any(char::is_whitespace) {
+                    return Err(ProcError::usage(format!("group name {g:?} must be non-empty without spaces")));
+                }
+                group = Some(g.clone());
                 i += 2;
             }
             "-p" | "--pid" => {
@@ -152,14 +190,14 @@ pub fn parse_job(words: &[String]) -> Result<JobSpec, ProcError> {
                     i += 1;
                 } else {
                     return Err(ProcError::usage(format!(
-                        "unexpected {w:?} in a job: write `-w WEIGHT [-n NAME] -- COMMAND ARGS...` or `-w WEIGHT -p PID`, jobs separated by `:::`"
+                        "unexpected {w:?} in a job: write `-w WEIGHT [-n NAME] [-g GROUP] -- COMMAND ARGS...` or `-w WEIGHT -p PID`, jobs separated by `:::`"
                     )));
                 }
             }
         }
     }
     match pid {
-        Some(p) => Ok(JobSpec { name, weight, target: Target::Pid(p) }),
+        Some(p) => Ok(JobSpec { name, weight, target: Target::Pid(p), group }),
         None => Err(ProcError::usage("a job needs `-- COMMAND...` or `-p PID`")),
     }
 }
@@ -168,45 +206,125 @@ pub fn parse_job(words: &[String]) -> Result<JobSpec, ProcError> {
 #[serde(deny_unknown_fields)]
 struct JobsFile {
     #[serde(default)]
-    job: Vec<FileJob>,
+    job: Vec<Spanned<FileJob>>,
+    #[serde(default)]
+    group: Vec<Spanned<FileGroup>>,
 }
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct FileJob {
     name: Option<String>,
-    weight: Option<u64>,
+    weight: Option<Spanned<u64>>,
     cmd: Option<Vec<String>>,
     pid: Option<Pid>,
+    group: Option<Spanned<String>>,
 }
 
-/// Parse a TOML jobs file's text (see the module doc).
-pub fn parse_jobs_toml(text: &str) -> Result<Vec<JobSpec>, ProcError> {
-    let f: JobsFile = toml::from_str(text).map_err(|e| ProcError::usage(format!("jobs file: {e}")))?;
-    let mut out = Vec::new();
-    for (i, j) in f.job.into_iter().enumerate() {
-        let weight = j.weight.unwrap_or(1);
-        propshare::Weight::new(weight).map_err(|e| ProcError::usage(format!("jobs file, job {}: {e}", i + 1)))?;
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FileGroup {
+    name: Spanned<String>,
+    weight: Spanned<u64>,
+    parent: Option<Spanned<String>>,
+}
+
+/// The groups and jobs of a jobs file.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct JobSet {
+    /// `[[group]]` tables, in file order.
+    pub groups: Vec<GroupDef>,
+    /// `[[job]]` tables, in file order.
+    pub jobs: Vec<JobSpec>,
+}
+
+/// An error at byte `at` of the jobs file `file`'s `text`, in field `field`.
+fn located(file: &str, text: &str, at: usize, field: &str, why: impl std::fmt::Display) -> ProcError {
+    let line = 1 + text.as_bytes()[..at.min(text.len())].iter().filter(|&&b| b == b'\n').count();
+    ProcError::usage(format!("{file}, line {line}: {field}: {why}"))
+}
+
+/// Parse a TOML jobs file's text (see the module doc); `file` names it in errors.
+pub fn parse_job_set(file: &str, text: &str) -> Result<JobSet, ProcError> {
+    let f: JobsFile = toml::from_str(text).map_err(|e| ProcError::usage(format!("{file}: {e}")))?;
+    let groups: Vec<GroupDef> = f
+        .group
+        .iter()
+        .map(|g| {
+            let g = g.get_ref();
+            GroupDef {
+                name: g.name.get_ref().clone(),
+                weight: *g.weight.get_ref(),
+                parent: g.parent.as_ref().map(|p| p.get_ref().clone()),
+            }
+        })
+        .collect();
+    if let Err(fault) = crate::groups::build_tree(&groups) {
+        let g = f.group[fault.index].get_ref();
+        let at = match fault.field {
+            "name" => g.name.span().start,
+            "weight" => g.weight.span().start,
+            "parent" => g.parent.as_ref().map_or(f.group[fault.index].span().start, |p| p.span().start),
+            _ => f.group[fault.index].span().start,
+        };
+        return Err(located(file, text, at, &format!("group[{}].{}", fault.index, fault.field), fault.message));
+    }
+    let mut jobs = Vec::new();
+    for (i, sj) in f.job.into_iter().enumerate() {
+        let start = sj.span().start;
+        let j = sj.into_inner();
+        let weight = j.weight.as_ref().map_or(1, |w| *w.get_ref());
+        if let Err(e) = propshare::Weight::new(weight) {
+            let at = j.weight.as_ref().map_or(start, |w| w.span().start);
+            return Err(located(file, text, at, &format!("job[{i}].weight"), e));
+        }
         let target = match (j.cmd, j.pid) {
             (Some(c), None) if !c.is_empty() => Target::Command(c),
             (None, Some(p)) if p > 0 => Target::Pid(p),
             _ => {
-                return Err(ProcError::usage(format!(
-                    "jobs file, job {}: give exactly one of a non-empty `cmd` or a positive `pid`",
-                    i + 1
-                )))
+                return Err(located(
+                    file,
+                    text,
+                    start,
+                    &format!("job[{i}]"),
+                    "give exactly one of a non-empty `cmd` or a positive `pid`",
+                ))
             }
         };
-        out.push(JobSpec { name: j.name, weight, target });
+        if let Some(g) = &j.group {
+            if !groups.iter().any(|d| &d.name == g.get_ref()) {
+                let why = format!("no group named {:?} (declare it with [[group]])", g.get_ref());
+                return Err(located(file, text, g.span().start, &format!("job[{i}].group"), why));
+            }
+        }
+        jobs.push(JobSpec { name: j.name, weight, target, group: j.group.map(Spanned::into_inner) });
     }
-    Ok(out)
+    Ok(JobSet { groups, jobs })
 }
 
-/// Read and parse a TOML jobs file.
-pub fn read_jobs_file(path: &Path) -> Result<Vec<JobSpec>, ProcError> {
+/// Parse a TOML jobs file's text without groups (see [`parse_job_set`]
+/// for one with groups): a `[[group]]` or a job's `group` is an error.
+pub fn parse_jobs_toml(text: &str) -> Result<Vec<JobSpec>, ProcError> {
+    without_groups(parse_job_set("jobs file", text)?)
+}
+
+fn without_groups(set: JobSet) -> Result<Vec<JobSpec>, ProcError> {
+    if !set.groups.is_empty() || set.jobs.iter().any(|j| j.group.is_some()) {
+        return Err(ProcError::usage("this jobs file declares groups, which this host does not take"));
+    }
+    Ok(set.jobs)
+}
+
+/// Read and parse a TOML jobs file with its groups.
+pub fn read_job_set(path: &Path) -> Result<JobSet, ProcError> {
     let text = std::fs::read_to_string(path)
         .map_err(|e| ProcError::usage(format!("cannot read jobs file {}: {e}", path.display())))?;
-    parse_jobs_toml(&text)
+    parse_job_set(&path.display().to_string(), &text)
+}
+
+/// Read and parse a TOML jobs file without groups (see [`parse_jobs_toml`]).
+pub fn read_jobs_file(path: &Path) -> Result<Vec<JobSpec>, ProcError> {
+    without_groups(read_job_set(path)?)
 }
 
 /// Give every job a unique name: its own, or its default with `.2`, `.3`... on clashes.
@@ -281,9 +399,15 @@ mod tests {
     fn command_line_jobs() {
         let j = parse_jobs(&words("-w 3 -- ./a -w 9 ::: -w1 -n bee -- ./b ::: --weight 2 -p 77")).unwrap();
         assert_eq!(j.len(), 3);
-        assert_eq!(j[0], JobSpec { name: None, weight: 3, target: Target::Command(words("./a -w 9")) });
-        assert_eq!(j[1], JobSpec { name: Some("bee".into()), weight: 1, target: Target::Command(words("./b")) });
-        assert_eq!(j[2], JobSpec { name: None, weight: 2, target: Target::Pid(77) });
+        assert_eq!(j[0], JobSpec { name: None, weight: 3, target: Target::Command(words("./a -w 9")), group: None });
+        assert_eq!(
+            j[1],
+            JobSpec { name: Some("bee".into()), weight: 1, target: Target::Command(words("./b")), group: None }
+        );
+        assert_eq!(j[2], JobSpec { name: None, weight: 2, target: Target::Pid(77), group: None });
+        let g = parse_jobs(&words("-w 2 -g web -- ./a ::: -g db -p 5")).unwrap();
+        assert_eq!(g[0], JobSpec::command(2, &["./a"]).in_group("web"));
+        assert_eq!(g[1], JobSpec::pid(1, 5).in_group("db"));
         assert!(parse_jobs(&[]).unwrap().is_empty());
     }
 
@@ -299,6 +423,8 @@ mod tests {
             "-w 3 -p 5 -- a",
             "-q -- a",
             "-w 99999999999 -- a",
+            "-g -- a",
+            "-w 1 -g -p 3",
         ] {
             let e = parse_jobs(&words(bad)).unwrap_err();
             assert!(e.is_usage(), "{bad}: {e}");
@@ -318,6 +444,29 @@ mod tests {
             "[[job]]\ncmd=['a']\nwieght=2",
         ] {
             assert!(parse_jobs_toml(bad).unwrap_err().is_usage(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn toml_groups_and_located_errors() {
+        let text = "[[group]]\nname = 'a'\nweight = 1\n\n[[group]]\nname = 'b'\nweight = 3\nparent = 'a'\n\n[[job]]\ngroup = 'b'\ncmd = ['x']\n";
+        let set = parse_job_set("f.toml", text).unwrap();
+        assert_eq!(set.groups[1], GroupDef { name: "b".into(), weight: 3, parent: Some("a".into()) });
+        assert_eq!(set.jobs[0], JobSpec::command(1, &["x"]).in_group("b"));
+        assert!(parse_jobs_toml(text).unwrap_err().to_string().contains("groups"), "the plain reader refuses groups");
+        for (bad, want) in [
+            (text.replace("parent = 'a'", "parent = 'zz'"), "f.toml, line 8: group[1].parent: no group named \"zz\""),
+            (text.replace("weight = 3", "weight = 0"), "f.toml, line 7: group[1].weight:"),
+            (text.replace("name = 'b'", "name = 'a'"), "f.toml, line 6: group[1].name: duplicate group name"),
+            (
+                text.replace("parent = 'a'", "parent = 'b'"),
+                "f.toml, line 8: group[1].parent: group \"b\" is its own ancestor",
+            ),
+            (text.replace("group = 'b'", "group = 'c'"), "f.toml, line 11: job[0].group: no group named \"c\""),
+            (text.replace("cmd = ['x']", "cmd = []"), "f.toml, line 10: job[0]:"),
+        ] {
+            let e = parse_job_set("f.toml", &bad).unwrap_err();
+            assert!(e.is_usage() && e.to_string().starts_with(want), "{e}\nwanted {want}");
         }
     }
 

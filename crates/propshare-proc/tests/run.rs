@@ -3,7 +3,7 @@
 //! Runs are short (under 2 s) and bounds generous, but each weight test fails
 //! if weights are ignored. Tests are serialised: they share the CPUs.
 
-use propshare_proc::{run, sys, Accounting, JobSpec, Mode, ProcError, RunOptions, RunReport};
+use propshare_proc::{run, sys, Accounting, GroupDef, JobSpec, Mode, ProcError, RunOptions, RunReport};
 use std::process::{Child, Command};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -976,4 +976,99 @@ fn slow_and_idle_clients_do_not_stall_decisions() {
     assert!(r.rounds >= quanta / 2, "{} rounds in {} quanta: decisions stalled", r.rounds, quanta);
     let f = heavy_fraction(&r, "heavy", "light");
     assert!((0.6..0.9).contains(&f), "heavy got {f:.3} of the CPU (ideal 0.75)");
+}
+
+fn group<'a>(r: &'a RunReport, name: &str) -> &'a propshare_proc::metrics::GroupReport {
+    r.groups.iter().find(|g| g.metrics.group == name).unwrap_or_else(|| panic!("no group {name}"))
+}
+
+/// Groups A (1) with one spinner and B (1) with three, on one CPU: A's
+/// spinner gets half the CPU (flat weights would give it a quarter), and
+/// the report gives each group's ideal from the hierarchical reference.
+#[test]
+fn groups_split_the_cpu_by_the_tree() {
+    need_root!();
+    let _g = serial();
+    let mut jobs = vec![JobSpec::command(1, SPIN).named("a0").in_group("A")];
+    for k in 0..3 {
+        jobs.push(JobSpec::command(1, SPIN).named(&format!("b{k}")).in_group("B"));
+    }
+    let mut o = opts(jobs, &[0], 1.5);
+    o.groups = vec![
+        GroupDef { name: "A".into(), weight: 1, parent: None },
+        GroupDef { name: "B".into(), weight: 1, parent: None },
+    ];
+    let r = run(o).unwrap();
+    eprint!("{}", r.to_table());
+    let a = group(&r, "A");
+    assert!((a.norm_ideal_share - 0.5).abs() < 0.01, "A's ideal: {:?}", a);
+    assert!(
+        a.norm_achieved_share > 0.4 && a.norm_achieved_share < 0.6,
+        "A got {:.3} of the jobs' CPU, ideal 0.5 (flat: 0.25)",
+        a.norm_achieved_share
+    );
+    assert_eq!(a.metrics.received_ns, r.clients[0].metrics.received_ns);
+    let b = group(&r, "B");
+    assert!(
+        (b.metrics.received_ns as f64 - (1..4).map(|k| r.clients[k].metrics.received_ns as f64).sum::<f64>()).abs()
+            < 2.0
+    );
+    assert_children_gone(&r);
+}
+
+/// `--cgroup2` on a fake cgroupfs: the subtree's processes are attached in
+/// their groups; a process written into a cgroup while the run goes joins,
+/// one removed from it leaves (and is released at once), a `cpu.weight`
+/// change reweighs its group. At the end every process is released.
+#[test]
+fn cgroup2_subtree_is_enforced_and_followed() {
+    need_root!();
+    let _g = serial();
+    let root = std::env::temp_dir().join(format!("propshare-fakecg-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&root);
+    let v: Vec<Victim> = (0..4).map(|_| Victim::new()).collect();
+    let orig = sys::get_affinity(v[0].pid()).unwrap();
+    let write = |rel: &str, file: &str, text: String| {
+        std::fs::create_dir_all(root.join(rel)).unwrap();
+        std::fs::write(root.join(rel).join(file), text).unwrap();
+    };
+    write("", "cgroup.procs", String::new());
+    write("A", "cpu.weight", "100\n".into());
+    write("A", "cgroup.procs", format!("{}\n", v[0].pid()));
+    write("B", "cpu.weight", "100\n".into());
+    write("B", "cgroup.procs", format!("{}\n{}\n", v[1].pid(), v[2].pid()));
+    let mut o = opts(Vec::new(), &[0], 1.6);
+    o.cgroup2 = Some(root.clone());
+    o.cgroup2_every = 50 * MS;
+    // Slot charging: on a loaded machine WFQ with CPU charging lets a
+    // newcomer wait long behind spinners charged little (docs/PROC.md).
+    o.charge = propshare_proc::Charge::Slot;
+    let changed = std::thread::scope(|s| {
+        let t = s.spawn(|| {
+            std::thread::sleep(Duration::from_millis(400));
+            // v3 joins B, v1 leaves it, A becomes 3 times as heavy as B.
+            write("B", "cgroup.procs", format!("{}\n{}\n", v[2].pid(), v[3].pid()));
+            write("A", "cpu.weight", "300\n".into());
+            std::thread::sleep(Duration::from_millis(300));
+            // v1 left: it runs again, on its own CPUs, while the run goes on.
+            (v[1].state(), sys::get_affinity(v[1].pid()).unwrap())
+        });
+        let r = run(o).unwrap();
+        (r, t.join().unwrap())
+    });
+    let (r, (left_state, left_mask)) = changed;
+    eprint!("{}", r.to_table());
+    assert_ne!(left_state, 'T', "the process that left the subtree was left stopped");
+    assert_eq!(left_mask, orig, "the process that left the subtree was left pinned");
+    let c =
+        |k: usize| r.clients.iter().find(|c| c.pid == v[k].pid()).unwrap_or_else(|| panic!("victim {k} not managed"));
+    assert_eq!(c(1).end, "left the cgroup subtree");
+    assert!(c(3).metrics.received_ns > 0, "the process that joined never ran");
+    assert_eq!((group(&r, "A").metrics.weight, group(&r, "B").metrics.weight), (100, 100));
+    // After the change A's one process is entitled to 3/4 of the CPU.
+    assert!(received(&r, &c(0).name) > received(&r, &c(2).name), "{}", r.to_table());
+    for (k, x) in v.iter().enumerate() {
+        x.assert_released(&orig, &format!("victim {k}"));
+    }
+    std::fs::remove_dir_all(&root).unwrap();
 }

@@ -23,10 +23,15 @@ impl Controller {
                 j.cgroup = Some(cg.add(j.pid, shares)?);
             }
         } else {
+            if self.mode == Mode::BaselineCgroup2 {
+                self.enter_cgroup2(idx)?;
+            }
+            let j = &mut self.jobs[idx];
             sys::set_process_affinity(j.pid, &mask)
                 .map_err(|e| ProcError::io(format!("setting the affinity of {}", j.name), e))?;
         }
         let now = sys::monotonic_ns().saturating_sub(self.t0);
+        let j = &mut self.jobs[idx];
         j.last_sample = (now, j.clock.read());
         if j.sigstopped {
             j.signal(libc::SIGCONT);
@@ -60,6 +65,11 @@ impl Controller {
                     if let (Some(cg), Some(g)) = (self.cgroups.as_ref(), self.jobs[i].cgroup) {
                         cg.set_shares(g, shares[k])?;
                     }
+                }
+            }
+            Mode::BaselineCgroup2 => {
+                for i in live {
+                    self.reweigh_cgroup2(i)?;
                 }
             }
             Mode::Propshare => {}

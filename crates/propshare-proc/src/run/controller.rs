@@ -10,6 +10,7 @@ use super::spawn::resolve_program;
 use super::{Accounting, Charge, Mode};
 use crate::baseline::Cgroups;
 use crate::error::ProcError;
+use crate::groups::HostGroups;
 use crate::guardian::Guardian;
 use crate::metrics::{Change, Record};
 use crate::spec::{self, Target};
@@ -21,6 +22,12 @@ pub(super) struct Controller {
     pub(super) cpu_mask: CpuMask,
     pub(super) quantum: Time,
     pub(super) sched: Option<Box<dyn Scheduler>>,
+    /// The groups' adapter (runs with groups): the scheduler sees effective weights.
+    pub(super) groups: Option<HostGroups>,
+    /// `--cgroup2`: the subtree enforced.
+    pub(super) watch: Option<super::cgroup2::Watch>,
+    /// `--baseline cgroup2`: the cgroups made.
+    pub(super) cg2: Option<super::cgroup2::Baseline2>,
     pub(super) jobs: Vec<Job>,
     pub(super) running: Vec<Option<usize>>,
     pub(super) guardian: Option<Guardian>,
@@ -65,8 +72,11 @@ impl Controller {
         self.rec.change(now, idx, Change::Weight(w));
         match self.mode {
             Mode::Propshare => {
-                if let Some(s) = self.sched.as_mut() {
-                    s.set_weight(now, ClientId(idx as u32), weight)?;
+                let c = ClientId(idx as u32);
+                match (self.sched.as_mut(), self.groups.as_mut()) {
+                    (Some(s), Some(g)) => g.set_weight(&mut **s, now, c, weight)?,
+                    (Some(s), None) => s.set_weight(now, c, weight)?,
+                    _ => {}
                 }
                 Ok(())
             }
@@ -104,6 +114,9 @@ impl Controller {
             if let Some(s) = self.sched.as_mut() {
                 s.leave(now, ClientId(i as u32))?;
             }
+        }
+        if let (Some(s), Some(g)) = (self.sched.as_mut(), self.groups.as_mut()) {
+            g.leave(&mut **s, now, ClientId(i as u32))?;
         }
         if self.mode != Mode::Propshare {
             self.rec.sample(now, i, cpu_now);
@@ -160,6 +173,9 @@ impl Controller {
         }
         if let Some(s) = self.sched.as_mut() {
             s.stopped(now, CpuId(cpu as u32), ClientId(i as u32), ran, why)?;
+            if let (Some(g), StopReason::Blocked) = (self.groups.as_mut(), why) {
+                g.block(&mut **s, now, ClientId(i as u32))?;
+            }
         }
         Ok(())
     }
@@ -204,6 +220,9 @@ impl Controller {
                 self.rec.change(now, i, Change::Wake);
                 self.rec.sample(now, i, c);
                 if let Some(s) = self.sched.as_mut() {
+                    if let Some(g) = self.groups.as_mut() {
+                        g.wake(&mut **s, now, ClientId(i as u32))?;
+                    }
                     s.wake(now, ClientId(i as u32))?;
                 }
             }

@@ -36,11 +36,13 @@
 //! Along the data path: `options` (what to run, checked before anything
 //! starts), `spawn` (start or attach a job), `clock` (its CPU time),
 //! `controller` (the rounds), `blocking` (when a job counts as blocked or
-//! awake), `baselines` (Linux's own weighting instead), `release` (nothing
+//! awake), `baselines` (Linux's own weighting instead), `cgroup2` (a
+//! cgroup v2 subtree enforced, or built for `--baseline cgroup2`), `release` (nothing
 //! left stopped) and `report` (the outcome).
 
 mod baselines;
 mod blocking;
+mod cgroup2;
 mod clock;
 mod controller;
 mod descendants;
@@ -60,13 +62,17 @@ use std::io::Write;
 use crate::baseline::{self, Cgroups};
 use crate::control::ControlServer;
 use crate::error::ProcError;
+use crate::groups::HostGroups;
 use crate::guardian::Guardian;
 use crate::metrics::{self, Record, TraceFile, TraceMeta};
 use crate::sys::{self, CpuMask};
 use controller::Controller;
 use job::St;
 
-pub use options::{validate, Accounting, Charge, Mode, RunOptions, DEFAULT_JSON_EVERY, MIN_JSON_EVERY, MIN_QUANTUM};
+pub use options::{
+    validate, Accounting, Charge, Mode, RunOptions, DEFAULT_CGROUP2_EVERY, DEFAULT_JSON_EVERY, MIN_CGROUP2_EVERY,
+    MIN_JSON_EVERY, MIN_QUANTUM,
+};
 pub use report::{ClientReport, RunReport};
 pub use spawn::resolve_program;
 
@@ -154,6 +160,9 @@ pub fn run(opts: RunOptions) -> Result<RunReport, ProcError> {
         cpu_mask,
         quantum: opts.quantum,
         sched,
+        groups: None,
+        watch: None,
+        cg2: None,
         jobs: Vec::new(),
         running: vec![None; p],
         guardian: Some(guardian),
@@ -170,6 +179,18 @@ pub fn run(opts: RunOptions) -> Result<RunReport, ProcError> {
     if opts.mode == Mode::BaselineShares {
         ctl.cgroups = Some(Cgroups::create(&cpu_mask)?);
     }
+    if !opts.groups.is_empty() {
+        let g = HostGroups::new(&opts.groups)?;
+        for k in 1..g.tree().len() {
+            let id = propshare::groups::GroupId(k as u32);
+            ctl.rec.add_group(&g.names()[k], g.tree().weight(id).get(), g.tree().parent(id).0);
+        }
+        ctl.groups = Some(g);
+    }
+    if opts.mode == Mode::BaselineCgroup2 {
+        let ws: Vec<u64> = jobs.iter().map(|j| j.weight).collect();
+        ctl.start_cgroup2_baseline(opts.cgroup2_dir.as_deref(), &ws)?;
+    }
     let mut rounds = 0u64;
     let head = ReportHead { mode: opts.mode, scheduler: sched_name.clone(), cpus: cpus.clone(), quantum: opts.quantum };
     let mut json_ok = opts.json.is_some();
@@ -181,6 +202,9 @@ pub fn run(opts: RunOptions) -> Result<RunReport, ProcError> {
         };
         for (k, j) in jobs.iter().enumerate() {
             ctl.add_job(j, nices.get(k).copied())?;
+        }
+        if let Some(root) = &opts.cgroup2 {
+            ctl.start_watch(root, opts.cgroup2_every)?;
         }
         if opts.fifo {
             set_fifo()?;
@@ -218,7 +242,8 @@ pub fn run(opts: RunOptions) -> Result<RunReport, ProcError> {
                     break "quit on the control socket".into();
                 }
             }
-            if ctl.jobs.iter().all(|j| j.st == St::Gone) && control.is_none() {
+            let watched = ctl.sync_watch()?;
+            if ctl.jobs.iter().all(|j| j.st == St::Gone) && control.is_none() && watched.is_none() {
                 break "every job exited".into();
             }
             let next = match opts.mode {
@@ -228,6 +253,9 @@ pub fn run(opts: RunOptions) -> Result<RunReport, ProcError> {
             let mut next = next;
             if let Some(d) = opts.duration {
                 next = next.min(d);
+            }
+            if let Some(w) = watched {
+                next = next.min(w);
             }
             let mut fds: Vec<libc::pollfd> = Vec::new();
             if let Some(rx) = &sig_rx {
@@ -317,11 +345,11 @@ impl ReportHead {
         wall_ns: u64,
         output_errors: Vec<String>,
     ) -> RunReport {
-        let m = metrics::measure(&ctl.rec, self.cpus.len(), ctl.now());
+        let m = metrics::measure_all(&ctl.rec, self.cpus.len(), self.quantum, ctl.now());
         let clients = ctl
             .jobs
             .iter()
-            .zip(m)
+            .zip(m.clients)
             .map(|(j, metrics)| ClientReport {
                 name: j.name.clone(),
                 pid: j.pid,
@@ -344,6 +372,7 @@ impl ReportHead {
             rounds,
             ended,
             clients,
+            groups: m.groups,
             notes: ctl.notes.clone(),
             output_errors,
         }

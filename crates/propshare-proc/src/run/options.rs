@@ -11,6 +11,7 @@ use serde::Serialize;
 
 use super::spawn::{check_attachable, resolve_program};
 use crate::error::ProcError;
+use crate::groups::{self, GroupDef};
 use crate::spec::{self, JobSpec, Target};
 use crate::sys::{self, CpuMask, Pid};
 use crate::{baseline, guardian};
@@ -20,6 +21,11 @@ use crate::{baseline, guardian};
 /// docs/PROC.md for the measured cost per quantum) and sleeps overshoot by
 /// ~75 µs at normal priority, so shorter slices would not be honoured.
 pub const MIN_QUANTUM: Time = propshare::MS;
+
+/// How often a `--cgroup2` subtree is read again, by default: 1 s.
+pub const DEFAULT_CGROUP2_EVERY: Time = 1_000 * propshare::MS;
+/// The shortest interval between two reads of a `--cgroup2` subtree: 10 ms.
+pub const MIN_CGROUP2_EVERY: Time = 10 * propshare::MS;
 
 /// How often `--json` is rewritten while the run goes, by default: 5 s.
 pub const DEFAULT_JSON_EVERY: Time = 5_000 * propshare::MS;
@@ -36,15 +42,19 @@ pub enum Mode {
     BaselineNice,
     /// Linux CFS with cgroup v1 cpu.shares proportional to the weights, in a cpuset.
     BaselineShares,
+    /// Linux's cgroup v2 `cpu.weight`: the groups and jobs as a tree of
+    /// cgroups ([`crate::cgroup2::Cgroup2Tree`]), affinity to the CPU set.
+    BaselineCgroup2,
 }
 
 impl Mode {
-    /// Its name in reports: `propshare`, `linux-nice` or `linux-shares`.
+    /// Its name in reports: `propshare`, `linux-nice`, `linux-shares` or `linux-cgroup2`.
     pub fn name(self) -> &'static str {
         match self {
             Mode::Propshare => "propshare",
             Mode::BaselineNice => "linux-nice",
             Mode::BaselineShares => "linux-shares",
+            Mode::BaselineCgroup2 => "linux-cgroup2",
         }
     }
 }
@@ -79,6 +89,16 @@ pub enum Charge {
 pub struct RunOptions {
     /// The jobs to start or attach to.
     pub jobs: Vec<JobSpec>,
+    /// The groups the jobs name (see [`crate::groups`]); none: no groups.
+    pub groups: Vec<GroupDef>,
+    /// Enforce this cgroup v2 subtree with our scheduler: its cgroups are
+    /// the groups, their processes the jobs (see [`crate::cgroup2`]).
+    pub cgroup2: Option<PathBuf>,
+    /// How often the subtree is read again for joins, leaves, moves and weight changes (ns).
+    pub cgroup2_every: Time,
+    /// `--baseline cgroup2`: the delegated cgroup v2 directory to build the
+    /// run's cgroups under (`None`: the cgroup v2 mount point).
+    pub cgroup2_dir: Option<PathBuf>,
     /// CPU numbers to schedule on (`None`: every CPU we may use).
     pub cpus: Option<Vec<usize>>,
     /// Quantum, ns.
@@ -127,6 +147,10 @@ impl Default for RunOptions {
     fn default() -> RunOptions {
         RunOptions {
             jobs: Vec::new(),
+            groups: Vec::new(),
+            cgroup2: None,
+            cgroup2_every: DEFAULT_CGROUP2_EVERY,
+            cgroup2_dir: None,
             cpus: None,
             quantum: 10 * propshare::MS,
             scheduler: "wfq+readjust".into(),
@@ -222,8 +246,49 @@ pub fn validate(opts: &RunOptions) -> Result<(Vec<usize>, Vec<JobSpec>), ProcErr
             "--baseline shares needs cgroup v1 cpu and cpuset controllers under /sys/fs/cgroup",
         ));
     }
+    if let Err(f) = groups::build_tree(&opts.groups) {
+        return Err(ProcError::usage(format!("group {:?}: {}: {}", opts.groups[f.index].name, f.field, f.message)));
+    }
+    if let Some(root) = &opts.cgroup2 {
+        if opts.mode != Mode::Propshare {
+            return Err(ProcError::usage(
+                "--cgroup2 enforces a subtree with our scheduler; to see Linux's own cpu.weight, \
+                 run the same tree as jobs and groups with --baseline cgroup2",
+            ));
+        }
+        if !opts.jobs.is_empty() || !opts.groups.is_empty() {
+            return Err(ProcError::usage(format!(
+                "--cgroup2 {}: the subtree's processes are the jobs and its cgroups the groups; give no other jobs or groups",
+                root.display()
+            )));
+        }
+        if opts.cgroup2_every < MIN_CGROUP2_EVERY {
+            return Err(ProcError::usage("--cgroup2-every is below the minimum of 10ms"));
+        }
+        crate::cgroup2::read_subtree(root)?;
+    }
+    if opts.mode == Mode::BaselineCgroup2 {
+        crate::cgroup2::delegated_dir(opts.cgroup2_dir.as_deref())?;
+    }
+    let grouped = !opts.groups.is_empty();
+    if grouped && matches!(opts.mode, Mode::BaselineNice | Mode::BaselineShares) {
+        return Err(ProcError::usage(format!(
+            "--baseline {} takes no groups (groups run under our scheduler or --baseline cgroup2)",
+            if opts.mode == Mode::BaselineNice { "nice" } else { "shares" }
+        )));
+    }
+    for j in &opts.jobs {
+        if let Some(g) = &j.group {
+            if !opts.groups.iter().any(|d| &d.name == g) {
+                return Err(ProcError::usage(format!(
+                    "job {}: no group named {g:?} (declare it with --group NAME:WEIGHT[:PARENT] or [[group]])",
+                    j.name.clone().unwrap_or_else(|| j.default_name())
+                )));
+            }
+        }
+    }
     let mut jobs = opts.jobs.clone();
-    if jobs.is_empty() && opts.control.is_none() {
+    if jobs.is_empty() && opts.control.is_none() && opts.cgroup2.is_none() {
         return Err(ProcError::usage(
             "no jobs: give `-w W -- COMMAND` or `-w W -p PID` (or --jobs FILE, or --control SOCKET)",
         ));

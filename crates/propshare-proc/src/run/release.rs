@@ -120,6 +120,12 @@ impl Controller {
                 j.end = Some("running (released)".into());
             }
         }
+        // cgroup v2 directories can only go once the processes in them have.
+        if let Some(mut b) = self.cg2.take() {
+            for d in b.destroy() {
+                self.notes.push(format!("cgroup {} could not be removed (a process is still in it)", d.display()));
+            }
+        }
         if let Some(g) = self.guardian.take() {
             let _ = g.disarm();
         }

@@ -45,6 +45,9 @@ pub struct RunReport {
     pub ended: String,
     /// Per process.
     pub clients: Vec<ClientReport>,
+    /// Per group (runs with groups; left out of the JSON otherwise).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub groups: Vec<metrics::GroupReport>,
     /// Remarks (fallbacks, skipped steps).
     pub notes: Vec<String>,
     /// Output files that could not be written (each naming its path); the
@@ -106,6 +109,42 @@ impl RunReport {
                 m.norm_max_lag_ns / 1e6,
                 c.end
             );
+        }
+        if !self.groups.is_empty() {
+            s += &format!(
+                "{:<14} {:>8} {:>6} | {:>7} {:>9} {:>8} {:>10} | {:>7} {:>9} {:>8} {:>10} |\n",
+                "group",
+                "parent",
+                "weight",
+                "ideal%",
+                "achieved%",
+                "diff pp",
+                "lag q",
+                "ideal%",
+                "achieved%",
+                "diff pp",
+                ""
+            );
+            let p = self.cpus.len().max(1) as f64;
+            for g in &self.groups {
+                let m = &g.metrics;
+                let lag = if m.max_lag.abs() >= m.min_lag.abs() { m.max_lag } else { m.min_lag };
+                s += &format!(
+                    "{:<14} {:>8} {:>6} | {:>7.2} {:>9.2} {:>+8.2} {:>+10.2} | {:>7.2} {:>9.2} {:>+8.2} {:>10} |\n",
+                    m.group,
+                    if g.parent.is_empty() { "-" } else { &g.parent },
+                    m.weight,
+                    100.0 * m.ideal_share / p,
+                    100.0 * m.share / p,
+                    100.0 * (m.share - m.ideal_share) / p,
+                    lag,
+                    100.0 * g.norm_ideal_share,
+                    100.0 * g.norm_achieved_share,
+                    100.0 * (g.norm_achieved_share - g.norm_ideal_share),
+                    ""
+                );
+            }
+            s += "(groups: shares over the whole run; lag q: the group's largest |ideal - received| in quanta, signed)\n";
         }
         let busy: f64 = self.clients.iter().map(|c| c.metrics.received_ns as f64).sum::<f64>()
             / (self.wall_ns.max(1) as f64 * self.cpus.len() as f64);

@@ -173,6 +173,13 @@ impl Controller {
     pub(super) fn add_job(&mut self, spec: &JobSpec, nice_hint: Option<i32>) -> Result<usize, ProcError> {
         let name = spec.name.clone().unwrap_or_else(|| spec.default_name());
         let weight = Weight::new(spec.weight).map_err(|e| ProcError::usage(format!("job {name}: {e}")))?;
+        let in_group = match (&self.groups, &spec.group) {
+            (Some(g), name) => g.id(name.as_deref())?,
+            (None, None) => propshare::groups::ROOT,
+            (None, Some(g)) => {
+                return Err(ProcError::usage(format!("job {name}: group {g:?}, but this run has no groups")))
+            }
+        };
         let guardian = self.guardian.as_mut().ok_or_else(|| ProcError::usage("run already ended"))?;
         let mut user_stopped = false;
         let (pid, group, spawned, orig_mask, tids) = match &spec.target {
@@ -249,17 +256,25 @@ impl Controller {
         });
         self.names.push(name.clone());
         let now = self.now();
-        let ci = self.rec.add_client(&name);
+        let ci = self.rec.add_client_in(&name, in_group.0);
         debug_assert_eq!(ci, idx);
         self.rec.change(now, idx, Change::Join(weight.get()));
         self.rec.sample(now, idx, 0);
         match self.mode {
             Mode::Propshare => {
-                if let Some(s) = self.sched.as_mut() {
-                    s.join(now, ClientId(idx as u32), weight)?;
+                let c = ClientId(idx as u32);
+                match (self.sched.as_mut(), self.groups.as_mut()) {
+                    (Some(s), Some(g)) => {
+                        let effective = g.join(&mut **s, now, c, in_group, weight)?;
+                        s.join(now, c, effective)?;
+                    }
+                    (Some(s), None) => {
+                        s.join(now, c, weight)?;
+                    }
+                    _ => {}
                 }
             }
-            Mode::BaselineNice | Mode::BaselineShares => self.start_baseline_job(idx)?,
+            Mode::BaselineNice | Mode::BaselineShares | Mode::BaselineCgroup2 => self.start_baseline_job(idx)?,
         }
         Ok(idx)
     }
