@@ -70,6 +70,8 @@ Options:
   --cgroups          weight tasks by the cgroup tree: each cgroup's cpu.weight
                      divides its parent's share among its children, a task's
                      own weight (nice) its share within its cgroup (no jobs)
+  --exact-slices     end every slice on time with a per-CPU BPF timer (the
+                     kernel otherwise ends slices at ticks: 4 ms at HZ=250)
   --duration DUR     stop after DUR
   --bpf SIDE         own (default): our BPF side, which reports every run, stop,
                      block, exit and weight change; stock: scx_rustland_core's,
@@ -95,6 +97,7 @@ struct Opts {
     quantum: u64,
     all_tasks: bool,
     cgroups: bool,
+    exact_slices: bool,
     duration: Option<u64>,
     stats: bool,
     panic_after: Option<u64>,
@@ -114,6 +117,7 @@ fn parse_args(args: &[String]) -> Result<Option<Opts>, String> {
         quantum: 4_000_000,
         all_tasks: false,
         cgroups: false,
+        exact_slices: false,
         duration: None,
         stats: false,
         panic_after: None,
@@ -176,6 +180,10 @@ fn parse_args(args: &[String]) -> Result<Option<Opts>, String> {
                 o.cgroups = true;
                 i += 1;
             }
+            "--exact-slices" => {
+                o.exact_slices = true;
+                i += 1;
+            }
             _ if a.starts_with("--") && a != "--" && a != "--weight" && a != "--name" && a != "--pid" => {
                 return Err(format!("unknown option {a:?}"));
             }
@@ -196,6 +204,9 @@ fn parse_args(args: &[String]) -> Result<Option<Opts>, String> {
     }
     if o.cgroups && (!o.jobs.is_empty() || o.side == Side::Stock) {
         return Err("--cgroups weights tasks by their cgroups' cpu.weight: it takes no jobs and needs --bpf own".into());
+    }
+    if o.exact_slices && o.side == Side::Stock {
+        return Err("--exact-slices needs --bpf own".into());
     }
     if o.all_tasks && !o.jobs.is_empty() {
         return Err("--all-tasks schedules every task with kernel weights; it takes no jobs".into());

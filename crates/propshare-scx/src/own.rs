@@ -54,6 +54,7 @@ fn load(
     cpus: usize,
     partial: bool,
     quantum: u64,
+    exact_slices: bool,
 ) -> anyhow::Result<(PscxSkel<'_>, libbpf_rs::Link)> {
     let builder = PscxSkelBuilder::default();
     let mut skel = scx_ops_open!(builder, open_object, pscx_ops, None::<libbpf_rs::libbpf_sys::bpf_object_open_opts>)?;
@@ -67,6 +68,7 @@ fn load(
     ro.fallback_ns = FALLBACK_NS;
     ro.fallback_slice_ns = quantum;
     ro.host_tgid = std::process::id() as i32;
+    ro.exact_slices = exact_slices;
     let mut skel = scx_ops_load!(skel, pscx_ops, uei)?;
     let link = scx_ops_attach!(skel, pscx_ops)?;
     Ok((skel, link))
@@ -103,7 +105,7 @@ pub fn run(opts: Opts) -> anyhow::Result<ExitCode> {
     let t_attach = mono_ns();
     let partial = !opts.all_tasks;
     let mut open_object = MaybeUninit::uninit();
-    let loaded = load(&mut open_object, cpus, partial, opts.quantum);
+    let loaded = load(&mut open_object, cpus, partial, opts.quantum, opts.exact_slices);
     let (skel, link) = match loaded {
         Ok(x) => x,
         Err(e) => {
@@ -277,6 +279,7 @@ pub fn run(opts: Opts) -> anyhow::Result<ExitCode> {
         "missed": bss.nr_missed,
         "fallback": bss.nr_fallback,
         "watch_kicks": bss.nr_watch_kicks,
+        "slice_ends": bss.nr_slice_ends,
     });
     drop(ring);
     drop(link);

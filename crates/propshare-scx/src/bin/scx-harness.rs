@@ -262,12 +262,18 @@ fn plan(smp: usize, secs: u64, scheds: &[String], only: &[String], safety: bool,
             );
         }
         for sc in scheds {
-            // `NAME@stock` runs NAME on the stock scx_rustland_core side.
+            // `NAME@stock` runs NAME on the stock scx_rustland_core side,
+            // `NAME@exact` on ours with --exact-slices.
             let (name, side) = sc.split_once('@').unwrap_or((sc.as_str(), "own"));
             if side == "stock" && w.mode == Mode::Cgroups {
                 continue;
             }
-            let mut scx = format!("/bin/propshare-scx --scheduler {name} --bpf {side} --quantum {QUANTUM}");
+            let mut scx = match side {
+                "exact" => {
+                    format!("/bin/propshare-scx --scheduler {name} --bpf own --exact-slices --quantum {QUANTUM}")
+                }
+                _ => format!("/bin/propshare-scx --scheduler {name} --bpf {side} --quantum {QUANTUM}"),
+            };
             match w.mode {
                 Mode::All => scx.push_str(" --all-tasks"),
                 Mode::Cgroups => scx.push_str(" --cgroups"),
@@ -293,6 +299,7 @@ fn plan(smp: usize, secs: u64, scheds: &[String], only: &[String], safety: bool,
     }
     if safety {
         let sc = scheds.first().map(String::as_str).unwrap_or("gr3mp");
+        let sc = sc.strip_suffix("@exact").unwrap_or(sc);
         for how in ["INT", "TERM", "KILL", "panic"] {
             let _ = writeln!(s, "safety {how} {sc}");
         }
@@ -937,8 +944,8 @@ fn main() -> ExitCode {
             }
             for s in &scheds {
                 let (name, side) = s.split_once('@').unwrap_or((s.as_str(), "own"));
-                if side != "own" && side != "stock" {
-                    eprintln!("scx-harness: unknown BPF side {side:?} in {s:?} (own or stock)");
+                if !["own", "stock", "exact"].contains(&side) {
+                    eprintln!("scx-harness: unknown BPF side {side:?} in {s:?} (own, stock or exact)");
                     return ExitCode::from(2);
                 }
                 if propshare::registry::build(name, propshare::scheduler::SchedConfig::new(1, 4_000_000)).is_err() {

@@ -46,6 +46,10 @@ const volatile u32 nr_cpus = 1;
 const volatile u64 fallback_ns = 1000000000ULL;
 const volatile u64 fallback_slice_ns = 4000000ULL;
 const volatile s32 host_tgid;
+/* End every decided slice on time with a per-CPU timer (--exact-slices):
+ * without it the kernel ends a slice only at a tick (HZ=250), so a 4 ms
+ * slice runs 4-8 ms natively and more under emulation. */
+const volatile bool exact_slices;
 
 #define WATCH_PERIOD_NS 100000000ULL
 #define SLOT_STALE_NS 20000000ULL
@@ -91,6 +95,35 @@ struct {
 	__type(key, u32);
 	__type(value, struct watch_timer);
 } watch SEC(".maps");
+
+/* One slice timer per CPU (exact_slices): armed when a modelled task starts
+ * running with the rest of its slice, disarmed when it stops; when it fires
+ * armed it ends that CPU's slice (SCX_KICK_PREEMPT). */
+struct slice_timer {
+	struct bpf_timer timer;
+	u32 armed;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, PSCX_MAX_CPUS);
+	__type(key, u32);
+	__type(value, struct slice_timer);
+} slice_timers SEC(".maps");
+
+u64 nr_slice_ends;
+
+static int slice_end_fn(void *map, int *key, struct bpf_timer *timer)
+{
+	struct slice_timer *st = bpf_map_lookup_elem(&slice_timers, key);
+
+	if (st && st->armed) {
+		st->armed = 0;
+		scx_bpf_kick_cpu(*key, SCX_KICK_PREEMPT);
+		__sync_fetch_and_add(&nr_slice_ends, 1);
+	}
+	return 0;
+}
 
 static struct task_ctx *ctx_of(struct task_struct *p)
 {
@@ -275,6 +308,15 @@ void BPF_STRUCT_OPS(pscx_running, struct task_struct *p)
 	t = ctx_of(p);
 	if (t)
 		t->running_at = bpf_ktime_get_ns();
+	if (exact_slices) {
+		u32 key = scx_bpf_task_cpu(p);
+		struct slice_timer *st = bpf_map_lookup_elem(&slice_timers, &key);
+
+		if (st && p->scx.slice > 0 && p->scx.slice != SCX_SLICE_INF) {
+			st->armed = 1;
+			bpf_timer_start(&st->timer, p->scx.slice, 0);
+		}
+	}
 	emit_task(PSCX_RUNNING, p, t, 0, t ? t->ran : 0, false);
 }
 
@@ -287,6 +329,13 @@ void BPF_STRUCT_OPS(pscx_stopping, struct task_struct *p, bool runnable)
 	t = ctx_of(p);
 	if (t && t->running_at)
 		t->ran += bpf_ktime_get_ns() - t->running_at;
+	if (exact_slices) {
+		u32 key = scx_bpf_task_cpu(p);
+		struct slice_timer *st = bpf_map_lookup_elem(&slice_timers, &key);
+
+		if (st)
+			st->armed = 0;
+	}
 	/* Still runnable: it either comes back through ops.enqueue (its slice
 	 * ended, or it was preempted) or stays at the head of its CPU's local
 	 * DSQ (a higher class took the CPU for a while); the host waits for the
@@ -411,6 +460,18 @@ s32 BPF_STRUCT_OPS_SLEEPABLE(pscx_init)
 	ret = scx_bpf_create_dsq(PSCX_WAIT_DSQ, -1);
 	if (ret)
 		return ret;
+	if (exact_slices) {
+		u32 cpu;
+
+		bpf_for(cpu, 0, nr_cpus) {
+			struct slice_timer *st = bpf_map_lookup_elem(&slice_timers, &cpu);
+
+			if (!st)
+				return -ESRCH;
+			bpf_timer_init(&st->timer, &slice_timers, CLOCK_MONOTONIC);
+			bpf_timer_set_callback(&st->timer, slice_end_fn);
+		}
+	}
 	timer = bpf_map_lookup_elem(&watch, &key);
 	if (!timer)
 		return -ESRCH;
