@@ -54,6 +54,20 @@ safety() {
   kill $A $B 2>/dev/null; wait $A $B 2>/dev/null
 }
 
+# cgroup_setup NAME:WEIGHT ...: cgroup v2 with the cpu controller, one cgroup
+# per argument under the root with that cpu.weight (EEVDF and propshare-scx
+# --cgroups phases then place their tasks in them).
+cgroup_setup() {
+  mkdir -p /sys/fs/cgroup
+  [ -f /sys/fs/cgroup/cgroup.controllers ] || mount -t cgroup2 none /sys/fs/cgroup
+  echo +cpu > /sys/fs/cgroup/cgroup.subtree_control
+  for g in "$@"; do
+    mkdir -p "/sys/fs/cgroup/${g%%:*}"
+    echo "${g#*:}" > "/sys/fs/cgroup/${g%%:*}/cpu.weight"
+  done
+  echo "CGROUPS $(cat /sys/fs/cgroup/cgroup.subtree_control) $*"
+}
+
 echo "GUEST kernel=$(uname -r) cpus=$(nproc) scx=$(scx_state) plan=$PS_PLAN"
 if [ -n "$PS_PLAN" ] && [ -f "$PS_PLAN" ]; then
   . "$PS_PLAN"

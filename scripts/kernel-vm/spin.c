@@ -3,9 +3,10 @@
  *
  *   spin now                      print CLOCK_MONOTONIC in ms
  *   spin [-N name] [-n nice] [-e] [-S start_ms] [-E end_ms] [-g grid_ms]
- *        [-r at_ms:nice] [-b spin_ms:sleep_ms]
+ *        [-r at_ms:nice] [-b spin_ms:sleep_ms] [-c cpu] [-C cgroup_dir]
  *
- * -e switches itself to SCHED_EXT (policy 7); -S/-E are absolute
+ * -C moves itself into that cgroup v2 directory and -c pins itself to one
+ * CPU (both first); -e switches itself to SCHED_EXT (policy 7); -S/-E are absolute
  * CLOCK_MONOTONIC ms (it sleeps until -S and stops at -E); -r renices itself
  * at start+at_ms; -b alternates spin_ms of CPU time with sleep_ms of sleep.
  * At -E it prints one line:
@@ -35,9 +36,12 @@ int main(int argc, char **argv) {
 	const char *name = "spin";
 	int nice0 = 0, ext = 0, renice_at = -1, nice1 = 0, duty_spin = 0, duty_sleep = 0;
 	long long start = 0, end = 0, grid = 200;
-	int c;
-	while ((c = getopt(argc, argv, "N:n:eS:E:g:r:b:")) != -1) {
+	int c, pin = -1;
+	const char *cgroup = NULL;
+	while ((c = getopt(argc, argv, "N:n:eS:E:g:r:b:c:C:")) != -1) {
 		switch (c) {
+		case 'c': pin = atoi(optarg); break;
+		case 'C': cgroup = optarg; break;
 		case 'N': name = optarg; break;
 		case 'n': nice0 = atoi(optarg); break;
 		case 'e': ext = 1; break;
@@ -50,6 +54,18 @@ int main(int argc, char **argv) {
 		}
 	}
 	if (grid <= 0 || end <= start) { fprintf(stderr, "spin: need -S < -E and -g > 0\n"); return 2; }
+	if (cgroup) {
+		char path[512];
+		snprintf(path, sizeof path, "%s/cgroup.procs", cgroup);
+		FILE *f = fopen(path, "w");
+		if (!f || fprintf(f, "%d\n", getpid()) < 0 || fclose(f)) { perror("spin: cgroup.procs"); return 1; }
+	}
+	if (pin >= 0) {
+		cpu_set_t set;
+		CPU_ZERO(&set);
+		CPU_SET(pin, &set);
+		if (sched_setaffinity(0, sizeof set, &set)) { perror("spin: sched_setaffinity"); return 1; }
+	}
 	if (ext) {
 		struct sched_param p = { 0 };
 		if (sched_setscheduler(0, 7, &p)) { perror("spin: SCHED_EXT"); return 1; }

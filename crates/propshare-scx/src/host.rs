@@ -405,6 +405,7 @@ mod tests {
     use super::*;
 
     fn host(cpus: usize) -> Host {
+        crate::plain_panics();
         let s = propshare::registry::build("gr3mp", propshare::scheduler::SchedConfig::new(cpus, 4_000_000)).unwrap();
         Host::new(s, cpus, Weights::Kernel)
     }

@@ -36,6 +36,15 @@ use std::path::Path;
 use std::process::ExitCode;
 
 const SCHED_EXT: i32 = 7;
+
+/// Tests: report a panic without a backtrace. scx_rustland_core installs its
+/// own global allocator (a fixed arena), and capturing a backtrace during a
+/// failing test's panic exhausted it and hung the test instead of failing it.
+#[cfg(test)]
+pub(crate) fn plain_panics() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| std::panic::set_hook(Box::new(|info| eprintln!("{info}"))));
+}
 /// Wake this long before the earliest slice end in the model.
 const SLEEP_MARGIN: u64 = 500_000;
 /// Never sleep less than this between loops.
@@ -58,6 +67,11 @@ Options:
   --scheduler NAME   registry scheduler (default gr3mp); an unknown name lists them
   --quantum DUR      quantum, e.g. 4ms (default 4ms; HZ=250 kernels tick every 4ms)
   --all-tasks        schedule every task, not only SCHED_EXT ones (no jobs)
+  --cgroups          weight tasks by the cgroup tree: each cgroup's cpu.weight
+                     divides its parent's share among its children, a task's
+                     own weight (nice) its share within its cgroup (no jobs)
+  --exact-slices     end every slice on time with a per-CPU BPF timer (the
+                     kernel otherwise ends slices at ticks: 4 ms at HZ=250)
   --duration DUR     stop after DUR
   --bpf SIDE         own (default): our BPF side, which reports every run, stop,
                      block, exit and weight change; stock: scx_rustland_core's,
@@ -82,6 +96,8 @@ struct Opts {
     side: Side,
     quantum: u64,
     all_tasks: bool,
+    cgroups: bool,
+    exact_slices: bool,
     duration: Option<u64>,
     stats: bool,
     panic_after: Option<u64>,
@@ -100,6 +116,8 @@ fn parse_args(args: &[String]) -> Result<Option<Opts>, String> {
         side: Side::Own,
         quantum: 4_000_000,
         all_tasks: false,
+        cgroups: false,
+        exact_slices: false,
         duration: None,
         stats: false,
         panic_after: None,
@@ -158,6 +176,14 @@ fn parse_args(args: &[String]) -> Result<Option<Opts>, String> {
                 o.stats = true;
                 i += 1;
             }
+            "--cgroups" => {
+                o.cgroups = true;
+                i += 1;
+            }
+            "--exact-slices" => {
+                o.exact_slices = true;
+                i += 1;
+            }
             _ if a.starts_with("--") && a != "--" && a != "--weight" && a != "--name" && a != "--pid" => {
                 return Err(format!("unknown option {a:?}"));
             }
@@ -175,6 +201,12 @@ fn parse_args(args: &[String]) -> Result<Option<Opts>, String> {
         if o.jobs.is_empty() {
             return Err(format!("{f}: no jobs"));
         }
+    }
+    if o.cgroups && (!o.jobs.is_empty() || o.side == Side::Stock) {
+        return Err("--cgroups weights tasks by their cgroups' cpu.weight: it takes no jobs and needs --bpf own".into());
+    }
+    if o.exact_slices && o.side == Side::Stock {
+        return Err("--exact-slices needs --bpf own".into());
     }
     if o.all_tasks && !o.jobs.is_empty() {
         return Err("--all-tasks schedules every task with kernel weights; it takes no jobs".into());

@@ -54,6 +54,7 @@ fn load(
     cpus: usize,
     partial: bool,
     quantum: u64,
+    exact_slices: bool,
 ) -> anyhow::Result<(PscxSkel<'_>, libbpf_rs::Link)> {
     let builder = PscxSkelBuilder::default();
     let mut skel = scx_ops_open!(builder, open_object, pscx_ops, None::<libbpf_rs::libbpf_sys::bpf_object_open_opts>)?;
@@ -67,6 +68,7 @@ fn load(
     ro.fallback_ns = FALLBACK_NS;
     ro.fallback_slice_ns = quantum;
     ro.host_tgid = std::process::id() as i32;
+    ro.exact_slices = exact_slices;
     let mut skel = scx_ops_load!(skel, pscx_ops, uei)?;
     let link = scx_ops_attach!(skel, pscx_ops)?;
     Ok((skel, link))
@@ -82,6 +84,9 @@ pub fn run(opts: Opts) -> anyhow::Result<ExitCode> {
         .map_err(|e| anyhow::anyhow!("{e}"))?;
     let job_mode = !opts.jobs.is_empty();
     let mut host = OwnHost::new(sched, cpus, if job_mode { Weights::Fixed } else { Weights::Kernel });
+    if opts.cgroups {
+        host = host.with_cgroups();
+    }
     let stop = Arc::new(AtomicBool::new(false));
     {
         let stop = stop.clone();
@@ -100,7 +105,7 @@ pub fn run(opts: Opts) -> anyhow::Result<ExitCode> {
     let t_attach = mono_ns();
     let partial = !opts.all_tasks;
     let mut open_object = MaybeUninit::uninit();
-    let loaded = load(&mut open_object, cpus, partial, opts.quantum);
+    let loaded = load(&mut open_object, cpus, partial, opts.quantum, opts.exact_slices);
     let (skel, link) = match loaded {
         Ok(x) => x,
         Err(e) => {
@@ -201,7 +206,7 @@ pub fn run(opts: Opts) -> anyhow::Result<ExitCode> {
             match r {
                 Ok(k) => kicks.extend(k),
                 Err(err) => {
-                    error = Some(format!("scheduler refused an event: {err}"));
+                    error = Some(err.to_string());
                     break;
                 }
             }
@@ -229,7 +234,7 @@ pub fn run(opts: Opts) -> anyhow::Result<ExitCode> {
                     j.status = status;
                 }
                 if let Err(e) = host.exit(now, pid, 0) {
-                    error = Some(format!("scheduler refused an event: {e}"));
+                    error = Some(e.to_string());
                 }
             }
             if jobs.iter().all(|j| j.done) {
@@ -239,22 +244,24 @@ pub fn run(opts: Opts) -> anyhow::Result<ExitCode> {
         // Wake-up preemption the core asked for: end the slice of the task
         // decided for that CPU (it comes back as an ENQUEUE, charged what it ran).
         for k in kicks.drain(..) {
-            if host.slots().get(k).is_some_and(|s| s.is_some()) && decide(&skel, k, 0, 0, true).is_ok() {
-                host.stats.kicks += 1;
+            if let Some(phys) = host.phys_of(k) {
+                if decide(&skel, phys, 0, 0, true).is_ok() {
+                    host.stats.kicks += 1;
+                }
             }
         }
-        // One decided task per free CPU.
+        // One decided task per free CPU, on a CPU it may use.
         match host.fill(now) {
             Ok(ds) => {
-                for (k, pid, slice) in ds {
-                    if decide(&skel, k, pid, slice, false).is_err() {
+                for (k, phys, pid, slice) in ds {
+                    if decide(&skel, phys, pid, slice, false).is_err() {
                         if let Err(e) = host.undo(now, k, pid) {
-                            error = Some(format!("scheduler refused an event: {e}"));
+                            error = Some(e.to_string());
                         }
                     }
                 }
             }
-            Err(e) => error = Some(format!("scheduler refused an event: {e}")),
+            Err(e) => error = Some(e.to_string()),
         }
         if error.is_some() {
             break;
@@ -272,6 +279,7 @@ pub fn run(opts: Opts) -> anyhow::Result<ExitCode> {
         "missed": bss.nr_missed,
         "fallback": bss.nr_fallback,
         "watch_kicks": bss.nr_watch_kicks,
+        "slice_ends": bss.nr_slice_ends,
     });
     drop(ring);
     drop(link);

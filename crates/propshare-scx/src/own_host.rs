@@ -29,11 +29,47 @@
 //!   `ENQUEUE` wakes it. This never loops: a missed task is not decided again
 //!   until the kernel reports it waiting.
 //! * `RUNNING`, `QUIESCENT`, `FALLBACK`: counted only.
+//!
+//! # Affinity
+//!
+//! Every task message carries the CPUs the task may run on (`p->cpus_ptr`,
+//! CPUs 0..63; `CPUMASK` from `ops.set_cpumask` updates it). The core's CPUs
+//! are its own: a decision of the core for its CPU k is carried out on a
+//! free physical CPU the task may use: k itself when it is free and allowed,
+//! else the lowest free allowed one (the free core CPUs and the free physical
+//! CPUs are always equally many, as every decision holds one of each). If no
+//! free CPU is allowed, the pick is handed back (`stopped(k, 0, Preempted)`)
+//! and core CPU k stays free until the next message. So no decision is ever
+//! sent for a CPU its task may not use; the BPF side's check (`MISS` with
+//! `PSCX_MISS_NOT_ALLOWED`) remains for a mask that changed in flight.
+//!
+//! # Cgroups ([`OwnHost::with_cgroups`])
+//!
+//! The BPF side reports every cgroup (`CGROUP_INIT` with its parent and
+//! `cpu.weight`, `CGROUP_WEIGHT`, `CGROUP_EXIT`) and every task's cgroup
+//! (each task message, and `CGROUP_MOVE`). The host mirrors the cgroup tree
+//! in a [`GroupTree`] (the root cgroup is its root; a task's own weight is
+//! `p->scx.weight`) and gives the core each runnable task's exact effective
+//! weight from the shared [`Flattener`], as the simulator does: a joining
+//! task's as its `join` weight, a waking task's by `set_weight` before its
+//! `wake`, and every other changed weight right after the event.
 
 use crate::pscx_intf::{self as intf, pscx_event};
+use propshare::groups::{Flattener, GroupError, GroupId, GroupTree, ROOT};
 use propshare::model::{ClientId, CpuId, SchedError, StopReason, Time, Weight};
 use propshare::scheduler::{Decision, Scheduler};
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
+
+/// Why the host stopped: the core or the group adapter refused an event.
+#[derive(Debug, thiserror::Error)]
+pub enum HostError {
+    /// The core scheduler refused an event.
+    #[error("scheduler refused an event: {0}")]
+    Sched(#[from] SchedError),
+    /// The cgroup tree could not be flattened.
+    #[error("cgroup weights: {0}")]
+    Groups(#[from] GroupError),
+}
 
 /// Where weights come from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -56,6 +92,32 @@ struct Task {
     client: ClientId,
     state: State,
     weight: u64,
+    /// The CPUs 0..63 it may run on (bit k: CPU k).
+    cpus: u64,
+}
+
+/// What one task received, for the report.
+#[derive(Clone, Debug, Default, serde::Serialize)]
+pub struct TaskStats {
+    /// Its weight when it was last decided (in cgroup mode: effective).
+    pub weight: u64,
+    /// Decisions that ended.
+    pub decisions: u64,
+    /// Its run time over those decisions (ns).
+    pub ran_ns: u64,
+}
+
+/// The cgroup tree, mirrored from the BPF side's messages.
+struct Cgroups {
+    flat: Flattener,
+    /// kernfs id of a cgroup -> its group (the root cgroup is [`ROOT`]).
+    ids: HashMap<u64, GroupId>,
+}
+
+impl Cgroups {
+    fn group(&self, id: u64) -> GroupId {
+        self.ids.get(&id).copied().unwrap_or(ROOT)
+    }
 }
 
 /// The decided task of one CPU.
@@ -63,6 +125,8 @@ struct Task {
 pub struct Slot {
     /// The task.
     pub pid: i32,
+    /// The physical CPU it was sent to.
+    pub phys: usize,
     /// When it was decided (host clock).
     pub since: Time,
     /// Its slice.
@@ -92,6 +156,37 @@ pub struct Stats {
     pub weight_changes: u64,
     /// Decisions the BPF side dropped (task not waiting, or not allowed there).
     pub misses: u64,
+    /// Of those: by what the BPF side found (`PSCX_MISS_*`): not allowed on
+    /// that CPU, gone, running, queued on another DSQ, runnable.
+    pub miss_not_allowed: u64,
+    /// See `miss_not_allowed`.
+    pub miss_gone: u64,
+    /// See `miss_not_allowed`.
+    pub miss_running: u64,
+    /// See `miss_not_allowed`.
+    pub miss_queued: u64,
+    /// See `miss_not_allowed`.
+    pub miss_runnable: u64,
+    /// Decisions carried out on another physical CPU than the core's (affinity).
+    pub remapped: u64,
+    /// Picks handed back because no free CPU was allowed for the task.
+    pub affinity_deferred: u64,
+    /// Allowed-CPU changes (`ops.set_cpumask`).
+    pub cpumask_changes: u64,
+    /// Cgroups reported, cgroup weight changes and task moves between cgroups.
+    pub cgroups: u64,
+    /// See `cgroups`.
+    pub cgroup_weight_changes: u64,
+    /// See `cgroups`.
+    pub cgroup_moves: u64,
+    /// Effective weights issued to the core for cgroups (`set_weight` calls).
+    pub cgroup_reweighs: u64,
+    /// Per task (by pid): decisions and run time.
+    pub tasks: BTreeMap<i32, TaskStats>,
+    /// Per physical CPU: decisions ended there and their run time (ns).
+    pub cpu_decisions: Vec<u64>,
+    /// See `cpu_decisions`.
+    pub cpu_ran_ns: Vec<u64>,
     /// Tasks the BPF side ran by its safety net.
     pub fallbacks: u64,
     /// Tasks that blocked while running without a decision.
@@ -124,6 +219,10 @@ pub struct OwnHost {
     pids: Vec<Option<i32>>,
     free_ids: Vec<u32>,
     cpus: Vec<Option<Slot>>,
+    /// Which physical CPUs hold a decision.
+    phys_busy: Vec<bool>,
+    /// The cgroup tree (cgroup mode only).
+    cgroups: Option<Cgroups>,
     /// BPF time since which each CPU has been free in the model with a task
     /// waiting, until its next decided task runs.
     free_at: Vec<Option<Time>>,
@@ -147,12 +246,27 @@ impl OwnHost {
             pids: Vec::new(),
             free_ids: Vec::new(),
             cpus: vec![None; cpus],
+            phys_busy: vec![false; cpus],
+            cgroups: None,
             free_at: vec![None; cpus],
-            stats: Stats::default(),
+            stats: Stats { cpu_decisions: vec![0; cpus], cpu_ran_ns: vec![0; cpus], ..Stats::default() },
         }
     }
 
-    /// The decided task of each CPU.
+    /// Weight tasks by the cgroup tree (kernel-weight mode): each task's own
+    /// weight is `p->scx.weight`, each cgroup's its `cpu.weight`.
+    pub fn with_cgroups(mut self) -> OwnHost {
+        self.cgroups = Some(Cgroups { flat: Flattener::new(GroupTree::new()), ids: HashMap::new() });
+        self
+    }
+
+    /// The physical CPU that carries out core CPU `k`'s decision, if any.
+    pub fn phys_of(&self, k: usize) -> Option<usize> {
+        self.cpus.get(k).copied().flatten().map(|s| s.phys)
+    }
+
+    /// The decided task of each core CPU.
+    #[cfg(test)]
     pub fn slots(&self) -> &[Option<Slot>] {
         &self.cpus
     }
@@ -187,37 +301,109 @@ impl OwnHost {
         }
     }
 
-    fn join(&mut self, now: Time, pid: i32, w: u64, kicks: &mut Kicks) -> Result<(), SchedError> {
+    fn join(&mut self, now: Time, e: &pscx_event, w: u64, kicks: &mut Kicks) -> Result<(), HostError> {
+        let pid = e.pid;
         let c = self.alloc_id(pid);
-        match self.sched.join(now, c, weight(w)) {
+        // In cgroup mode the core gets the task's effective weight.
+        let mut effective = weight(w);
+        let mut others = Vec::new();
+        if let Some(cg) = self.cgroups.as_mut() {
+            let g = cg.group(e.cgroup);
+            let changed = cg.flat.tree_mut().join(c, g, weight(w)).and_then(|_| cg.flat.changes(Some(c)));
+            match changed {
+                Ok(ch) => {
+                    for (x, wx) in ch {
+                        if x == c {
+                            effective = wx;
+                        } else {
+                            others.push((x, wx));
+                        }
+                    }
+                }
+                Err(err) => {
+                    let _ = cg.flat.tree_mut().leave(c);
+                    cg.flat.forget(c);
+                    self.pids[c.index()] = None;
+                    self.free_ids.push(c.0);
+                    return Err(err.into());
+                }
+            }
+        }
+        match self.sched.join(now, c, effective) {
             Ok(k) => kicks.extend(k.map(|k| k.0 as usize)),
-            Err(e) => {
+            Err(err) => {
                 self.pids[c.index()] = None;
                 self.free_ids.push(c.0);
-                return Err(e);
+                return Err(err.into());
             }
         }
         self.stats.joins += 1;
-        self.tasks.insert(pid, Task { client: c, state: State::Runnable, weight: w });
+        let cpus = if e.cpus == 0 { u64::MAX } else { e.cpus };
+        self.tasks.insert(pid, Task { client: c, state: State::Runnable, weight: w, cpus });
+        self.apply(now, others)
+    }
+
+    /// Give the core the effective weights that changed (cgroup mode).
+    fn apply(&mut self, now: Time, changes: Vec<(ClientId, Weight)>) -> Result<(), HostError> {
+        for (c, w) in changes {
+            self.sched.set_weight(now, c, w)?;
+            self.stats.cgroup_reweighs += 1;
+        }
         Ok(())
     }
 
-    fn wake(&mut self, now: Time, pid: i32, kicks: &mut Kicks) -> Result<(), SchedError> {
+    /// After a change of the cgroup tree that is not one task's own wake or
+    /// join: reissue every effective weight that changed.
+    fn regroup(&mut self, now: Time) -> Result<(), HostError> {
+        let Some(cg) = self.cgroups.as_mut() else { return Ok(()) };
+        let ch = cg.flat.changes(None)?;
+        self.apply(now, ch)
+    }
+
+    /// Record a block (`false`) or wake (`true`) of `c` in the cgroup tree;
+    /// the changed weights, `c`'s own first.
+    fn regroup_runnable(&mut self, c: ClientId, runnable: bool) -> Result<Vec<(ClientId, Weight)>, HostError> {
+        let Some(cg) = self.cgroups.as_mut() else { return Ok(Vec::new()) };
+        cg.flat.tree_mut().set_runnable(c, runnable)?;
+        let mut ch = cg.flat.changes(Some(c))?;
+        ch.sort_by_key(|&(x, _)| x != c);
+        Ok(ch)
+    }
+
+    fn wake(&mut self, now: Time, pid: i32, kicks: &mut Kicks) -> Result<(), HostError> {
         let Some(t) = self.tasks.get(&pid) else { return Ok(()) };
         if t.state != State::Blocked {
             return Ok(());
         }
-        kicks.extend(self.sched.wake(now, t.client)?.map(|k| k.0 as usize));
+        let c = t.client;
+        let mut ch = self.regroup_runnable(c, true)?;
+        // The waking task's own new weight before its wake (the core places it
+        // at that weight), the others' after.
+        let own: Vec<_> = ch.iter().position(|&(x, _)| x == c).map(|i| ch.remove(i)).into_iter().collect();
+        self.apply(now, own)?;
+        kicks.extend(self.sched.wake(now, c)?.map(|k| k.0 as usize));
         self.stats.wakes += 1;
         self.set_state(pid, State::Runnable);
-        Ok(())
+        self.apply(now, ch)
     }
 
     /// End the decision of `pid` on CPU `k`.
-    fn end(&mut self, now: Time, k: usize, pid: i32, ran: Time, reason: StopReason) -> Result<(), SchedError> {
+    fn end(&mut self, now: Time, k: usize, pid: i32, ran: Time, reason: StopReason) -> Result<(), HostError> {
         let Some(t) = self.tasks.get(&pid) else { return Ok(()) };
-        self.sched.stopped(now, CpuId(k as u32), t.client, ran, reason)?;
-        self.cpus[k] = None;
+        let c = t.client;
+        self.sched.stopped(now, CpuId(k as u32), c, ran, reason)?;
+        if let Some(slot) = self.cpus[k].take() {
+            self.phys_busy[slot.phys] = false;
+            self.stats.cpu_decisions[slot.phys] += 1;
+            self.stats.cpu_ran_ns[slot.phys] += ran;
+        }
+        let ts = self.stats.tasks.entry(pid).or_default();
+        ts.decisions += 1;
+        ts.ran_ns += ran;
+        if reason == StopReason::Blocked {
+            let ch = self.regroup_runnable(c, false)?;
+            self.apply(now, ch)?;
+        }
         match reason {
             StopReason::Expired => self.stats.expired += 1,
             StopReason::Preempted => self.stats.preempted += 1,
@@ -237,7 +423,7 @@ impl OwnHost {
         now: Time,
         e: &pscx_event,
         fixed_weight: impl FnOnce(i32) -> u64,
-    ) -> Result<Kicks, SchedError> {
+    ) -> Result<Kicks, HostError> {
         self.stats.msgs += 1;
         let kicks = self.handle(now, e, fixed_weight)?;
         // A CPU counts as waiting for the host from the moment it is free in
@@ -256,15 +442,15 @@ impl OwnHost {
         Ok(kicks)
     }
 
-    fn handle(
-        &mut self,
-        now: Time,
-        e: &pscx_event,
-        fixed_weight: impl FnOnce(i32) -> u64,
-    ) -> Result<Kicks, SchedError> {
+    fn handle(&mut self, now: Time, e: &pscx_event, fixed_weight: impl FnOnce(i32) -> u64) -> Result<Kicks, HostError> {
         let mut kicks = Kicks::new();
         let pid = e.pid;
         let known = self.tasks.get(&pid).map(|t| (t.state, t.weight));
+        if e.cpus != 0 && e.kind != intf::pscx_kind_PSCX_MISS {
+            if let Some(t) = self.tasks.get_mut(&pid) {
+                t.cpus = e.cpus;
+            }
+        }
         match e.kind {
             intf::pscx_kind_PSCX_RUNNABLE | intf::pscx_kind_PSCX_ENQUEUE => {
                 let w = match self.weights {
@@ -272,7 +458,7 @@ impl OwnHost {
                     Weights::Fixed => known.map(|k| k.1).unwrap_or_else(|| fixed_weight(pid)),
                 };
                 match known {
-                    None => self.join(now, pid, w, &mut kicks)?,
+                    None => self.join(now, e, w, &mut kicks)?,
                     Some((State::Blocked, _)) => self.wake(now, pid, &mut kicks)?,
                     Some((State::Decided(k), _)) if e.kind == intf::pscx_kind_PSCX_ENQUEUE => {
                         let slice = self.cpus[k].map(|s| s.slice).unwrap_or(0);
@@ -298,6 +484,8 @@ impl OwnHost {
                     self.sched.block(now, c)?;
                     self.stats.undecided_blocks += 1;
                     self.set_state(pid, State::Blocked);
+                    let ch = self.regroup_runnable(c, false)?;
+                    self.apply(now, ch)?;
                 }
                 _ => {}
             },
@@ -309,15 +497,64 @@ impl OwnHost {
             }
             intf::pscx_kind_PSCX_MISS => {
                 self.stats.misses += 1;
-                let k = e.cpu as usize;
-                if known.map(|k| k.0) == Some(State::Decided(k)) {
-                    self.end(now, k, pid, 0, StopReason::Blocked)?;
+                let why = |bit: u32| e.flags & bit as u64 != 0;
+                self.stats.miss_not_allowed += why(intf::pscx_miss_PSCX_MISS_NOT_ALLOWED) as u64;
+                self.stats.miss_gone += why(intf::pscx_miss_PSCX_MISS_GONE) as u64;
+                self.stats.miss_running += why(intf::pscx_miss_PSCX_MISS_RUNNING) as u64;
+                self.stats.miss_queued += why(intf::pscx_miss_PSCX_MISS_QUEUED) as u64;
+                self.stats.miss_runnable += why(intf::pscx_miss_PSCX_MISS_RUNNABLE) as u64;
+                if let Some((State::Decided(k), _)) = known {
+                    if self.cpus[k].is_some_and(|s| s.phys == e.cpu as usize) {
+                        self.end(now, k, pid, 0, StopReason::Blocked)?;
+                    }
+                }
+            }
+            intf::pscx_kind_PSCX_CPUMASK => self.stats.cpumask_changes += 1,
+            intf::pscx_kind_PSCX_CGROUP_INIT => {
+                if let Some(cg) = self.cgroups.as_mut() {
+                    self.stats.cgroups += 1;
+                    if !cg.ids.contains_key(&e.cgroup) {
+                        let g = if e.ran == 0 {
+                            ROOT
+                        } else {
+                            let parent = cg.group(e.ran);
+                            cg.flat.tree_mut().add_group(parent, weight(e.weight as u64))?
+                        };
+                        cg.ids.insert(e.cgroup, g);
+                    }
+                }
+            }
+            intf::pscx_kind_PSCX_CGROUP_EXIT => {
+                // The tree keeps the (empty) group: it has no runnable task,
+                // so it weighs nothing.
+                if let Some(cg) = self.cgroups.as_mut() {
+                    cg.ids.remove(&e.cgroup);
+                }
+            }
+            intf::pscx_kind_PSCX_CGROUP_WEIGHT => {
+                if let Some(cg) = self.cgroups.as_mut() {
+                    let g = cg.group(e.cgroup);
+                    if g != ROOT {
+                        cg.flat.tree_mut().set_group_weight(g, weight(e.weight as u64))?;
+                        self.stats.cgroup_weight_changes += 1;
+                        self.regroup(now)?;
+                    }
+                }
+            }
+            intf::pscx_kind_PSCX_CGROUP_MOVE => {
+                if let (Some(cg), Some(t)) = (self.cgroups.as_mut(), self.tasks.get(&pid)) {
+                    let g = cg.group(e.cgroup);
+                    cg.flat.tree_mut().move_client(t.client, g)?;
+                    self.stats.cgroup_moves += 1;
+                    self.regroup(now)?;
                 }
             }
             intf::pscx_kind_PSCX_FALLBACK => self.stats.fallbacks += 1,
             intf::pscx_kind_PSCX_RUNNING => {
-                let k = e.cpu as usize;
-                if known.map(|k| k.0) == Some(State::Decided(k)) {
+                if let Some((State::Decided(k), _)) = known {
+                    if self.cpus[k].is_none_or(|s| s.phys != e.cpu as usize) {
+                        return Ok(kicks);
+                    }
                     if let Some(t) = self.free_at.get_mut(k).and_then(Option::take) {
                         let gap = e.ts.saturating_sub(t);
                         self.stats.gaps += 1;
@@ -331,9 +568,16 @@ impl OwnHost {
         Ok(kicks)
     }
 
-    fn reweigh(&mut self, now: Time, pid: i32, w: u64) -> Result<(), SchedError> {
+    fn reweigh(&mut self, now: Time, pid: i32, w: u64) -> Result<(), HostError> {
         let c = self.tasks[&pid].client;
-        self.sched.set_weight(now, c, weight(w))?;
+        if let Some(cg) = self.cgroups.as_mut() {
+            // Its own weight within its cgroup: every share under its
+            // parents may change.
+            cg.flat.tree_mut().set_weight(c, weight(w))?;
+            self.regroup(now)?;
+        } else {
+            self.sched.set_weight(now, c, weight(w))?;
+        }
         self.stats.weight_changes += 1;
         if let Some(t) = self.tasks.get_mut(&pid) {
             t.weight = w;
@@ -343,19 +587,35 @@ impl OwnHost {
 
     /// `pid` left (its `EXIT` message, or the reaping of a job). `ran` is
     /// its run time since its decision if it held a CPU.
-    pub fn exit(&mut self, now: Time, pid: i32, ran: Time) -> Result<(), SchedError> {
+    pub fn exit(&mut self, now: Time, pid: i32, ran: Time) -> Result<(), HostError> {
         let Some(t) = self.tasks.get(&pid).cloned() else { return Ok(()) };
         match t.state {
             State::Decided(k) => self.end(now, k, pid, ran, StopReason::Left)?,
             State::Runnable | State::Blocked => self.sched.leave(now, t.client)?,
         }
         self.forget(pid);
+        if let Some(cg) = self.cgroups.as_mut() {
+            cg.flat.tree_mut().leave(t.client)?;
+            cg.flat.forget(t.client);
+            self.regroup(now)?;
+        }
         Ok(())
     }
 
-    /// Ask the core what each free CPU should run: `(cpu, pid, slice)` to
-    /// send to the BPF side.
-    pub fn fill(&mut self, now: Time) -> Result<Vec<(usize, i32, Time)>, SchedError> {
+    /// The free physical CPU that carries out core CPU `k`'s decision for a
+    /// task allowed on `cpus`: `k` itself if free and allowed, else the lowest
+    /// free allowed one.
+    fn place(&self, k: usize, cpus: u64) -> Option<usize> {
+        let allowed = |j: usize| j >= 64 || cpus & (1 << j) != 0;
+        if !self.phys_busy[k] && allowed(k) {
+            return Some(k);
+        }
+        (0..self.phys_busy.len()).find(|&j| !self.phys_busy[j] && allowed(j))
+    }
+
+    /// Ask the core what each free CPU should run: `(core cpu, physical
+    /// cpu, pid, slice)`; the last three go to the BPF side.
+    pub fn fill(&mut self, now: Time) -> Result<Vec<(usize, usize, i32, Time)>, HostError> {
         let mut out = Vec::new();
         for k in 0..self.cpus.len() {
             if self.cpus[k].is_some() {
@@ -368,18 +628,33 @@ impl OwnHost {
                     self.sched.stopped(now, CpuId(k as u32), client, 0, StopReason::Preempted)?;
                     continue;
                 };
-                self.cpus[k] = Some(Slot { pid, since: now, slice });
+                let cpus = self.tasks.get(&pid).map_or(u64::MAX, |t| t.cpus);
+                let Some(phys) = self.place(k, cpus) else {
+                    // No free CPU it may use: it waits for the next message.
+                    self.sched.stopped(now, CpuId(k as u32), client, 0, StopReason::Preempted)?;
+                    self.stats.affinity_deferred += 1;
+                    continue;
+                };
+                if phys != k {
+                    self.stats.remapped += 1;
+                }
+                self.phys_busy[phys] = true;
+                self.cpus[k] = Some(Slot { pid, phys, since: now, slice });
                 self.set_state(pid, State::Decided(k));
                 self.stats.decisions += 1;
-                out.push((k, pid, slice));
+                let w = self.cgroups.as_ref().and_then(|cg| cg.flat.issued(client)).map(Weight::get);
+                let ts = self.stats.tasks.entry(pid).or_default();
+                ts.weight = w.unwrap_or_else(|| self.tasks.get(&pid).map_or(0, |t| t.weight));
+                out.push((k, phys, pid, slice));
             }
         }
         Ok(out)
     }
 
-    /// The BPF side refused the decision of `pid` for CPU `k` (the syscall
-    /// failed): the task is still waiting, so the CPU goes back to the core.
-    pub fn undo(&mut self, now: Time, k: usize, pid: i32) -> Result<(), SchedError> {
+    /// The BPF side refused the decision of `pid` for core CPU `k` (the
+    /// syscall failed): the task is still waiting, so the CPU goes back to
+    /// the core.
+    pub fn undo(&mut self, now: Time, k: usize, pid: i32) -> Result<(), HostError> {
         if self.cpus[k].map(|s| s.pid) == Some(pid) {
             self.end(now, k, pid, 0, StopReason::Preempted)?;
         }
@@ -394,12 +669,13 @@ mod tests {
     const Q: u64 = 4_000_000;
 
     fn host(cpus: usize) -> OwnHost {
+        crate::plain_panics();
         let s = propshare::registry::build("gr3mp", propshare::scheduler::SchedConfig::new(cpus, Q)).unwrap();
         OwnHost::new(s, cpus, Weights::Kernel)
     }
 
     fn ev(kind: u32, pid: i32, flags: u64, ran: u64) -> pscx_event {
-        pscx_event { kind, pid, cpu: 0, weight: 100, flags, ran, ts: 0 }
+        pscx_event { kind, pid, cpu: 0, weight: 100, flags, ran, ts: 0, cpus: u64::MAX, cgroup: 0 }
     }
 
     const RUNNABLE: u32 = intf::pscx_kind_PSCX_RUNNABLE;
@@ -419,7 +695,7 @@ mod tests {
         let d = h.fill(1).unwrap();
         assert_eq!(d.len(), 1);
         assert!(h.fill(2).unwrap().is_empty(), "CPU 0 is taken until its task stops");
-        let pid = d[0].1;
+        let pid = d[0].2;
         // A preemption by a higher class: still runnable, no enqueue: nothing ends.
         h.on_event(3, &ev(STOPPING, pid, 1, 1_000_000), |_| 1).unwrap();
         assert!(h.fill(4).unwrap().is_empty());
@@ -428,7 +704,7 @@ mod tests {
         assert_eq!(h.stats.expired, 1);
         let d2 = h.fill(6).unwrap();
         assert_eq!(d2.len(), 1);
-        assert_ne!(d2[0].1, pid, "the other task gets the CPU after a full slice");
+        assert_ne!(d2[0].2, pid, "the other task gets the CPU after a full slice");
     }
 
     #[test]
@@ -441,7 +717,7 @@ mod tests {
         assert_eq!(h.stats.blocks, 1);
         arrive(&mut h, 10);
         assert_eq!(h.stats.wakes, 1);
-        assert_eq!(h.fill(2).unwrap(), vec![(0, 10, Q)]);
+        assert_eq!(h.fill(2).unwrap(), vec![(0, 0, 10, Q)]);
     }
 
     #[test]
@@ -480,5 +756,84 @@ mod tests {
         h.on_event(1, &ev(STOPPING, 10, 0, 100), |_| 1).unwrap();
         assert_eq!(h.stats.undecided_blocks, 1);
         assert!(h.fill(2).unwrap().is_empty());
+    }
+
+    #[test]
+    fn a_decision_is_never_made_for_a_disallowed_cpu() {
+        // Two CPUs, three tasks; task 10 may run only on CPU 1. Whatever the
+        // core picks for its CPUs, task 10 is only ever sent to CPU 1.
+        let mut h = host(2);
+        for pid in [10, 11, 12] {
+            let mut e = ev(RUNNABLE, pid, 1, 0);
+            if pid == 10 {
+                e.cpus = 0b10;
+            }
+            h.on_event(0, &e, |_| 1).unwrap();
+        }
+        let mut now = 1;
+        for _ in 0..200 {
+            for (_, phys, pid, _) in h.fill(now).unwrap() {
+                assert!(pid != 10 || phys == 1, "task 10 sent to CPU {phys}");
+            }
+            // Both decided tasks run out their slices.
+            let busy: Vec<i32> = h.slots().iter().flatten().map(|s| s.pid).collect();
+            now += Q;
+            for pid in busy {
+                // Every message carries the task's allowed CPUs.
+                let mut e = ev(ENQUEUE, pid, 0, Q);
+                if pid == 10 {
+                    e.cpus = 0b10;
+                }
+                h.on_event(now, &e, |_| 1).unwrap();
+            }
+        }
+        let d = |pid: i32| h.stats.tasks.get(&pid).map_or(0, |t| t.decisions);
+        assert!(d(10) > 0 && d(11) > 0 && d(12) > 0, "every task ran: {:?}", h.stats.tasks);
+        assert_eq!(h.stats.cpu_decisions.iter().sum::<u64>(), d(10) + d(11) + d(12));
+    }
+
+    fn cgroup_event(kind: u32, id: u64, parent: u64, weight: u32) -> pscx_event {
+        pscx_event { kind, pid: 0, cpu: -1, weight, flags: 0, ran: parent, ts: 0, cpus: 0, cgroup: id }
+    }
+
+    #[test]
+    fn cgroup_weights_are_exact_shares_of_the_tree() {
+        // Root cgroup 1; a (cpu.weight 100) with one task, b (300) with eight:
+        // effective weights in the ratio 8 : 3 each (1/4 and 3/32 of the machine).
+        let mut h = host(2).with_cgroups();
+        h.on_event(0, &cgroup_event(intf::pscx_kind_PSCX_CGROUP_INIT, 1, 0, 100), |_| 1).unwrap();
+        h.on_event(0, &cgroup_event(intf::pscx_kind_PSCX_CGROUP_INIT, 20, 1, 100), |_| 1).unwrap();
+        h.on_event(0, &cgroup_event(intf::pscx_kind_PSCX_CGROUP_INIT, 30, 1, 300), |_| 1).unwrap();
+        let arrive_in = |h: &mut OwnHost, pid: i32, cg: u64| {
+            let mut e = ev(RUNNABLE, pid, 1, 0);
+            e.cgroup = cg;
+            h.on_event(0, &e, |_| 1).unwrap();
+        };
+        arrive_in(&mut h, 100, 20);
+        for pid in 101..109 {
+            arrive_in(&mut h, pid, 30);
+        }
+        let eff = |h: &OwnHost, pid: i32| {
+            let c = h.tasks[&pid].client;
+            h.cgroups.as_ref().unwrap().flat.issued(c).unwrap().get()
+        };
+        let a = eff(&h, 100);
+        assert!((101..109).all(|p| eff(&h, p) * 8 == a * 3), "{a} vs {}", eff(&h, 101));
+        // b's weight drops to 100: 1/2 and 1/16 each.
+        h.on_event(1, &cgroup_event(intf::pscx_kind_PSCX_CGROUP_WEIGHT, 30, 0, 100), |_| 1).unwrap();
+        assert_eq!(eff(&h, 100) / eff(&h, 101), 8);
+        // The task of a blocks: b's tasks share the machine equally.
+        let d = h.fill(2).unwrap();
+        let first = d[0].2;
+        h.on_event(3, &ev(STOPPING, first, 0, 1000), |_| 1).unwrap();
+        let runnable: Vec<i32> = (100..109).filter(|&p| p != first).collect();
+        let ws: Vec<u64> = runnable.iter().map(|&p| eff(&h, p)).collect();
+        assert!(ws.iter().filter(|&&w| w == ws[ws.len() - 1]).count() >= 7, "{ws:?}");
+        // A task moves from b to a.
+        let mut m = ev(intf::pscx_kind_PSCX_CGROUP_MOVE, 108, 0, 0);
+        m.cgroup = 20;
+        h.on_event(4, &m, |_| 1).unwrap();
+        assert_eq!(h.stats.cgroup_moves, 1);
+        assert!(h.stats.cgroup_reweighs > 9);
     }
 }

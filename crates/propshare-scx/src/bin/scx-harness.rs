@@ -12,8 +12,10 @@
 //! propshare-sim, on the time axis of the CPU time the tasks actually received
 //! (so overheads that take CPUs away from every task are not counted as lag).
 
+use propshare::groups::{GroupId, GroupTree, ROOT};
 use propshare::model::{ClientId, Weight};
-use propshare_sim::fluid::{ns_of_service, Fluid};
+use propshare_sim::fluid::{ns_of_service, Fluid, Service};
+use propshare_sim::hier::HierFluid;
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::process::ExitCode;
@@ -54,6 +56,23 @@ struct TaskDef {
     duty: Option<(u32, u32)>,
     /// Renice at this fraction (per mille) of the phase, to this nice.
     renice: Option<(u32, i32)>,
+    /// Pinned to this CPU (`sched_setaffinity`).
+    pin: Option<u32>,
+    /// Runs in this cgroup of the workload's tree (an index into `cgroups`).
+    cgroup: Option<usize>,
+}
+
+/// How propshare-scx finds the workload's tasks and their weights.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Mode {
+    /// Jobs with exact weights on its command line.
+    Jobs,
+    /// The tasks switch themselves to SCHED_EXT (partial mode); kernel weights.
+    Ext,
+    /// `--all-tasks`: every task of the guest; kernel weights from nice.
+    All,
+    /// `--cgroups`: SCHED_EXT tasks weighted by the cgroup tree.
+    Cgroups,
 }
 
 #[derive(Clone, Debug)]
@@ -61,72 +80,127 @@ struct Workload {
     id: &'static str,
     smp: usize,
     what: &'static str,
-    /// Kernel-weight mode (tasks switch themselves to SCHED_EXT, weights from nice).
-    kernel_mode: bool,
+    mode: Mode,
     tasks: Vec<TaskDef>,
+    /// Cgroups under the root, `(name, cpu.weight)`, one level (cgroup mode).
+    cgroups: Vec<(&'static str, u64)>,
 }
 
 fn spinners(ws: &[u64]) -> Vec<TaskDef> {
     ws.iter()
         .enumerate()
-        .map(|(i, &w)| TaskDef { name: format!("t{}w{w}", i + 1), weight: w, duty: None, renice: None })
+        .map(|(i, &w)| TaskDef {
+            name: format!("t{}w{w}", i + 1),
+            weight: w,
+            duty: None,
+            renice: None,
+            pin: None,
+            cgroup: None,
+        })
         .collect()
 }
 
 fn workloads() -> Vec<Workload> {
     let mut mixed = spinners(&[1, 1]);
     for i in 0..2 {
-        mixed.push(TaskDef { name: format!("io{}", i + 1), weight: 1, duty: Some((2, 6)), renice: None });
+        mixed.push(TaskDef {
+            name: format!("io{}", i + 1),
+            weight: 1,
+            duty: Some((2, 6)),
+            renice: None,
+            pin: None,
+            cgroup: None,
+        });
     }
     let mut change = spinners(&[1, 1, 1]);
     change[2].renice = Some((500, -5));
+    let mut pinned = spinners(&[1, 1, 1]);
+    pinned[0].pin = Some(1);
+    // Two cgroups, cpu.weight 100 and 300, with 1 and 8 spinners.
+    let mut cg = spinners(&[1; 9]);
+    for (i, t) in cg.iter_mut().enumerate() {
+        t.cgroup = Some(usize::from(i > 0));
+        t.name = if i == 0 { "a1".into() } else { format!("b{i}") };
+    }
     vec![
         Workload {
             id: "w123",
             smp: 2,
             what: "weights 1:2:3 on 2 CPUs",
-            kernel_mode: false,
+            mode: Mode::Jobs,
             tasks: spinners(&[1, 2, 3]),
+            cgroups: Vec::new(),
         },
         Workload {
             id: "inf",
             smp: 2,
             what: "infeasible 10:1:1 on 2 CPUs",
-            kernel_mode: false,
+            mode: Mode::Jobs,
             tasks: spinners(&[10, 1, 1]),
+            cgroups: Vec::new(),
         },
         Workload {
             id: "mixed",
             smp: 2,
             what: "2 spinners + 2 I/O-bound (2 ms CPU / 6 ms sleep) on 2 CPUs",
-            kernel_mode: false,
+            mode: Mode::Jobs,
             tasks: mixed,
+            cgroups: Vec::new(),
         },
         Workload {
             id: "change",
             smp: 2,
             what: "3 equal spinners, one reniced 0 -> -5 at half time (kernel weights 100 -> 305)",
-            kernel_mode: true,
+            mode: Mode::Ext,
             tasks: change,
+            cgroups: Vec::new(),
+        },
+        Workload {
+            id: "pin",
+            smp: 2,
+            what: "3 equal spinners on 2 CPUs, t1 pinned to CPU 1",
+            mode: Mode::Jobs,
+            tasks: pinned,
+            cgroups: Vec::new(),
+        },
+        Workload {
+            id: "all",
+            smp: 2,
+            what: "weights 1:2:3 as nice 0/-3/-5, every task of the guest scheduled (--all-tasks)",
+            mode: Mode::All,
+            tasks: spinners(&[1, 2, 3]),
+            cgroups: Vec::new(),
+        },
+        Workload {
+            id: "cg",
+            smp: 2,
+            what: "cgroups a:b = cpu.weight 100:300, 1 spinner in a, 8 in b, on 2 CPUs",
+            mode: Mode::Cgroups,
+            tasks: cg,
+            cgroups: vec![("a", 100), ("b", 300)],
         },
         Workload {
             id: "eq5",
             smp: 4,
             what: "5 equal spinners on 4 CPUs",
-            kernel_mode: false,
+            mode: Mode::Jobs,
             tasks: spinners(&[1; 5]),
+            cgroups: Vec::new(),
         },
         Workload {
             id: "w16",
             smp: 4,
             what: "16 spinners, weights 1..16, on 4 CPUs",
-            kernel_mode: false,
+            mode: Mode::Jobs,
             tasks: spinners(&(1..=16).collect::<Vec<_>>()),
+            cgroups: Vec::new(),
         },
     ]
 }
 
 const GRID_MS: u64 = 100;
+/// Where the guest mounts cgroup v2 (`cgroup_setup` in init.sh).
+const CGROUP_ROOT: &str = "/sys/fs/cgroup";
 const QUANTUM: &str = "4ms";
 
 fn plan(smp: usize, secs: u64, scheds: &[String], only: &[String], safety: bool, prun: bool) -> String {
@@ -145,10 +219,23 @@ fn plan(smp: usize, secs: u64, scheds: &[String], only: &[String], safety: bool,
             if let Some((at, n)) = t.renice {
                 let _ = write!(a, " -r {}:{n}", ms * at as u64 / 1000);
             }
+            if let Some(c) = t.pin {
+                let _ = write!(a, " -c {c}");
+            }
+            if let Some(g) = t.cgroup {
+                let _ = write!(a, " -C {CGROUP_ROOT}/{}", w.cgroups[g].0);
+            }
             a
         };
-        let nices: Vec<i32> =
-            w.tasks.iter().map(|t| if w.kernel_mode { 0 } else { nice_for(t.weight, w_min) }).collect();
+        let nices: Vec<i32> = w
+            .tasks
+            .iter()
+            .map(|t| if matches!(w.mode, Mode::Ext | Mode::Cgroups) { 0 } else { nice_for(t.weight, w_min) })
+            .collect();
+        if !w.cgroups.is_empty() {
+            let groups: Vec<String> = w.cgroups.iter().map(|(n, wt)| format!("{n}:{wt}")).collect();
+            let _ = writeln!(s, "cgroup_setup {}", groups.join(" "));
+        }
         // EEVDF with weights mapped to nice.
         let _ = writeln!(s, "phase_begin {} eevdf", w.id);
         let _ = writeln!(s, "S=$(( $(/bin/spin now) + 300 )); E=$((S + {ms}))");
@@ -163,7 +250,7 @@ fn plan(smp: usize, secs: u64, scheds: &[String], only: &[String], safety: bool,
             .map(|t| format!("-w {} -n {} -- {}", t.weight, t.name, spin_args(t, false, 0)))
             .collect::<Vec<_>>()
             .join(" ::: ");
-        if prun && !w.kernel_mode {
+        if prun && w.mode == Mode::Jobs {
             // `propshare run` (user space, SIGSTOP/SIGCONT) in the same guest.
             let _ = writeln!(s, "if [ -x /bin/propshare ]; then phase_begin {} prun-gr3mp", w.id);
             let _ = writeln!(s, "S=$(( $(/bin/spin now) + 1500 )); E=$((S + {ms}))");
@@ -175,17 +262,31 @@ fn plan(smp: usize, secs: u64, scheds: &[String], only: &[String], safety: bool,
             );
         }
         for sc in scheds {
-            // `NAME@stock` runs NAME on the stock scx_rustland_core side.
+            // `NAME@stock` runs NAME on the stock scx_rustland_core side,
+            // `NAME@exact` on ours with --exact-slices.
             let (name, side) = sc.split_once('@').unwrap_or((sc.as_str(), "own"));
-            let scx = format!("/bin/propshare-scx --scheduler {name} --bpf {side} --quantum {QUANTUM}");
+            if side == "stock" && w.mode == Mode::Cgroups {
+                continue;
+            }
+            let mut scx = match side {
+                "exact" => {
+                    format!("/bin/propshare-scx --scheduler {name} --bpf own --exact-slices --quantum {QUANTUM}")
+                }
+                _ => format!("/bin/propshare-scx --scheduler {name} --bpf {side} --quantum {QUANTUM}"),
+            };
+            match w.mode {
+                Mode::All => scx.push_str(" --all-tasks"),
+                Mode::Cgroups => scx.push_str(" --cgroups"),
+                Mode::Jobs | Mode::Ext => {}
+            }
             let _ = writeln!(s, "phase_begin {} {sc}", w.id);
-            if w.kernel_mode {
+            if w.mode != Mode::Jobs {
                 let _ = writeln!(s, "{scx} --stats 2>/tmp/pscx.err & P=$!");
                 let _ = writeln!(s, "wait_enabled");
                 let _ = writeln!(s, "S=$(( $(/bin/spin now) + 300 )); E=$((S + {ms}))");
                 let mut pids = Vec::new();
                 for (i, t) in w.tasks.iter().enumerate() {
-                    let _ = writeln!(s, "{} & Q{i}=$!", spin_args(t, true, 0));
+                    let _ = writeln!(s, "{} & Q{i}=$!", spin_args(t, w.mode != Mode::All, nices[i]));
                     pids.push(format!("$Q{i}"));
                 }
                 let _ = writeln!(s, "wait {}; kill -INT $P; wait $P; rc=$?; cat /tmp/pscx.err", pids.join(" "));
@@ -198,6 +299,7 @@ fn plan(smp: usize, secs: u64, scheds: &[String], only: &[String], safety: bool,
     }
     if safety {
         let sc = scheds.first().map(String::as_str).unwrap_or("gr3mp");
+        let sc = sc.strip_suffix("@exact").unwrap_or(sc);
         for how in ["INT", "TERM", "KILL", "panic"] {
             let _ = writeln!(s, "safety {how} {sc}");
         }
@@ -210,6 +312,7 @@ fn plan(smp: usize, secs: u64, scheds: &[String], only: &[String], safety: bool,
 #[derive(Clone, Debug, Default)]
 struct TaskResult {
     name: String,
+    pid: i32,
     nice: i32,
     renice: Option<(u64, i32)>,
     duty: bool,
@@ -271,6 +374,7 @@ fn parse_log(text: &str, smp_default: usize) -> (Vec<Phase>, Vec<String>, Vec<St
             });
             p.tasks.push(TaskResult {
                 name: m.get("name").unwrap_or(&"?").to_string(),
+                pid: m.get("pid").and_then(|n| n.parse().ok()).unwrap_or(0),
                 nice: m.get("nice").and_then(|n| n.parse().ok()).unwrap_or(0),
                 renice,
                 duty: m.get("duty").map(|d| !d.starts_with("0:")).unwrap_or(false),
@@ -314,6 +418,18 @@ struct TaskRow {
     share: f64,
     ideal: Option<f64>,
     max_lag_ms: Option<f64>,
+    /// Own BPF side: decisions that ended, and the mean run time of one (ms).
+    decisions: Option<u64>,
+    ran_per_decision_ms: Option<f64>,
+}
+
+/// One cgroup's achieved and ideal share of the spinners' CPU time (%).
+#[derive(Clone, Debug, serde::Serialize)]
+struct GroupRow {
+    name: String,
+    weight: u64,
+    share: f64,
+    ideal: f64,
 }
 
 #[derive(Clone, Debug, serde::Serialize)]
@@ -324,6 +440,9 @@ struct PhaseRow {
     tasks: Vec<TaskRow>,
     max_err_pp: f64,
     max_lag_ms: f64,
+    /// Cgroup workloads: each group's share, and the largest error (pp).
+    groups: Vec<GroupRow>,
+    group_err_pp: Option<f64>,
     delivered: f64,
     ctxt_per_s: f64,
     sched_cpu_pct: Option<f64>,
@@ -338,6 +457,13 @@ struct PhaseRow {
     gap_max_ms: Option<f64>,
     /// Own BPF side: dropped decisions, safety-net runs, lost messages.
     misses: Option<u64>,
+    /// Own BPF side: the dropped decisions by what the BPF side found
+    /// (not allowed, gone, running, queued elsewhere, runnable).
+    miss_why: Option<[u64; 5]>,
+    /// Own BPF side: decisions carried out on another CPU than the core's
+    /// (affinity), and picks deferred because no free CPU was allowed.
+    remapped: Option<u64>,
+    affinity_deferred: Option<u64>,
     fallbacks: Option<u64>,
     lost: Option<u64>,
     rc: Option<i32>,
@@ -346,7 +472,7 @@ struct PhaseRow {
 
 /// Effective weights of a phase's tasks at the start, and the weight after a renice.
 fn weights_of(p: &Phase, w: &Workload) -> Vec<(u64, Option<u64>)> {
-    let kernel_like = p.sched == "eevdf" || w.kernel_mode;
+    let kernel_like = p.sched == "eevdf" || w.mode != Mode::Jobs;
     p.tasks
         .iter()
         .map(|t| {
@@ -359,6 +485,49 @@ fn weights_of(p: &Phase, w: &Workload) -> Vec<(u64, Option<u64>)> {
             }
         })
         .collect()
+}
+
+/// The ideal: the flat fluid reference, or the hierarchical one for a
+/// workload with cgroups (propshare-sim's `hier`).
+enum Reference {
+    Flat(Fluid),
+    Hier(HierFluid, Vec<GroupId>),
+}
+
+impl Reference {
+    fn new(smp: usize, w: &Workload) -> Option<Reference> {
+        if w.cgroups.is_empty() {
+            return Some(Reference::Flat(Fluid::new(smp)));
+        }
+        let mut tree = GroupTree::new();
+        let mut ids = Vec::new();
+        for (_, wt) in &w.cgroups {
+            ids.push(tree.add_group(ROOT, Weight::new(*wt).ok()?).ok()?);
+        }
+        Some(Reference::Hier(HierFluid::new(smp, tree), ids))
+    }
+
+    fn join(&mut self, c: ClientId, group: Option<usize>, w: Weight) -> Option<()> {
+        match self {
+            Reference::Flat(f) => f.join(0, c, w),
+            Reference::Hier(h, ids) => h.join(0, c, group.map_or(ROOT, |g| ids[g]), w).ok()?,
+        }
+        Some(())
+    }
+
+    fn set_weight(&mut self, v: u64, c: ClientId, w: Weight) {
+        match self {
+            Reference::Flat(f) => f.set_weight(v, c, w),
+            Reference::Hier(h, _) => h.set_weight(v, c, w),
+        }
+    }
+
+    fn ideal(&mut self, v: u64, c: ClientId) -> Service {
+        match self {
+            Reference::Flat(f) => f.ideal(v, c),
+            Reference::Hier(h, _) => h.ideal(v, c),
+        }
+    }
 }
 
 fn analyse(p: &Phase) -> Option<PhaseRow> {
@@ -378,9 +547,10 @@ fn analyse(p: &Phase) -> Option<PhaseRow> {
     let pool_total: f64 = pool.iter().map(|&i| p.tasks[i].cpu_us as f64).sum();
     let cpus = p.smp.min(pool.len()).max(1);
     // Fluid reference over the pool, on the axis v = (CPU time the pool received) / cpus.
-    let mut fluid = Fluid::new(p.smp);
+    let group_of = |name: &str| wl.tasks.iter().find(|d| d.name == name).and_then(|d| d.cgroup);
+    let mut fluid = Reference::new(p.smp, &wl)?;
     for (j, &i) in pool.iter().enumerate() {
-        fluid.join(0, ClientId(j as u32), Weight::new(weights[i].0).ok()?);
+        fluid.join(ClientId(j as u32), group_of(&p.tasks[i].name), Weight::new(weights[i].0).ok()?)?;
     }
     let mut max_lag = vec![0f64; n];
     let mut ideal_end = vec![None; n];
@@ -408,6 +578,10 @@ fn analyse(p: &Phase) -> Option<PhaseRow> {
         }
     }
     let ideal_sum: f64 = ideal_end.iter().flatten().sum();
+    let st = p.stats.as_ref();
+    let per_task = |pid: i32, key: &str| -> Option<f64> {
+        st?.get("host")?.get("tasks")?.get(pid.to_string())?.get(key)?.as_f64()
+    };
     let mut rows = Vec::new();
     let mut max_err: f64 = 0.0;
     for i in 0..n {
@@ -426,10 +600,26 @@ fn analyse(p: &Phase) -> Option<PhaseRow> {
             share,
             ideal,
             max_lag_ms: (!io).then_some(max_lag[i]),
+            decisions: per_task(t.pid, "decisions").map(|x| x as u64),
+            ran_per_decision_ms: match (per_task(t.pid, "ran_ns"), per_task(t.pid, "decisions")) {
+                (Some(r), Some(d)) if d > 0.0 => Some(r / d / 1e6),
+                _ => None,
+            },
         });
     }
+    let groups: Vec<GroupRow> = wl
+        .cgroups
+        .iter()
+        .enumerate()
+        .map(|(g, (name, wt))| {
+            let members = rows.iter().filter(|r| group_of(&r.name) == Some(g) && !r.io);
+            let (share, ideal) = members.fold((0.0, 0.0), |(s, i), r| (s + r.share, i + r.ideal.unwrap_or(0.0)));
+            GroupRow { name: name.to_string(), weight: *wt, share, ideal }
+        })
+        .collect();
+    let group_err_pp =
+        (!groups.is_empty()).then(|| groups.iter().map(|g| (g.share - g.ideal).abs()).fold(0.0, f64::max));
     let secs = (k_max.saturating_sub(1)) as f64 * grid_ms as f64 / 1000.0;
-    let st = p.stats.as_ref();
     let get = |path: &[&str]| -> Option<f64> {
         let mut v = st?;
         for k in path {
@@ -448,6 +638,8 @@ fn analyse(p: &Phase) -> Option<PhaseRow> {
         max_lag_ms: rows.iter().filter_map(|r| r.max_lag_ms).fold(0.0, f64::max),
         tasks: rows,
         max_err_pp: max_err,
+        groups,
+        group_err_pp,
         delivered: if secs > 0.0 { total / 1e6 / (secs * p.smp as f64) * 100.0 } else { 0.0 },
         ctxt_per_s: if p.wall_ms > 0 { p.ctxt as f64 / (p.wall_ms as f64 / 1000.0) } else { 0.0 },
         sched_cpu_pct,
@@ -461,6 +653,12 @@ fn analyse(p: &Phase) -> Option<PhaseRow> {
         },
         gap_max_ms: get(&["host", "gap_max_ns"]).map(|x| x / 1e6),
         misses: get(&["bpf", "missed"]).map(|x| x as u64),
+        miss_why: get(&["host", "miss_not_allowed"]).map(|_| {
+            ["miss_not_allowed", "miss_gone", "miss_running", "miss_queued", "miss_runnable"]
+                .map(|k| get(&["host", k]).unwrap_or(0.0) as u64)
+        }),
+        remapped: get(&["host", "remapped"]).map(|x| x as u64),
+        affinity_deferred: get(&["host", "affinity_deferred"]).map(|x| x as u64),
         fallbacks: get(&["bpf", "fallback"]).map(|x| x as u64),
         lost: get(&["bpf", "lost"]).map(|x| x as u64),
         rc: p.rc,
@@ -547,6 +745,33 @@ fn report(out: &str, check: Option<&str>, logs: &[String]) -> ExitCode {
             let _ = writeln!(md);
         }
         let _ = writeln!(md, "\nCells: achieved share (ideal share) and max lag in ms.\n");
+        if !w.cgroups.is_empty() {
+            let _ = writeln!(md, "Cgroups (share of the spinners' CPU time, ideal: hierarchical fluid):\n");
+            let _ = writeln!(md, "| scheduler | max group err (pp) | groups: share (ideal) |\n|---|---|---|");
+            for r in &rs {
+                let gs: Vec<String> = r
+                    .groups
+                    .iter()
+                    .map(|g| format!("{} w{}: {:.2} ({:.2})", g.name, g.weight, g.share, g.ideal))
+                    .collect();
+                let _ = writeln!(md, "| {} | {:.2} | {} |", r.sched, r.group_err_pp.unwrap_or(0.0), gs.join("; "));
+            }
+            let _ = writeln!(md);
+        }
+        if rs.iter().any(|r| r.tasks.iter().any(|t| t.decisions.is_some())) {
+            let _ = writeln!(md, "Decisions per task (own side): decisions / mean run time of one (ms):\n");
+            for r in rs.iter().filter(|r| r.tasks.iter().any(|t| t.decisions.is_some())) {
+                let cells: Vec<String> = r
+                    .tasks
+                    .iter()
+                    .map(|t| {
+                        format!("{} {} / {:.2}", t.name, t.decisions.unwrap_or(0), t.ran_per_decision_ms.unwrap_or(0.0))
+                    })
+                    .collect();
+                let _ = writeln!(md, "* {}: {}", r.sched, cells.join(", "));
+            }
+            let _ = writeln!(md);
+        }
     }
     if rows.iter().any(|r| r.blocks_probed.is_some()) {
         let _ = writeln!(md, "## Block inference (stock rustland_core)\n");
@@ -569,12 +794,13 @@ fn report(out: &str, check: Option<&str>, logs: &[String]) -> ExitCode {
         let _ = writeln!(md, "## Own BPF side: explicit events\n");
         let _ = writeln!(
             md,
-            "| vCPUs | workload | scheduler | blocks reported | host read a block after, max (ms) | CPU free to next decided task running: mean / max (ms) | dropped decisions | safety-net runs | lost messages |\n|---|---|---|---|---|---|---|---|---|"
+            "| vCPUs | workload | scheduler | blocks reported | host read a block after, max (ms) | CPU free to next decided task running: mean / max (ms) | dropped decisions (not allowed / gone / running / queued / runnable) | remapped / deferred (affinity) | safety-net runs | lost messages |\n|---|---|---|---|---|---|---|---|---|---|"
         );
         for r in rows.iter().filter(|r| r.blocks_reported.is_some()) {
+            let why = r.miss_why.map(|w| format!(" ({})", w.map(|x| x.to_string()).join(" / "))).unwrap_or_default();
             let _ = writeln!(
                 md,
-                "| {} | {} | {} | {} | {:.1} | {:.2} / {:.1} | {} | {} | {} |",
+                "| {} | {} | {} | {} | {:.1} | {:.2} / {:.1} | {}{why} | {} / {} | {} | {} |",
                 r.smp,
                 r.workload,
                 r.sched,
@@ -583,6 +809,8 @@ fn report(out: &str, check: Option<&str>, logs: &[String]) -> ExitCode {
                 r.gap_mean_ms.unwrap_or(0.0),
                 r.gap_max_ms.unwrap_or(0.0),
                 r.misses.unwrap_or(0),
+                r.remapped.unwrap_or(0),
+                r.affinity_deferred.unwrap_or(0),
                 r.fallbacks.unwrap_or(0),
                 r.lost.unwrap_or(0)
             );
@@ -634,6 +862,27 @@ fn report(out: &str, check: Option<&str>, logs: &[String]) -> ExitCode {
         if !ok && check.is_some() {
             failures.push(format!("{} {} smp{}: max error {:.2} pp > {b}", r.workload, r.sched, r.smp, r.max_err_pp));
         }
+    }
+    for r in scx_rows.iter().filter(|r| r.group_err_pp.is_some()) {
+        let b = bound(r.smp);
+        let e = r.group_err_pp.unwrap_or(0.0);
+        let ok = e <= b;
+        target_lines.push(format!(
+            "* {} {} on {} vCPUs: max cgroup error {e:.2} pp (bound {b}) {}",
+            r.workload,
+            r.sched,
+            r.smp,
+            if ok { "ok" } else { "MISSED" }
+        ));
+        if !ok && check.is_some() {
+            failures.push(format!("{} {} smp{}: max cgroup error {e:.2} pp > {b}", r.workload, r.sched, r.smp));
+        }
+    }
+    // Affinity: no decision may be sent for a CPU its task may not use.
+    for r in scx_rows.iter().filter(|r| r.miss_why.is_some_and(|w| w[0] > 0)) {
+        let n = r.miss_why.map_or(0, |w| w[0]);
+        failures
+            .push(format!("{} {} smp{}: {n} decision(s) for a CPU the task may not use", r.workload, r.sched, r.smp));
     }
     for wid in ["inf", "eq5"] {
         let Some(e) = rows.iter().find(|r| r.workload == wid && r.sched == "eevdf") else { continue };
@@ -695,8 +944,8 @@ fn main() -> ExitCode {
             }
             for s in &scheds {
                 let (name, side) = s.split_once('@').unwrap_or((s.as_str(), "own"));
-                if side != "own" && side != "stock" {
-                    eprintln!("scx-harness: unknown BPF side {side:?} in {s:?} (own or stock)");
+                if !["own", "stock", "exact"].contains(&side) {
+                    eprintln!("scx-harness: unknown BPF side {side:?} in {s:?} (own, stock or exact)");
                     return ExitCode::from(2);
                 }
                 if propshare::registry::build(name, propshare::scheduler::SchedConfig::new(1, 4_000_000)).is_err() {

@@ -37,6 +37,31 @@ enum pscx_kind {
 	/* ops.dispatch ran a task that had waited longer than the fallback time
 	 * without a decision (the safety net). */
 	PSCX_FALLBACK = 9,
+	/* ops.set_cpumask: the CPUs the task may run on are now `cpus`. */
+	PSCX_CPUMASK = 10,
+	/* ops.cgroup_init: cgroup `cgroup` (parent: `ran`, 0 for none) exists
+	 * with cpu.weight `weight`. */
+	PSCX_CGROUP_INIT = 11,
+	/* ops.cgroup_exit: cgroup `cgroup` is gone. */
+	PSCX_CGROUP_EXIT = 12,
+	/* ops.cgroup_set_weight: cgroup `cgroup`'s cpu.weight is now `weight`. */
+	PSCX_CGROUP_WEIGHT = 13,
+	/* ops.cgroup_move: the task moved to cgroup `cgroup`. */
+	PSCX_CGROUP_MOVE = 14,
+};
+
+/* What ops.dispatch found when it dropped a decision (PSCX_MISS flags). */
+enum pscx_miss {
+	/* The task may not run on that CPU. */
+	PSCX_MISS_NOT_ALLOWED = 1,
+	/* No task has that pid any more. */
+	PSCX_MISS_GONE = 2,
+	/* The task is running (on the CPU in `ran`). */
+	PSCX_MISS_RUNNING = 4,
+	/* The task is queued on some DSQ (not the wait DSQ: it was not found there). */
+	PSCX_MISS_QUEUED = 8,
+	/* The task is runnable (on a runqueue, as the kernel sees it). */
+	PSCX_MISS_RUNNABLE = 16,
 };
 
 struct pscx_event {
@@ -47,6 +72,12 @@ struct pscx_event {
 	unsigned long long flags;
 	unsigned long long ran;
 	unsigned long long ts;
+	/* The CPUs 0..63 the task may run on (bit k: CPU k; CPUs from 64 on are
+	 * checked by ops.dispatch only). */
+	unsigned long long cpus;
+	/* The task's cgroup (its kernfs id; 0: unknown), or the cgroup of a
+	 * PSCX_CGROUP_* message. */
+	unsigned long long cgroup;
 };
 
 /* The argument of the pscx_decide syscall program: run pid on cpu for slice

@@ -46,6 +46,10 @@ const volatile u32 nr_cpus = 1;
 const volatile u64 fallback_ns = 1000000000ULL;
 const volatile u64 fallback_slice_ns = 4000000ULL;
 const volatile s32 host_tgid;
+/* End every decided slice on time with a per-CPU timer (--exact-slices):
+ * without it the kernel ends a slice only at a tick (HZ=250), so a 4 ms
+ * slice runs 4-8 ms natively and more under emulation. */
+const volatile bool exact_slices;
 
 #define WATCH_PERIOD_NS 100000000ULL
 #define SLOT_STALE_NS 20000000ULL
@@ -71,6 +75,7 @@ struct task_ctx {
 	u64 running_at; /* when it last started running */
 	u64 ran;        /* run time since its last decision */
 	u64 queued_at;  /* when it last entered the wait DSQ */
+	u64 cgroup;     /* its cgroup's kernfs id (0: unknown) */
 };
 
 struct {
@@ -90,6 +95,35 @@ struct {
 	__type(key, u32);
 	__type(value, struct watch_timer);
 } watch SEC(".maps");
+
+/* One slice timer per CPU (exact_slices): armed when a modelled task starts
+ * running with the rest of its slice, disarmed when it stops; when it fires
+ * armed it ends that CPU's slice (SCX_KICK_PREEMPT). */
+struct slice_timer {
+	struct bpf_timer timer;
+	u32 armed;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, PSCX_MAX_CPUS);
+	__type(key, u32);
+	__type(value, struct slice_timer);
+} slice_timers SEC(".maps");
+
+u64 nr_slice_ends;
+
+static int slice_end_fn(void *map, int *key, struct bpf_timer *timer)
+{
+	struct slice_timer *st = bpf_map_lookup_elem(&slice_timers, key);
+
+	if (st && st->armed) {
+		st->armed = 0;
+		scx_bpf_kick_cpu(*key, SCX_KICK_PREEMPT);
+		__sync_fetch_and_add(&nr_slice_ends, 1);
+	}
+	return 0;
+}
 
 static struct task_ctx *ctx_of(struct task_struct *p)
 {
@@ -112,7 +146,13 @@ static bool modelled(struct task_struct *p)
 	return true;
 }
 
-static void emit(u32 kind, s32 pid, u32 weight, s32 cpu, u64 flags, u64 ran, bool wake)
+/* A cgroup's id as user space sees it (the inode number of its directory). */
+static __always_inline u64 cgroup_id(struct cgroup *cgrp)
+{
+	return cgrp && cgrp->kn ? cgrp->kn->id : 0;
+}
+
+static __always_inline void emit(u32 kind, s32 pid, u32 weight, s32 cpu, u64 flags, u64 ran, u64 cpus, u64 cgroup, bool wake)
 {
 	struct pscx_event *e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
 
@@ -126,11 +166,27 @@ static void emit(u32 kind, s32 pid, u32 weight, s32 cpu, u64 flags, u64 ran, boo
 	e->weight = weight;
 	e->flags = flags;
 	e->ran = ran;
+	e->cpus = cpus;
+	e->cgroup = cgroup;
 	e->ts = bpf_ktime_get_ns();
 	/* Only the messages that free a CPU in the model wake the host; the
 	 * others are read with them. */
 	bpf_ringbuf_submit(e, wake ? BPF_RB_FORCE_WAKEUP : BPF_RB_NO_WAKEUP);
 	__sync_fetch_and_add(&nr_events, 1);
+}
+
+/* CPUs 0..63 of a cpumask (the host models affinity for those; ops.dispatch
+ * checks every CPU). */
+static __always_inline u64 low_cpus(const struct cpumask *m)
+{
+	return m ? m->bits[0] : ~0ULL;
+}
+
+/* A message about task p, with its weight, allowed CPUs and cgroup. */
+static __always_inline void emit_task(u32 kind, struct task_struct *p, struct task_ctx *t, u64 flags, u64 ran, bool wake)
+{
+	emit(kind, p->pid, p->scx.weight, scx_bpf_task_cpu(p), flags, ran, low_cpus(p->cpus_ptr), t ? t->cgroup : 0,
+	     wake);
 }
 
 s32 BPF_STRUCT_OPS(pscx_select_cpu, struct task_struct *p, s32 prev_cpu, u64 wake_flags)
@@ -166,7 +222,7 @@ void BPF_STRUCT_OPS(pscx_enqueue, struct task_struct *p, u64 enq_flags)
 	if (t)
 		t->queued_at = bpf_ktime_get_ns();
 	scx_bpf_dsq_insert(p, PSCX_WAIT_DSQ, fallback_slice_ns, enq_flags);
-	emit(PSCX_ENQUEUE, p->pid, p->scx.weight, scx_bpf_task_cpu(p), enq_flags, t ? t->ran : 0, true);
+	emit_task(PSCX_ENQUEUE, p, t, enq_flags, t ? t->ran : 0, true);
 }
 
 void BPF_STRUCT_OPS(pscx_dispatch, s32 cpu, struct task_struct *prev)
@@ -203,8 +259,24 @@ void BPF_STRUCT_OPS(pscx_dispatch, s32 cpu, struct task_struct *prev)
 		if (moved) {
 			__sync_fetch_and_add(&nr_moved, 1);
 		} else {
+			/* Say why, for the host's statistics: where the task was. */
+			struct task_struct *q = bpf_task_from_pid(pid);
+			u64 why = allowed ? 0 : PSCX_MISS_NOT_ALLOWED, where = 0;
+
+			if (!q) {
+				why |= PSCX_MISS_GONE;
+			} else {
+				if (scx_bpf_task_running(q))
+					why |= PSCX_MISS_RUNNING;
+				if (q->scx.dsq)
+					why |= PSCX_MISS_QUEUED;
+				if (q->on_rq)
+					why |= PSCX_MISS_RUNNABLE;
+				where = scx_bpf_task_cpu(q);
+				bpf_task_release(q);
+			}
 			__sync_fetch_and_add(&nr_missed, 1);
-			emit(PSCX_MISS, pid, 0, cpu, allowed ? 0 : 1, 0, true);
+			emit(PSCX_MISS, pid, 0, cpu, why, where, 0, 0, true);
 		}
 		return;
 	}
@@ -215,7 +287,7 @@ void BPF_STRUCT_OPS(pscx_dispatch, s32 cpu, struct task_struct *prev)
 		if (t && now - t->queued_at >= fallback_ns && bpf_cpumask_test_cpu(cpu, p->cpus_ptr) &&
 		    scx_bpf_dsq_move(BPF_FOR_EACH_ITER, p, SCX_DSQ_LOCAL, 0)) {
 			__sync_fetch_and_add(&nr_fallback, 1);
-			emit(PSCX_FALLBACK, p->pid, p->scx.weight, cpu, 0, 0, false);
+			emit_task(PSCX_FALLBACK, p, t, 0, 0, false);
 		}
 		break;
 	}
@@ -224,7 +296,7 @@ void BPF_STRUCT_OPS(pscx_dispatch, s32 cpu, struct task_struct *prev)
 void BPF_STRUCT_OPS(pscx_runnable, struct task_struct *p, u64 enq_flags)
 {
 	if (modelled(p))
-		emit(PSCX_RUNNABLE, p->pid, p->scx.weight, scx_bpf_task_cpu(p), enq_flags, 0, false);
+		emit_task(PSCX_RUNNABLE, p, ctx_of(p), enq_flags, 0, false);
 }
 
 void BPF_STRUCT_OPS(pscx_running, struct task_struct *p)
@@ -236,7 +308,16 @@ void BPF_STRUCT_OPS(pscx_running, struct task_struct *p)
 	t = ctx_of(p);
 	if (t)
 		t->running_at = bpf_ktime_get_ns();
-	emit(PSCX_RUNNING, p->pid, p->scx.weight, scx_bpf_task_cpu(p), 0, t ? t->ran : 0, false);
+	if (exact_slices) {
+		u32 key = scx_bpf_task_cpu(p);
+		struct slice_timer *st = bpf_map_lookup_elem(&slice_timers, &key);
+
+		if (st && p->scx.slice > 0 && p->scx.slice != SCX_SLICE_INF) {
+			st->armed = 1;
+			bpf_timer_start(&st->timer, p->scx.slice, 0);
+		}
+	}
+	emit_task(PSCX_RUNNING, p, t, 0, t ? t->ran : 0, false);
 }
 
 void BPF_STRUCT_OPS(pscx_stopping, struct task_struct *p, bool runnable)
@@ -248,30 +329,50 @@ void BPF_STRUCT_OPS(pscx_stopping, struct task_struct *p, bool runnable)
 	t = ctx_of(p);
 	if (t && t->running_at)
 		t->ran += bpf_ktime_get_ns() - t->running_at;
+	if (exact_slices) {
+		u32 key = scx_bpf_task_cpu(p);
+		struct slice_timer *st = bpf_map_lookup_elem(&slice_timers, &key);
+
+		if (st)
+			st->armed = 0;
+	}
 	/* Still runnable: it either comes back through ops.enqueue (its slice
 	 * ended, or it was preempted) or stays at the head of its CPU's local
 	 * DSQ (a higher class took the CPU for a while); the host waits for the
 	 * enqueue. Not runnable: it blocked or exits, which frees its CPU. */
-	emit(PSCX_STOPPING, p->pid, p->scx.weight, scx_bpf_task_cpu(p), runnable ? 1 : 0, t ? t->ran : 0,
-	     !runnable);
+	emit_task(PSCX_STOPPING, p, t, runnable ? 1 : 0, t ? t->ran : 0, !runnable);
 }
 
 void BPF_STRUCT_OPS(pscx_quiescent, struct task_struct *p, u64 deq_flags)
 {
 	if (modelled(p))
-		emit(PSCX_QUIESCENT, p->pid, p->scx.weight, scx_bpf_task_cpu(p), deq_flags, 0, false);
+		emit_task(PSCX_QUIESCENT, p, ctx_of(p), deq_flags, 0, false);
 }
 
 void BPF_STRUCT_OPS(pscx_set_weight, struct task_struct *p, u32 weight)
 {
+	struct task_ctx *t;
+
+	if (!modelled(p))
+		return;
+	t = ctx_of(p);
+	emit(PSCX_WEIGHT, p->pid, weight, scx_bpf_task_cpu(p), 0, 0, low_cpus(p->cpus_ptr), t ? t->cgroup : 0, false);
+}
+
+void BPF_STRUCT_OPS(pscx_set_cpumask, struct task_struct *p, const struct cpumask *cpumask)
+{
 	if (modelled(p))
-		emit(PSCX_WEIGHT, p->pid, weight, scx_bpf_task_cpu(p), 0, 0, false);
+		emit(PSCX_CPUMASK, p->pid, p->scx.weight, scx_bpf_task_cpu(p), 0, 0, low_cpus(cpumask),
+		     0, false);
 }
 
 s32 BPF_STRUCT_OPS(pscx_init_task, struct task_struct *p, struct scx_init_task_args *args)
 {
-	if (!bpf_task_storage_get(&task_ctxs, p, 0, BPF_LOCAL_STORAGE_GET_F_CREATE))
+	struct task_ctx *t = bpf_task_storage_get(&task_ctxs, p, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
+
+	if (!t)
 		return -ENOMEM;
+	t->cgroup = cgroup_id(args->cgroup);
 	return 0;
 }
 
@@ -288,7 +389,40 @@ void BPF_STRUCT_OPS(pscx_enable, struct task_struct *p)
 void BPF_STRUCT_OPS(pscx_exit_task, struct task_struct *p, struct scx_exit_task_args *args)
 {
 	if (modelled(p))
-		emit(PSCX_EXIT, p->pid, p->scx.weight, scx_bpf_task_cpu(p), 0, 0, true);
+		emit_task(PSCX_EXIT, p, ctx_of(p), 0, 0, true);
+}
+
+/* Cgroups (cgroup v2 `cpu.weight`, 1..10000, 100 by default). The kernel
+ * calls cgroup_init for every cgroup that exists when the scheduler loads
+ * (parents first) and for every new one; the host builds the tree from these
+ * messages and weights each task by its exact share of it. */
+s32 BPF_STRUCT_OPS_SLEEPABLE(pscx_cgroup_init, struct cgroup *cgrp, struct scx_cgroup_init_args *args)
+{
+	struct cgroup_subsys_state *parent = cgrp->self.parent;
+
+	emit(PSCX_CGROUP_INIT, 0, args->weight, -1, 0, parent ? cgroup_id(parent->cgroup) : 0, 0, cgroup_id(cgrp),
+	     false);
+	return 0;
+}
+
+void BPF_STRUCT_OPS(pscx_cgroup_exit, struct cgroup *cgrp)
+{
+	emit(PSCX_CGROUP_EXIT, 0, 0, -1, 0, 0, 0, cgroup_id(cgrp), false);
+}
+
+void BPF_STRUCT_OPS(pscx_cgroup_set_weight, struct cgroup *cgrp, u32 weight)
+{
+	emit(PSCX_CGROUP_WEIGHT, 0, weight, -1, 0, 0, 0, cgroup_id(cgrp), false);
+}
+
+void BPF_STRUCT_OPS(pscx_cgroup_move, struct task_struct *p, struct cgroup *from, struct cgroup *to)
+{
+	struct task_ctx *t = ctx_of(p);
+
+	if (t)
+		t->cgroup = cgroup_id(to);
+	if (modelled(p))
+		emit_task(PSCX_CGROUP_MOVE, p, t, 0, 0, false);
 }
 
 static int watch_fn(void *map, int *key, struct bpf_timer *timer)
@@ -326,6 +460,18 @@ s32 BPF_STRUCT_OPS_SLEEPABLE(pscx_init)
 	ret = scx_bpf_create_dsq(PSCX_WAIT_DSQ, -1);
 	if (ret)
 		return ret;
+	if (exact_slices) {
+		u32 cpu;
+
+		bpf_for(cpu, 0, nr_cpus) {
+			struct slice_timer *st = bpf_map_lookup_elem(&slice_timers, &cpu);
+
+			if (!st)
+				return -ESRCH;
+			bpf_timer_init(&st->timer, &slice_timers, CLOCK_MONOTONIC);
+			bpf_timer_set_callback(&st->timer, slice_end_fn);
+		}
+	}
 	timer = bpf_map_lookup_elem(&watch, &key);
 	if (!timer)
 		return -ESRCH;
@@ -371,6 +517,11 @@ SCX_OPS_DEFINE(pscx_ops,
 	       .stopping = (void *)pscx_stopping,
 	       .quiescent = (void *)pscx_quiescent,
 	       .set_weight = (void *)pscx_set_weight,
+	       .set_cpumask = (void *)pscx_set_cpumask,
+	       .cgroup_init = (void *)pscx_cgroup_init,
+	       .cgroup_exit = (void *)pscx_cgroup_exit,
+	       .cgroup_set_weight = (void *)pscx_cgroup_set_weight,
+	       .cgroup_move = (void *)pscx_cgroup_move,
 	       .init_task = (void *)pscx_init_task,
 	       .enable = (void *)pscx_enable,
 	       .exit_task = (void *)pscx_exit_task,
