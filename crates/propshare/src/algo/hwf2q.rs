@@ -77,9 +77,12 @@
 //! more than a quantum behind its group's V at a charge as capped: it is
 //! held one quantum behind V (no credit while it cannot use its share) and
 //! its work and weight leave V's rate, as the hierarchical reference's
-//! readjustment does. It fixes a capped client inside a group on P CPUs but
-//! was worse on random trees (largest client lag over 200 random cases on 1
-//! to 4 CPUs: 116 quanta against 72 without it), so it is not the default.
+//! readjustment does. It is not the default and its benefit is unproven: on
+//! the pinned capped-client case it decides exactly as the default does
+//! (280/40/280 quanta of 300; the reference gives 200/100/300). An earlier
+//! measurement that showed it fixing that case, and being worse on random
+//! trees, ran flat WF2Q+ under the adapter by mistake: the registry's renamed
+//! scheduler did not pass the group hook on (fixed in `forward_scheduler!`).
 //! (test: `capped_client_inside_a_group_on_p_cpus`)
 //! Gap HWF2Q-3: V_g advances by the work of g's children divided by A(g),
 //! which counts a capped child too (the paper has no caps): a light client
