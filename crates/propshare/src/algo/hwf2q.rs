@@ -424,6 +424,27 @@ impl Hwf2qPolicy {
         }
     }
 
+    /// A child's weight changes from `old` to `new`, for a client and a group
+    /// alike: its start tag keeps its lag against the parent's V, and its
+    /// parent's active (and capped) weight follows if it is backlogged.
+    fn reweigh(&mut self, x: Child, old: Weight, new: Weight) {
+        let p = self.parent(x);
+        let vp = self.nodes[p.0 as usize].v;
+        self.dequeue(x);
+        let t = self.tags(x);
+        t.start = keep_lag(t.start, vp, Phi::whole(old.get()), Phi::whole(new.get()));
+        t.weight = new;
+        self.enqueue(x);
+        if self.backlogged(x) {
+            let capped = self.tags(x).capped;
+            let node = self.node(p);
+            node.active_weight = node.active_weight - old.get() + new.get();
+            if capped {
+                node.capped_weight = node.capped_weight - old.get() + new.get();
+            }
+        }
+    }
+
     /// Charge client `c`'s run of `ran` ns to its path: its own tag, the
     /// advance of each group replaced by `ran`, each group's V by the work of
     /// its uncapped children, and a child more than a quantum behind V held
@@ -601,22 +622,8 @@ impl Hierarchical for Hwf2qPolicy {
             return Err(GroupError::Root);
         }
         let x = Child::Group(g);
-        let p = self.parent(x);
         let old = self.tags(x).weight;
-        let vp = self.nodes[p.0 as usize].v;
-        self.dequeue(x);
-        let t = self.tags(x);
-        t.start = keep_lag(t.start, vp, Phi::whole(old.get()), Phi::whole(weight.get()));
-        t.weight = weight;
-        self.enqueue(x);
-        if self.backlogged(x) {
-            let capped = self.tags(x).capped;
-            let node = self.node(p);
-            node.active_weight = node.active_weight - old.get() + weight.get();
-            if capped {
-                node.capped_weight = node.capped_weight - old.get() + weight.get();
-            }
-        }
+        self.reweigh(x, old, weight);
         Ok(())
     }
 
@@ -667,22 +674,7 @@ impl Policy for Hwf2qPolicy {
     }
 
     fn set_weight(&mut self, _r: &Roster, _now: Time, c: ClientId, old: Weight, new: Weight, _status: Status) {
-        let x = Child::Client(c);
-        let p = self.parent(x);
-        let vp = self.nodes[p.0 as usize].v;
-        self.dequeue(x);
-        let t = self.tags(x);
-        t.start = keep_lag(t.start, vp, Phi::whole(old.get()), Phi::whole(new.get()));
-        t.weight = new;
-        self.enqueue(x);
-        if self.backlogged(x) {
-            let capped = self.tags(x).capped;
-            let node = self.node(p);
-            node.active_weight = node.active_weight - old.get() + new.get();
-            if capped {
-                node.capped_weight = node.capped_weight - old.get() + new.get();
-            }
-        }
+        self.reweigh(Child::Client(c), old, new);
     }
 
     fn pick(&mut self, _r: &Roster, now: Time, _cpu: CpuId) -> Option<(ClientId, Time)> {
