@@ -378,14 +378,7 @@ impl<S: Scheduler> Engine<S> {
         }
         let d = d.map_err(|e| self.refused(e))?;
         let Decision::Run { client, slice } = d else { return Ok(()) };
-        let i = client.index();
-        if i >= self.clients.len() || self.clients[i].state != State::Waiting {
-            let state = self.clients.get(i).map(|c| c.state);
-            return Err(self.broke(format!("picked {client} for cpu {cpu} in state {state:?}")));
-        }
-        if slice == 0 {
-            return Err(self.broke(format!("zero slice for {client}")));
-        }
+        let i = self.decided(cpu, client, slice)?;
         let mut cost = 0;
         if self.last_on_cpu[cpu] != i as u32 {
             cost += self.cfg.switch_cost;

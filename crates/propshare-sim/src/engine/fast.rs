@@ -92,14 +92,7 @@ impl<S: Scheduler> Engine<S> {
             // The next run: as `pick` with no costs, phases or work limits.
             let d = self.sched.pick(now, CpuId(0)).map_err(|e| self.refused(e))?;
             let Decision::Run { client, slice } = d else { break };
-            let i = client.index();
-            if i >= self.clients.len() || self.clients[i].state != State::Waiting {
-                let state = self.clients.get(i).map(|c| c.state);
-                return Err(self.broke(format!("picked {client} for cpu 0 in state {state:?}")));
-            }
-            if slice == 0 {
-                return Err(self.broke(format!("zero slice for {client}")));
-            }
+            let i = self.decided(0, client, slice)?;
             if self.last_on_cpu[0] != i as u32 {
                 self.report.context_switches += 1;
             }

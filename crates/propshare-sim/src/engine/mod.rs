@@ -355,6 +355,21 @@ impl<S: Scheduler> Engine<S> {
     fn broke(&self, what: String) -> SimError {
         SimError::Contract { scheduler: self.report.scheduler.clone(), t: self.now, what }
     }
+
+    /// The client a `Run` decision for `cpu` names, checked against the
+    /// contract: a client waiting for a CPU, with a slice above zero.
+    #[inline]
+    fn decided(&self, cpu: usize, client: ClientId, slice: Time) -> Result<usize, SimError> {
+        let i = client.index();
+        if i >= self.clients.len() || self.clients[i].state != client::State::Waiting {
+            let state = self.clients.get(i).map(|c| c.state);
+            return Err(self.broke(format!("picked {client} for cpu {cpu} in state {state:?}")));
+        }
+        if slice == 0 {
+            return Err(self.broke(format!("zero slice for {client}")));
+        }
+        Ok(i)
+    }
 }
 
 /// Run `clients` on the scheduler named `name` with settings `cfg`, without a trace.
