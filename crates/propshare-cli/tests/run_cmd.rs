@@ -78,6 +78,16 @@ fn assert_released(v: &[Victim], orig: &[String], what: &str) {
     }
 }
 
+/// `propshare ARGS` is refused: exit status 2, `want` in its message, and the
+/// attached victim neither left stopped nor pinned.
+fn assert_refused(v: &Victim, orig: &[String], args: &[&str], want: &str) {
+    let out = bin().args(args).output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+    assert!(err.contains(want), "{args:?}: wanted {want:?} in: {err}");
+    assert_released(std::slice::from_ref(v), orig, &format!("{args:?}"));
+}
+
 /// Start `propshare run` on three attached spinners (one CPU) and wait until it has stopped two.
 fn start_run(v: &[Victim]) -> Child {
     let mut args: Vec<String> = vec!["run".into(), "--cpus".into(), first_cpu(), "--duration".into(), "60s".into()];
@@ -158,11 +168,7 @@ fn bad_input_exits_2() {
         vec!["run"],
     ];
     for c in cases {
-        let out = bin().args(&c).output().unwrap();
-        let err = String::from_utf8_lossy(&out.stderr);
-        assert_eq!(out.status.code(), Some(2), "{c:?}: {err}");
-        assert!(err.contains("error"), "{c:?}: no message: {err}");
-        assert_released(std::slice::from_ref(&v), &orig, &format!("{c:?}"));
+        assert_refused(&v, &orig, &c, "error");
     }
 }
 
@@ -199,11 +205,7 @@ fn bad_groups_exit_2() {
         (vec!["run", "--cgroup2", dir.to_str().unwrap(), "-w", "1", "-p", &p], "give no other jobs"),
     ];
     for (c, want) in cases {
-        let out = bin().args(&c).output().unwrap();
-        let err = String::from_utf8_lossy(&out.stderr);
-        assert_eq!(out.status.code(), Some(2), "{c:?}: {err}");
-        assert!(err.contains(want), "{c:?}: wanted {want:?} in: {err}");
-        assert_released(std::slice::from_ref(&v), &orig, &format!("{c:?}"));
+        assert_refused(&v, &orig, &c, want);
     }
     // Where cgroup v2 has no cpu controller (this host binds it to v1), the
     // baseline says what is missing.
