@@ -36,7 +36,13 @@
 //! one that may idle on purpose (DWRR, DFS) it also looks again after one
 //! slice while groups are runnable. After each slice end, if more groups
 //! are runnable than workers busy, one parked worker is unparked (the
-//! contract's "poll idle CPUs after an event that can make work appear").
+//! contract's "poll idle CPUs after an event that can make work appear");
+//! a worker of a work-conserving scheduler that finds nothing while more
+//! groups are runnable than workers busy unparks the next parked worker,
+//! so the poll goes round until the CPU holding the work is reached (a
+//! per-CPU scheduler may have queued it on an idle CPU's runqueue, which
+//! only that CPU takes; before this, `chaos_loses_no_task` hung under load
+//! with eevdf on 4 workers).
 
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, AtomicUsize, Ordering::SeqCst};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
@@ -300,6 +306,16 @@ impl Shared {
     fn unpark_any(&self) {
         for k in 0..self.workers.len() {
             if self.unpark(k) {
+                return;
+            }
+        }
+    }
+
+    /// Unpark the first parked worker after `k`, cyclically.
+    fn unpark_next(&self, k: usize) {
+        let n = self.workers.len();
+        for j in (1..n).map(|i| (k + i) % n) {
+            if self.unpark(j) {
                 return;
             }
         }
@@ -888,6 +904,14 @@ fn worker_loop(sh: &Shared, k: usize, parker: &Parker) {
                 if next.is_some() || sh.stopping.load(SeqCst) {
                     slot.parked.store(false, SeqCst);
                     continue;
+                }
+                // Work this worker cannot take may sit on another idle CPU's
+                // queue (a per-CPU scheduler such as cfs or eevdf placed it
+                // there, or balanced it there): poll the next parked worker,
+                // as the contract's host polls every idle CPU. The baton
+                // stops where the work is taken (runnable ≤ busy again).
+                if sh.work_conserving && sh.runnable_groups.load(SeqCst) > sh.busy_workers.load(SeqCst) {
+                    sh.unpark_next(k);
                 }
                 if sh.work_conserving || sh.runnable_groups.load(SeqCst) == 0 {
                     parker.park();
