@@ -136,6 +136,10 @@ pub trait Hierarchical {
     /// yet joins there (a client never placed joins the root); a joined one
     /// (runnable, running or blocked) moves there.
     fn place(&mut self, now: crate::Time, c: ClientId, g: GroupId) -> Result<(), GroupError>;
+
+    /// Group `g` moves, with its subtree, under `parent` at `now`, as
+    /// [`GroupTree::move_group`] (refusing the root, a cycle, too deep a tree).
+    fn move_group(&mut self, now: crate::Time, g: GroupId, parent: GroupId) -> Result<(), GroupError>;
 }
 
 #[derive(Clone, Debug)]
