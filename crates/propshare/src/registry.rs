@@ -418,6 +418,18 @@ pub const SCHEDULERS: &[Entry] = &[
         build: |c, p| linux::<algo::eevdf::EevdfRq>(c, p, false),
     },
     Entry {
+        name: "cfs+tg",
+        summary: "CFS with Linux group scheduling's per-CPU group shares (calc_group_shares, kernel/sched/fair.c): a group's weight split per CPU by its runnable load there",
+        params: NO_PARAMS,
+        build: |c, _| Box::new(algo::linux_groups::LinuxGroups::new(algo::cfs::Cfs::new(c))),
+    },
+    Entry {
+        name: "eevdf+tg",
+        summary: "EEVDF with Linux group scheduling's per-CPU group shares (calc_group_shares, kernel/sched/fair.c): a group's weight split per CPU by its runnable load there",
+        params: NO_PARAMS,
+        build: |c, _| Box::new(algo::linux_groups::LinuxGroups::new(algo::eevdf::Eevdf::new(c))),
+    },
+    Entry {
         name: "cfs+lbfail",
         summary: "CFS with the kernel's nr_balance_failed relaxation: too-heavy tasks move after failed balance passes",
         params: NO_PARAMS,
