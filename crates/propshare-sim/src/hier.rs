@@ -325,6 +325,12 @@ impl HierFluid {
         self.change(now, |t| t.move_client(c, g))
     }
 
+    /// Group `g` moves, with its subtree, under `parent` at `now` (refused,
+    /// the tree unchanged: the root, a cycle, too deep a tree).
+    pub fn move_group(&mut self, now: Time, g: GroupId, parent: GroupId) -> Result<(), GroupError> {
+        self.change(now, |t| t.move_group(g, parent))
+    }
+
     /// Client `c`'s ideal service from its join to `now` (`now` ≥ the last event).
     pub fn ideal(&mut self, now: Time, c: ClientId) -> Service {
         self.advance(now);
@@ -377,6 +383,12 @@ mod tests {
         Leave(usize),
         Reweigh(usize, u64),
         GroupWeight(usize, u64),
+        /// Client i moves to group k.
+        MoveClient(usize, usize),
+        /// Group i moves under group k (refused for a cycle or depth).
+        MoveGroup(usize, usize),
+        /// Group i leaves with its clients: every client below it leaves.
+        GroupLeave(usize),
     }
 
     fn op() -> impl Strategy<Value = (Time, Op)> {
@@ -386,6 +398,9 @@ mod tests {
             (0usize..64).prop_map(Op::Leave),
             (0usize..64, 1u64..50).prop_map(|(i, x)| Op::Reweigh(i, x)),
             (0usize..8, 1u64..20).prop_map(|(i, x)| Op::GroupWeight(i, x)),
+            (0usize..64, 0usize..8).prop_map(|(i, k)| Op::MoveClient(i, k)),
+            (0usize..8, 0usize..8).prop_map(|(i, k)| Op::MoveGroup(i, k)),
+            (0usize..8).prop_map(Op::GroupLeave),
         ];
         (0u64..5_000_000, o)
     }
@@ -438,6 +453,30 @@ mod tests {
                     Op::Reweigh(i, x) if !present.is_empty() => f.set_weight(now, present[i % present.len()], w(x)),
                     Op::GroupWeight(i, x) if groups > 1 => {
                         f.set_group_weight(now, GroupId(1 + (i % (groups - 1)) as u32), w(x)).unwrap()
+                    }
+                    Op::MoveClient(i, k) if !present.is_empty() => {
+                        let c = present[i % present.len()];
+                        f.move_client(now, c, GroupId((k % groups) as u32)).unwrap();
+                    }
+                    Op::MoveGroup(i, k) if groups > 1 => {
+                        let (g, p) = (GroupId(1 + (i % (groups - 1)) as u32), GroupId((k % groups) as u32));
+                        let before = f.tree().clone();
+                        if let Err(e) = f.move_group(now, g, p) {
+                            // Refused only for a cycle or depth, and then nothing changed.
+                            prop_assert!(matches!(e, GroupError::Cycle(..) | GroupError::TooDeep(_)), "{}", e);
+                            prop_assert_eq!(format!("{:?}", f.tree()), format!("{:?}", before));
+                        }
+                        f.tree().check_invariants().map_err(TestCaseError::fail)?;
+                    }
+                    Op::GroupLeave(i) if groups > 1 => {
+                        let g = GroupId(1 + (i % (groups - 1)) as u32);
+                        let below = |t: &GroupTree, c: ClientId| t.client(c).is_some_and(|(h, _, _)| h == g || t.path(h).any(|x| x == g));
+                        let leaving: Vec<ClientId> = present.iter().copied().filter(|&c| below(f.tree(), c)).collect();
+                        for c in leaving {
+                            f.leave(now, c);
+                            present.retain(|&x| x != c);
+                        }
+                        prop_assert_eq!(f.group_rate(g), BigRational::zero());
                     }
                     _ => {}
                 }

@@ -27,8 +27,22 @@ fn two_tenants() -> (Vec<ClientSpec>, GroupsSpec, Vec<u64>) {
     let clients = own.iter().enumerate().map(|(i, &x)| ClientSpec::cpu_bound(format!("c{i}"), w(x))).collect();
     let groups = GroupsSpec {
         groups: vec![
-            GroupSpec { name: "A".into(), weight: w(1), parent: None, weight_changes: vec![] },
-            GroupSpec { name: "B".into(), weight: w(3), parent: None, weight_changes: vec![] },
+            GroupSpec {
+                name: "A".into(),
+                weight: w(1),
+                parent: None,
+                weight_changes: vec![],
+                moves: vec![],
+                depart: None,
+            },
+            GroupSpec {
+                name: "B".into(),
+                weight: w(3),
+                parent: None,
+                weight_changes: vec![],
+                moves: vec![],
+                depart: None,
+            },
         ],
         member_of: vec![Some(0), Some(1), Some(1), Some(1), Some(1), Some(1)],
         moves: vec![],
@@ -206,8 +220,22 @@ fn a_move_changes_both_groups() {
     let clients = ["a0", "m", "b0"].iter().map(|n| ClientSpec::cpu_bound(*n, w(1))).collect();
     let groups = GroupsSpec {
         groups: vec![
-            GroupSpec { name: "A".into(), weight: w(1), parent: None, weight_changes: vec![] },
-            GroupSpec { name: "B".into(), weight: w(1), parent: None, weight_changes: vec![] },
+            GroupSpec {
+                name: "A".into(),
+                weight: w(1),
+                parent: None,
+                weight_changes: vec![],
+                moves: vec![],
+                depart: None,
+            },
+            GroupSpec {
+                name: "B".into(),
+                weight: w(1),
+                parent: None,
+                weight_changes: vec![],
+                moves: vec![],
+                depart: None,
+            },
         ],
         member_of: vec![Some(0), Some(0), Some(1)],
         moves: vec![(1000 * MS, 1, 1)],
@@ -223,4 +251,158 @@ fn a_move_changes_both_groups() {
     // A bad move is refused where it is written.
     let got = parse_err("[[group]]\nname = \"a\"\nweight = 1\n[[client]]\nname = \"c\"\nweight = 1\nmoves = [{ at = \"1s\", group = \"zz\" }]\n");
     assert!(got.contains("client[0].moves[0].group: no group named \"zz\""), "{got}");
+}
+
+/// A(1) {a0, C(1) {c0}}, B(1) {b0} on one CPU; C moves under B at 1005 ms
+/// (in the middle of a quantum), B leaves at 1.5 s with b0 and, by then,
+/// C and c0. The ideal: a0 1/4, c0 1/4, b0 1/2 until the move; a0 1/2, c0
+/// and b0 1/4 each until B leaves; a0 alone after. A group is credited what
+/// its members received while in it, to the ns, also across the move of a
+/// running client's group.
+#[test]
+fn a_group_moves_with_its_subtree_and_leaves_with_its_clients() {
+    let clients: Vec<ClientSpec> = ["a0", "c0", "b0"].iter().map(|n| ClientSpec::cpu_bound(*n, w(1))).collect();
+    let group = |name: &str, parent| GroupSpec {
+        name: name.into(),
+        weight: w(1),
+        parent,
+        weight_changes: vec![],
+        moves: vec![],
+        depart: None,
+    };
+    let mut groups = GroupsSpec {
+        groups: vec![group("A", None), group("B", None), group("C", Some(0))],
+        member_of: vec![Some(0), Some(2), Some(1)],
+        moves: vec![],
+    };
+    let at_move = 1005 * MS;
+    groups.groups[2].moves = vec![(at_move, Some(1))];
+    groups.groups[1].depart = Some(1500 * MS);
+    let cfg = SimConfig::new(1, 10 * MS, 2000 * MS);
+    for name in ["wf2q", "stride", "hwf2q"] {
+        let sched = registry::build(name, SchedConfig::new(1, cfg.quantum)).unwrap();
+        let mut e = Engine::new(sched, cfg.clone(), clients.clone()).unwrap();
+        e.groups(&groups, propshare::groups::Flattening::Exact).unwrap();
+        // c0's service before the move, from the trace.
+        let mut c0_before = 0;
+        let r = e
+            .run(&mut |ev| {
+                if let propshare_sim::engine::TraceEvent::Run { client: "c0", start, end, .. } = ev {
+                    c0_before += end.min(at_move).saturating_sub(start);
+                }
+            })
+            .unwrap();
+        let ms = |x: f64| x / MS as f64;
+        let ideal: Vec<f64> = r.clients.iter().map(|c| ms(c.ideal)).collect();
+        let expect = [250.0 + 1.25 + 247.5 + 500.0, 251.25 + 123.75, 502.5 + 123.75];
+        for (k, (&got, want)) in ideal.iter().zip(expect).enumerate() {
+            assert!((got - want).abs() < 1e-6, "{name}: client {k} ideal {got} ms, want {want}");
+        }
+        let g: Vec<f64> = r.groups.iter().map(|g| ms(g.ideal)).collect();
+        assert!((g[0] - (expect[0] + 251.25)).abs() < 1e-6, "{name}: A {g:?}");
+        assert!((g[1] - (expect[2] + 123.75)).abs() < 1e-6, "{name}: B {g:?}");
+        assert!((g[2] - expect[1]).abs() < 1e-6, "{name}: C {g:?}");
+        // b0 and c0 left with B: nothing after 1.5 s; the CPU never idles.
+        assert_eq!(r.clients.iter().map(|c| c.received).sum::<u64>(), 2000 * MS, "{name}");
+        assert_eq!(r.groups[0].received, r.clients[0].received + c0_before, "{name}: A");
+        assert_eq!(r.groups[1].received, r.clients[2].received + r.clients[1].received - c0_before, "{name}: B");
+        assert_eq!(r.groups[2].received, r.clients[1].received, "{name}: C");
+        for grp in &r.groups {
+            let q = (10 * MS) as f64;
+            assert!(
+                grp.max_lag < 2.0 * q && grp.min_lag > -2.0 * q,
+                "{name}: {} {} {}",
+                grp.name,
+                grp.min_lag,
+                grp.max_lag
+            );
+        }
+    }
+}
+
+/// Group arrivals, departures and moves that cannot happen are refused
+/// where they are written; a client of a group that arrives later arrives
+/// with it.
+#[test]
+fn bad_group_events_are_refused_with_their_place() {
+    let g = |name: &str, extra: &str| format!("[[group]]\nname = \"{name}\"\nweight = 1\n{extra}");
+    let client = |extra: &str| format!("[[client]]\nname = \"c\"\nweight = 1\n{extra}");
+    let cases = [
+        (
+            g("a", "moves = [{ at = \"1s\", parent = \"b\" }]\n") + &g("b", "parent = \"a\"\n") + &client(""),
+            "group[0].moves[0].parent: \"b\" is in \"a\" at 1000000000 ns: the move would make a cycle",
+        ),
+        (
+            g("a", "moves = [{ at = \"1s\", parent = \"zz\" }]\n") + &client(""),
+            "t.toml:8:32: group[0].moves[0].parent: no group named \"zz\"",
+        ),
+        (
+            g("a", "depart = \"500ms\"\n") + &g("b", "parent = \"a\"\nmoves = [{ at = \"600ms\" }]\n") + &client(""),
+            "group[1].moves[0]: \"b\" has left at 500000000 ns, before this move",
+        ),
+        (
+            g("a", "arrive = \"500ms\"\n") + &g("b", "moves = [{ at = \"200ms\", parent = \"a\" }]\n") + &client(""),
+            "group[1].moves[0].parent: \"a\" arrives at 500000000 ns, after this move (200000000 ns)",
+        ),
+        (
+            g("a", "depart = \"500ms\"\n") + &client("group = \"a\"\narrive = \"600ms\"\n"),
+            "client[0].arrive: 600000000 ns is not before its group \"a\" leaves (500000000 ns)",
+        ),
+        (
+            g("a", "arrive = \"500ms\"\n") + &client("group = \"a\"\narrive = \"200ms\"\n"),
+            "client[0].arrive: 200000000 ns is before its group \"a\" arrives (500000000 ns)",
+        ),
+        (
+            g("a", "arrive = \"500ms\"\ndepart = \"500ms\"\n") + &client(""),
+            "group[0].depart: departure (500000000 ns) must come after arrival (500000000 ns)",
+        ),
+        (
+            g("a", "arrive = \"500ms\"\n") + &g("b", "parent = \"a\"\narrive = \"100ms\"\n") + &client(""),
+            "group[1].arrive: 100000000 ns is before its parent \"a\" arrives (500000000 ns)",
+        ),
+        (
+            g("a", "depart = \"500ms\"\n") + &client("moves = [{ at = \"600ms\", group = \"a\" }]\n"),
+            "client[0].moves[0].group: \"a\" is not there at 600000000 ns (it arrives at 0 ns and leaves at 500000000 ns)",
+        ),
+        (
+            g("a", "depart = \"500ms\"\nmoves = [{ at = \"500ms\" }]\n") + &client(""),
+            "group[0].moves[0].at: 500000000 ns is not before its departure (500000000 ns)",
+        ),
+        (
+            g("a", "moves = [{ at = \"300ms\" }, { at = \"200ms\" }]\n") + &client(""),
+            "group[0].moves[1].at: times out of order: 200000000 ns comes before 300000000 ns",
+        ),
+    ];
+    for (text, want) in cases {
+        let got = parse_err(&text);
+        assert!(got.contains(want), "got {got:?}, want {want:?}");
+    }
+    // Eight levels, then the top moves under the bottom of another chain.
+    let mut deep = String::new();
+    for k in 0..8 {
+        deep += &g(&format!("g{k}"), &if k > 0 { format!("parent = \"g{}\"\n", k - 1) } else { String::new() });
+    }
+    let got = parse_err(&format!(
+        "{deep}{}{}",
+        g("x", "moves = [{ at = \"1s\", parent = \"g0\" }]\n"),
+        g("y", "parent = \"x\"\n")
+    ));
+    let want = "group[8].moves[0].parent: at 1000000000 ns the tree would be 3 levels deep";
+    assert!(!got.contains(want), "a shallow move is fine: {got}");
+    let got = parse_err(&format!(
+        "{deep}{}{}",
+        g("x", "moves = [{ at = \"1s\", parent = \"g7\" }]\n"),
+        g("y", "parent = \"x\"\n")
+    ));
+    assert!(
+        got.contains("group[8].moves[0].parent: at 1000000000 ns the tree would be 10 levels deep, more than 8"),
+        "{got}"
+    );
+    // A client of a late group arrives with it; a class too.
+    let text = "[machine]\ncpus = 2\nquantum = \"10ms\"\nhorizon = \"1s\"\n".to_string()
+        + &g("a", "arrive = \"300ms\"\n")
+        + &client("group = \"a\"\n")
+        + "[[class]]\nprefix = \"k\"\ncount = 2\nweight = 1\ngroup = \"a\"\n";
+    let s = Scenario::parse("t.toml", &text, "t").unwrap();
+    assert!(s.clients(0).iter().all(|c| c.arrive == 300 * MS));
 }

@@ -95,6 +95,8 @@ fn build(case: &Case) -> (Vec<ClientSpec>, GroupsSpec) {
                 weight: w(wt),
                 parent,
                 weight_changes: change.map(|(t, x)| vec![(t * Q, w(x))]).unwrap_or_default(),
+                moves: vec![],
+                depart: None,
             })
             .collect(),
         member_of: case.clients.iter().map(|c| c.0).collect(),
@@ -173,7 +175,14 @@ fn tree(
         groups: groups
             .iter()
             .enumerate()
-            .map(|(k, &(p, x))| GroupSpec { name: format!("g{k}"), weight: w(x), parent: p, weight_changes: vec![] })
+            .map(|(k, &(p, x))| GroupSpec {
+                name: format!("g{k}"),
+                weight: w(x),
+                parent: p,
+                weight_changes: vec![],
+                moves: vec![],
+                depart: None,
+            })
             .collect(),
         member_of: clients.iter().map(|c| c.0).collect(),
         moves: vec![],

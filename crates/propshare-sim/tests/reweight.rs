@@ -41,7 +41,7 @@
 //!   share a runqueue depends on the history (three equal tasks on two CPUs
 //!   get 1, 1/2, 1/2 for ever, see `algo::linux`), so the run without the
 //!   dip is no reference for the run with it;
-//! * `cfs` (and `cfs+lbfail`, `cfs+readjust`) runs as `cfs(keeplag=true)`:
+//! * `cfs` (and `cfs+lbfail`, `cfs+readjust`, `cfs+tg`) runs with `keeplag=true`:
 //!   the kernel's own rule keeps `v` and starves (Gap CFS-6,
 //!   [`raised_weight_is_not_starved`] shows it).
 
@@ -67,6 +67,7 @@ fn spec_for(name: &str) -> String {
         "cfs" => "cfs(keeplag=true)".to_string(),
         "cfs+lbfail" => "cfs(lbfail=true,keeplag=true)".to_string(),
         "cfs+readjust" => "cfs(readjust=true,keeplag=true)".to_string(),
+        "cfs+tg" => "cfs+tg(keeplag=true)".to_string(),
         n if n.starts_with("dwrr") => format!("{n}(unit=1000)"),
         "srr" => "srr(repay=true)".to_string(),
         "srr+readjust" => "srr(readjust=true,repay=true)".to_string(),

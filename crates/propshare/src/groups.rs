@@ -114,6 +114,9 @@ pub enum GroupError {
     /// A group cannot move under itself or its own descendant.
     #[error("group {0:?} cannot move under its own descendant {1:?}")]
     Cycle(GroupId, GroupId),
+    /// The scheduler behind a group hook refused what the event asked of it.
+    #[error("the scheduler refused: {0}")]
+    Refused(String),
     /// The exact effective weights do not fit a [`Weight`].
     #[error("the exact effective weights need integers above 2^32 - 1 ({0}); use fewer levels or smaller weights")]
     TooFine(String),
@@ -136,6 +139,10 @@ pub trait Hierarchical {
     /// yet joins there (a client never placed joins the root); a joined one
     /// (runnable, running or blocked) moves there.
     fn place(&mut self, now: crate::Time, c: ClientId, g: GroupId) -> Result<(), GroupError>;
+
+    /// Group `g` moves, with its subtree, under `parent` at `now`, as
+    /// [`GroupTree::move_group`] (refusing the root, a cycle, too deep a tree).
+    fn move_group(&mut self, now: crate::Time, g: GroupId, parent: GroupId) -> Result<(), GroupError>;
 }
 
 #[derive(Clone, Debug)]
@@ -371,6 +378,11 @@ impl GroupTree {
     /// Groups, the root included.
     pub fn len(&self) -> usize {
         self.nodes.len()
+    }
+
+    /// `g`, if it is a group of the tree.
+    pub fn check_group(&self, g: GroupId) -> Result<GroupId, GroupError> {
+        self.node(g).map(|_| g)
     }
 
     /// Whether the tree is only the root (it never is empty).

@@ -243,12 +243,17 @@ fn linux<R: algo::linux::FairRq + Send + 'static>(
     p: &Params,
     keep_lag: bool,
 ) -> Box<dyn Scheduler + Send> {
+    Box::new(linux_sched::<R>(cfg, p, keep_lag))
+}
+
+/// The Linux-like scheduler `p` describes (`cfs`, `eevdf` and their `+tg` forms).
+fn linux_sched<R: algo::linux::FairRq>(cfg: SchedConfig, p: &Params, keep_lag: bool) -> algo::linux::LinuxSched<R> {
     let tun = algo::linux::Tunables {
         balance_failed_relax: p.flag("lbfail"),
         reweight_keeps_lag: keep_lag,
         ..algo::linux::Tunables::for_quantum(cfg.quantum)
     };
-    Box::new(algo::linux::LinuxSched::<R>::with_options(cfg, tun, p.flag("readjust")))
+    algo::linux::LinuxSched::<R>::with_options(cfg, tun, p.flag("readjust"))
 }
 
 /// DWRR's options from its parameters: B = round·Q, U = unit.
@@ -416,6 +421,20 @@ pub const SCHEDULERS: &[Entry] = &[
         summary: "Linux EEVDF (>= 6.6): per-CPU eligible earliest virtual deadline first with lag placement, load balancing (kernel/sched/fair.c)",
         params: LINUX_PARAMS,
         build: |c, p| linux::<algo::eevdf::EevdfRq>(c, p, false),
+    },
+    Entry {
+        name: "cfs+tg",
+        summary: "CFS with Linux group scheduling's per-CPU group shares (calc_group_shares, kernel/sched/fair.c): a group's weight split per CPU by its runnable load there",
+        params: CFS_PARAMS,
+        build: |c, p| {
+            Box::new(algo::linux_groups::LinuxGroups::new(linux_sched::<algo::cfs::CfsRq>(c, p, p.flag("keeplag"))))
+        },
+    },
+    Entry {
+        name: "eevdf+tg",
+        summary: "EEVDF with Linux group scheduling's per-CPU group shares (calc_group_shares, kernel/sched/fair.c): a group's weight split per CPU by its runnable load there",
+        params: LINUX_PARAMS,
+        build: |c, p| Box::new(algo::linux_groups::LinuxGroups::new(linux_sched::<algo::eevdf::EevdfRq>(c, p, false))),
     },
     Entry {
         name: "cfs+lbfail",

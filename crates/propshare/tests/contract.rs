@@ -66,6 +66,8 @@ contract_tests! {
     contract_vtrr_readjust_dedicate => "vtrr+readjust+dedicate",
     contract_cfs => "cfs",
     contract_eevdf => "eevdf",
+    contract_cfs_tg => "cfs+tg",
+    contract_eevdf_tg => "eevdf+tg",
     contract_cfs_lbfail => "cfs+lbfail",
     contract_eevdf_lbfail => "eevdf+lbfail",
     contract_cfs_readjust => "cfs+readjust",

@@ -228,10 +228,31 @@ impl<S: Scheduler> Engine<S> {
                 if let Some(h) = self.sched.hierarchical() {
                     h.place(now, Self::id(i), g).map_err(|e| SimError::Config(format!("groups: {e}")))?;
                 }
+                self.credit_before_move(|_, c| c == Self::id(i));
                 if let Some(w) = self.regroup(Some(i), |t| t.move_client(Self::id(i), g))? {
                     self.sched.set_weight(now, Self::id(i), w).map_err(|e| self.refused(e))?;
                 }
                 self.sample_groups();
+            }
+            Event::MoveGroup(k, p) => {
+                let (g, parent) = (propshare::groups::GroupId(k), propshare::groups::GroupId(p));
+                let config = |e: propshare::groups::GroupError| SimError::Config(format!("groups: {e}"));
+                if let super::Reference::Hier(h) = &mut self.fluid {
+                    h.move_group(now, g, parent).map_err(config)?;
+                }
+                if let Some(h) = self.sched.hierarchical() {
+                    h.move_group(now, g, parent).map_err(config)?;
+                }
+                self.credit_before_move(|t, c| {
+                    t.client(c).is_some_and(|(h, _, _)| h == g || t.path(h).any(|x| x == g))
+                });
+                self.regroup(None, |t| t.move_group(g, parent))?;
+                self.sample_groups();
+            }
+            Event::GroupDepart(k) => {
+                for i in self.clients_below(propshare::groups::GroupId(k)) {
+                    self.handle(Event::Depart(i as u32), trace)?;
+                }
             }
             Event::BandGrid => self.band_grid(),
             Event::WindowEdge(j) => self.window_edge(j),
@@ -433,7 +454,7 @@ impl<S: Scheduler> Engine<S> {
         if end > r.start {
             trace(TraceEvent::Run { cpu, client: &c.name, start: r.start, end });
         }
-        self.credit_groups(r.client, ran);
+        self.credit_groups(cpu, r.client, r.start, end);
         ran
     }
 

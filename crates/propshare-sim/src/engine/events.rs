@@ -17,6 +17,10 @@ pub(super) enum Event {
     GroupWeight(u32, Weight),
     /// Client i moves to group k.
     MoveClient(u32, u32),
+    /// Group k moves (with its subtree) under group p.
+    MoveGroup(u32, u32),
+    /// Group k leaves: every client in it or below it departs.
+    GroupDepart(u32),
     Wake(u32),
     /// The first member of chain k joins.
     ChainStart(u32),

@@ -12,6 +12,14 @@
 //! joining client's as its `join` weight, the others' right after the event.
 //! Weight-change trace events show the clients' own weights, not these.
 //!
+//! A group's move (with its subtree) reaches the reference
+//! ([`HierFluid::move_group`]), the scheduler (the adapter's new weights, or
+//! [`propshare::groups::Hierarchical::move_group`]) and the adapter's tree
+//! at the same instant; a group's departure is the departure of every
+//! client in it or below it then. A group that has not arrived or has left
+//! has no client, so it takes no share: the tree holds every group from the
+//! start.
+//!
 //! A natively hierarchical scheduler ([`Scheduler::hierarchical`], such as
 //! `hwf2q`) gets the tree instead: the same groups, each client placed in
 //! its group before it joins, group weight changes and moves as they
@@ -25,7 +33,9 @@
 //! rate in the tree changes, so every group is sampled whenever any client
 //! is (at every start and stop, wake and departure) and at every arrival,
 //! group weight change and move: its extremes are exact. O(G + P · depth)
-//! per sample.
+//! per sample. A client that runs when it (or a group above it) moves has
+//! what it ran so far credited to its old path at the move, the rest of the
+//! run to its new one.
 
 use propshare::groups::{Flattener, Flattening, GroupId, GroupTree, ROOT};
 use propshare::{ClientId, Scheduler, Time, Weight};
@@ -58,6 +68,10 @@ pub struct GroupSpec {
     pub parent: Option<usize>,
     /// (time, new weight).
     pub weight_changes: Vec<(Time, Weight)>,
+    /// (time, new parent by index, `None`: the root): it moves with its subtree.
+    pub moves: Vec<(Time, Option<usize>)>,
+    /// When it leaves, with every client and group in it then.
+    pub depart: Option<Time>,
 }
 
 /// The groups of a run and which group each client joins.
@@ -108,6 +122,10 @@ pub(super) struct GroupState {
     sampled: Vec<bool>,
     /// Scratch: per group, service of the running members not yet credited.
     running: Vec<Time>,
+    /// Per CPU: the run on it was credited to its groups up to here (a
+    /// move of its client or of a group above it); runs started later
+    /// are credited from their start.
+    credited_until: Vec<Time>,
 }
 
 impl<S: Scheduler> Engine<S> {
@@ -142,9 +160,27 @@ impl<S: Scheduler> Engine<S> {
                 self.push(t, super::events::Event::GroupWeight(id.0, w));
             }
         }
+        // At one instant: group weight changes, client moves, group moves,
+        // then departures (the order of these pushes).
         for &(t, i, k) in &spec.moves {
             let g = *ids.get(k).ok_or_else(|| SimError::Config(format!("move of client {i}: no group {k}")))?;
             self.push(t, super::events::Event::MoveClient(i as u32, g.0));
+        }
+        for (k, g) in spec.groups.iter().enumerate() {
+            for &(t, p) in &g.moves {
+                let parent = match p {
+                    None => ROOT,
+                    Some(p) => *ids
+                        .get(p)
+                        .ok_or_else(|| SimError::Config(format!("group {:?}: a move to no group {p}", g.name)))?,
+                };
+                self.push(t, super::events::Event::MoveGroup(ids[k].0, parent.0));
+            }
+        }
+        for (k, g) in spec.groups.iter().enumerate() {
+            if let Some(t) = g.depart {
+                self.push(t, super::events::Event::GroupDepart(ids[k].0));
+            }
         }
         let n = tree.len();
         let member_of: Vec<GroupId> = (0..self.clients.len())
@@ -185,6 +221,7 @@ impl<S: Scheduler> Engine<S> {
             min_lag: vec![0; n],
             sampled: vec![false; n],
             running: vec![0; n],
+            credited_until: vec![0; self.cfg.cpus],
         }));
         Ok(())
     }
@@ -256,15 +293,47 @@ impl<S: Scheduler> Engine<S> {
         }
     }
 
-    /// Credit `ran` ns of client i's service to its group and their ancestors.
-    pub(super) fn credit_groups(&mut self, i: usize, ran: Time) {
+    /// Credit the run of client i on `cpu` from `start` to `end` to its
+    /// group and their ancestors (the part not credited at a move).
+    pub(super) fn credit_groups(&mut self, cpu: usize, i: usize, start: Time, end: Time) {
         if let Some(gs) = self.groups.as_mut() {
+            let ran = end.saturating_sub(start.max(gs.credited_until[cpu]));
             if let Some((g, _, _)) = gs.adapter.tree().client(Self::id(i)) {
                 for h in gs.adapter.tree().path(g).collect::<Vec<_>>() {
                     gs.received[h.0 as usize] += ran;
                 }
             }
         }
+    }
+
+    /// Before a move changes the paths of the clients `moving` says: credit
+    /// each of them that runs what it ran so far to its old path, so a
+    /// group counts what its members received while in it.
+    pub(super) fn credit_before_move(&mut self, moving: impl Fn(&GroupTree, ClientId) -> bool) {
+        let now = self.now;
+        for cpu in 0..self.cpus.len() {
+            let Some(r) = self.cpus[cpu] else { continue };
+            let moves = self.groups.as_ref().is_some_and(|gs| moving(gs.adapter.tree(), Self::id(r.client)));
+            if moves && now > r.start {
+                self.credit_groups(cpu, r.client, r.start, now);
+                if let Some(gs) = self.groups.as_mut() {
+                    gs.credited_until[cpu] = now;
+                }
+            }
+        }
+    }
+
+    /// The clients present in group `g` or below it.
+    pub(super) fn clients_below(&self, g: GroupId) -> Vec<usize> {
+        let Some(gs) = self.groups.as_ref() else { return Vec::new() };
+        let t = gs.adapter.tree();
+        let mut out = Vec::new();
+        let mut stack = vec![g];
+        while let Some(h) = stack.pop() {
+            out.extend(t.members(h).iter().map(|c| c.index()));
+            stack.extend_from_slice(t.children(h));
+        }
+        out
     }
 
     /// Sample every group's lag now.
@@ -276,7 +345,7 @@ impl<S: Scheduler> Engine<S> {
         for (cpu, r) in self.cpus.iter().enumerate() {
             if let Some(r) = r {
                 if let Some((g, _, _)) = gs.adapter.tree().client(ClientId(r.client as u32)) {
-                    let ran = now.saturating_sub(self.running_start[cpu]);
+                    let ran = now.saturating_sub(self.running_start[cpu].max(gs.credited_until[cpu]));
                     for h in gs.adapter.tree().path(g) {
                         gs.running[h.0 as usize] += ran;
                     }

@@ -149,6 +149,21 @@ pub(super) struct RawGroup {
     pub(super) parent: Option<Spanned<String>>,
     #[serde(default)]
     pub(super) weight_changes: Vec<Spanned<RawWeightChange>>,
+    #[serde(default)]
+    pub(super) arrive: Option<Spanned<Dur>>,
+    #[serde(default)]
+    pub(super) depart: Option<Spanned<Dur>>,
+    #[serde(default)]
+    pub(super) moves: Vec<Spanned<RawGroupMove>>,
+}
+
+/// `{ at, parent }`: a group moves under `parent` (omitted: the root).
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawGroupMove {
+    pub(super) at: Dur,
+    #[serde(default)]
+    pub(super) parent: Option<Spanned<String>>,
 }
 
 #[derive(Deserialize)]

@@ -189,9 +189,10 @@ impl Ctx<'_> {
 
     /// The `[[group]]` tables as a tree: names unique, parents known, no
     /// cycle, at most [`propshare::groups::MAX_DEPTH`] levels and
-    /// [`MAX_GROUPS`] groups. Returns the groups with every parent before its
-    /// children, and each group's index in that order by file position.
-    fn groups(&self, raw: &[Spanned<RawGroup>]) -> Result<(Vec<GroupSpec>, Vec<usize>), ScenarioError> {
+    /// [`MAX_GROUPS`] groups, and their arrivals, moves and departures
+    /// consistent ([`Ctx::group_timeline`]). Returns the groups with every
+    /// parent before its children, and each one's lifetime in that order.
+    fn groups(&self, raw: &[Spanned<RawGroup>]) -> Result<(Vec<GroupSpec>, Vec<Lifetime>), ScenarioError> {
         use std::collections::HashMap;
         if raw.len() > MAX_GROUPS {
             return Err(self.err(raw[MAX_GROUPS].span(), "group", format!("more than {MAX_GROUPS} groups")));
@@ -257,6 +258,7 @@ impl Ctx<'_> {
         for (k, &i) in order.iter().enumerate() {
             index[i] = k;
         }
+        let (lifetimes, moves) = self.group_timeline(raw, &by_name, &parent, &order, &index)?;
         let mut out = Vec::with_capacity(raw.len());
         for &i in &order {
             let g = raw[i].get_ref();
@@ -265,10 +267,198 @@ impl Ctx<'_> {
                 name: g.name.get_ref().clone(),
                 weight: self.weight(&g.weight, &format!("{at}.weight"))?,
                 parent: parent[i].map(|p| index[p]),
-                weight_changes: self.weight_changes(&g.weight_changes, 0, &at)?,
+                weight_changes: self.weight_changes(&g.weight_changes, lifetimes[index[i]].arrive, &at)?,
+                moves: moves[i].iter().map(|&(t, p)| (t, p.map(|p| index[p]))).collect(),
+                depart: g.depart.as_ref().map(|d| d.get_ref().0),
             });
         }
-        Ok((out, index))
+        Ok((out, lifetimes))
+    }
+
+    /// The groups' arrivals, moves and departures (file positions; `parent`
+    /// the initial tree, `order` parents first, `index` the position of
+    /// each in that order). A group arrives with its parent unless it says
+    /// later; it departs at `depart` with everything in it then, or earlier
+    /// with an ancestor. Replays the moves and departures in the engine's
+    /// order (at one instant: moves, by `order`, then departures) and
+    /// refuses a move of a group that has left, under a group not arrived
+    /// or already left, into a cycle or deeper than
+    /// [`propshare::groups::MAX_DEPTH`]. Returns each group's lifetime (by
+    /// `index`) and its moves (time, new parent by file position).
+    #[allow(clippy::type_complexity)]
+    fn group_timeline(
+        &self,
+        raw: &[Spanned<RawGroup>],
+        by_name: &std::collections::HashMap<&str, usize>,
+        parent: &[Option<usize>],
+        order: &[usize],
+        index: &[usize],
+    ) -> Result<(Vec<Lifetime>, Vec<Vec<(Time, Option<usize>)>>), ScenarioError> {
+        let name = |i: usize| raw[i].get_ref().name.get_ref().as_str();
+        let mut arrive = vec![0; raw.len()];
+        for &i in order {
+            let g = raw[i].get_ref();
+            let inherited = parent[i].map_or(0, |p| arrive[p]);
+            arrive[i] = match &g.arrive {
+                Some(a) if a.get_ref().0 < inherited => {
+                    return Err(self.err(
+                        a.span(),
+                        &format!("group[{i}].arrive"),
+                        format!(
+                            "{} ns is before its parent {:?} arrives ({inherited} ns)",
+                            a.get_ref().0,
+                            name(parent[i].expect("inherits from a parent"))
+                        ),
+                    ))
+                }
+                Some(a) => a.get_ref().0,
+                None => inherited,
+            };
+            if let Some(d) = g.depart.as_ref().filter(|d| d.get_ref().0 <= arrive[i]) {
+                return Err(self.err(
+                    d.span(),
+                    &format!("group[{i}].depart"),
+                    format!("departure ({} ns) must come after arrival ({} ns)", d.get_ref().0, arrive[i]),
+                ));
+            }
+        }
+        // Moves, checked for order and names; (time, order position, move number, group, new parent).
+        let mut moves = vec![Vec::new(); raw.len()];
+        let mut timeline = Vec::new();
+        for (i, g) in raw.iter().enumerate() {
+            let mut last = arrive[i];
+            for (k, m) in g.get_ref().moves.iter().enumerate() {
+                let f = format!("group[{i}].moves[{k}]");
+                let t = m.get_ref().at.0;
+                if t < last {
+                    return Err(self.err(
+                        m.span(),
+                        &format!("{f}.at"),
+                        format!("times out of order: {t} ns comes before {last} ns (its arrival or last move)"),
+                    ));
+                }
+                if let Some(d) = g.get_ref().depart.as_ref().filter(|d| t >= d.get_ref().0) {
+                    return Err(self.err(
+                        m.span(),
+                        &format!("{f}.at"),
+                        format!("{t} ns is not before its departure ({} ns)", d.get_ref().0),
+                    ));
+                }
+                last = t;
+                let to = match &m.get_ref().parent {
+                    None => None,
+                    Some(p) => Some(*by_name.get(p.get_ref().as_str()).ok_or_else(|| {
+                        self.err(
+                            p.span(),
+                            &format!("{f}.parent"),
+                            format!("no group named {:?} (omit parent to move to the root)", p.get_ref()),
+                        )
+                    })?),
+                };
+                moves[i].push((t, to));
+                timeline.push((t, index[i], k, i, to));
+            }
+        }
+        timeline.sort();
+        let mut departs: Vec<(Time, usize)> =
+            raw.iter().enumerate().filter_map(|(i, g)| Some((g.get_ref().depart.as_ref()?.get_ref().0, i))).collect();
+        departs.sort();
+        let mut departs = departs.into_iter().peekable();
+        let mut up = parent.to_vec();
+        let mut closes: Vec<Option<Time>> = vec![None; raw.len()];
+        let below = |up: &[Option<usize>], mut x: usize, g: usize| loop {
+            if x == g {
+                return true;
+            }
+            match up[x] {
+                Some(p) => x = p,
+                None => return false,
+            }
+        };
+        let depth = |up: &[Option<usize>], mut x: usize| {
+            let mut d = 1;
+            while let Some(p) = up[x] {
+                (x, d) = (p, d + 1);
+            }
+            d
+        };
+        // Group j departs at d: it and every group in it then close.
+        let close = |closes: &mut [Option<Time>], up: &[Option<usize>], j: usize, d: Time| {
+            for (x, c) in closes.iter_mut().enumerate() {
+                if c.is_none() && below(up, x, j) {
+                    *c = Some(d);
+                }
+            }
+        };
+        let max_depth = propshare::groups::MAX_DEPTH as usize;
+        for (t, _, k, i, to) in timeline {
+            while let Some((d, j)) = departs.next_if(|&(d, _)| d < t) {
+                close(&mut closes, &up, j, d);
+            }
+            let m = &raw[i].get_ref().moves[k];
+            let f = format!("group[{i}].moves[{k}]");
+            if let Some(c) = closes[i] {
+                return Err(self.err(m.span(), &f, format!("{:?} has left at {c} ns, before this move", name(i))));
+            }
+            let Some(p) = to else {
+                up[i] = None;
+                continue;
+            };
+            let span = m.get_ref().parent.as_ref().expect("named").span();
+            let bad = |why: String| Err(self.err(span.clone(), &format!("{f}.parent"), why));
+            if t < arrive[p] {
+                return bad(format!("{:?} arrives at {} ns, after this move ({t} ns)", name(p), arrive[p]));
+            }
+            if let Some(c) = closes[p] {
+                return bad(format!("{:?} has left at {c} ns, before this move ({t} ns)", name(p)));
+            }
+            if below(&up, p, i) {
+                return bad(format!("{:?} is in {:?} at {t} ns: the move would make a cycle", name(p), name(i)));
+            }
+            let height = (0..raw.len()).filter(|&x| below(&up, x, i)).map(|x| depth(&up, x) - depth(&up, i)).max();
+            let deepest = depth(&up, p) + 1 + height.unwrap_or(0);
+            if deepest > max_depth {
+                return bad(format!("at {t} ns the tree would be {deepest} levels deep, more than {max_depth}"));
+            }
+            up[i] = Some(p);
+        }
+        for (d, j) in departs {
+            close(&mut closes, &up, j, d);
+        }
+        let mut lifetimes = vec![Lifetime { arrive: 0, closes: None }; raw.len()];
+        for i in 0..raw.len() {
+            lifetimes[index[i]] = Lifetime { arrive: arrive[i], closes: closes[i] };
+        }
+        Ok((lifetimes, moves))
+    }
+
+    /// A client (or class) arriving at `arrive` in group `k` (by order
+    /// index): not after the group has left.
+    fn check_arrival(
+        &self,
+        groups: &[GroupSpec],
+        lifetimes: &[Lifetime],
+        k: usize,
+        arrive: Time,
+        span: Range<usize>,
+        field: &str,
+    ) -> Result<(), ScenarioError> {
+        let l = lifetimes[k];
+        if arrive < l.arrive {
+            return Err(self.err(
+                span,
+                field,
+                format!("{arrive} ns is before its group {:?} arrives ({} ns)", groups[k].name, l.arrive),
+            ));
+        }
+        match l.closes {
+            Some(c) if arrive >= c => Err(self.err(
+                span,
+                field,
+                format!("{arrive} ns is not before its group {:?} leaves ({c} ns)", groups[k].name),
+            )),
+            _ => Ok(()),
+        }
     }
 
     /// The group a client or class names, by index into the ordered groups.
@@ -412,6 +602,14 @@ impl Ctx<'_> {
     }
 }
 
+/// When a group is there: from `arrive` (ns) until `closes`, when it or an
+/// ancestor it is in then departs (`None`: to the end).
+#[derive(Clone, Copy, Debug)]
+struct Lifetime {
+    arrive: Time,
+    closes: Option<Time>,
+}
+
 /// The most `[[group]]` tables a scenario may have.
 pub const MAX_GROUPS: usize = propshare::groups::MAX_GROUPS - 1;
 
@@ -491,7 +689,7 @@ impl Scenario {
             seed: 0,
         };
 
-        let (groups, _) = cx.groups(&raw.groups)?;
+        let (groups, lifetimes) = cx.groups(&raw.groups)?;
         let mut client_groups = Vec::new();
         let mut client_moves = Vec::new();
         let mut names = std::collections::HashSet::new();
@@ -504,7 +702,28 @@ impl Scenario {
                 return Err(cx.err(c.name.span(), &format!("{at}.name"), format!("duplicate client name {name:?}")));
             }
             let weight = cx.weight(&c.weight, &format!("{at}.weight"))?;
-            let arrive = c.arrive.as_ref().map_or(0, |a| a.get_ref().0);
+            let group = cx.member_of(&c.group, &groups, &at)?;
+            // A client of a group that arrives later arrives with it.
+            let arrive = match (&c.arrive, group) {
+                (Some(a), Some(k)) => {
+                    cx.check_arrival(&groups, &lifetimes, k, a.get_ref().0, a.span(), &format!("{at}.arrive"))?;
+                    a.get_ref().0
+                }
+                (Some(a), None) => a.get_ref().0,
+                (None, Some(k)) => {
+                    let t = lifetimes[k].arrive;
+                    cx.check_arrival(
+                        &groups,
+                        &lifetimes,
+                        k,
+                        t,
+                        c.group.as_ref().expect("named").span(),
+                        &format!("{at}.group"),
+                    )?;
+                    t
+                }
+                (None, None) => 0,
+            };
             let depart = match &c.depart {
                 Some(d) if d.get_ref().0 <= arrive => {
                     return Err(cx.err(
@@ -516,7 +735,7 @@ impl Scenario {
                 d => d.as_ref().map(|d| d.get_ref().0),
             };
             let weight_changes = cx.weight_changes(&c.weight_changes, arrive, &at)?;
-            client_groups.push(cx.member_of(&c.group, &groups, &at)?);
+            client_groups.push(group);
             let mut last = arrive;
             let mut moves = Vec::new();
             for (k, m) in c.moves.iter().enumerate() {
@@ -531,6 +750,22 @@ impl Scenario {
                 }
                 last = t;
                 let g = cx.member_of(&Some(m.get_ref().group.clone()), &groups, &f)?.expect("named");
+                let l = lifetimes[g];
+                if t < l.arrive || l.closes.is_some_and(|c| t >= c) {
+                    return Err(cx.err(
+                        m.get_ref().group.span(),
+                        &format!("{f}.group"),
+                        format!(
+                            "{:?} is not there at {t} ns (it arrives at {} ns{})",
+                            groups[g].name,
+                            l.arrive,
+                            match l.closes {
+                                Some(c) => format!(" and leaves at {c} ns"),
+                                None => String::new(),
+                            }
+                        ),
+                    ));
+                }
                 moves.push((t, g));
             }
             client_moves.push(moves);
@@ -559,13 +794,28 @@ impl Scenario {
                     format!("must be between 1 and {}, got {count}", propshare::MAX_CLIENT_ID),
                 ));
             }
+            let group = cx.member_of(&c.group, &groups, &at)?;
+            // Members of a group that arrives later arrive with it.
+            let arrive = match (c.arrive, group) {
+                (Some(a), Some(k)) => {
+                    cx.check_arrival(&groups, &lifetimes, k, a.0, rc.span(), &format!("{at}.arrive"))?;
+                    a.0
+                }
+                (Some(a), None) => a.0,
+                (None, Some(k)) => {
+                    let t = lifetimes[k].arrive;
+                    cx.check_arrival(&groups, &lifetimes, k, t, rc.span(), &format!("{at}.group"))?;
+                    t
+                }
+                (None, None) => 0,
+            };
             classes.push(Class {
                 prefix: c.prefix.get_ref().clone(),
                 count: count as usize,
                 weight: cx.weight_dist(&c.weight, &format!("{at}.weight"), count as usize)?,
                 behave: cx.behave(&c.run, &c.sleep, rc.span(), &at)?,
-                arrive: c.arrive.map_or(0, |d| d.0),
-                group: cx.member_of(&c.group, &groups, &at)?,
+                arrive,
+                group,
             });
         }
 

@@ -101,6 +101,12 @@
 //! O(log fan-out) more), so a client ahead of its share does not take the
 //! CPU from its group's running, owed sibling.
 //! (test: `hwf2q_lag_is_bounded_against_the_hierarchical_reference`)
+//! Gap HWF2Q-6: the papers' hierarchy is fixed. A group that moves keeps
+//! its subtree's state (the tags and virtual times below it); it leaves its
+//! old parent as if its clients departed and enters the new one as a new
+//! arrival (`S = V_parent`), as a moved client does (Gap HWF2Q-4); its
+//! running clients are first charged what they ran so far on the old path.
+//! (test: `group_moves_keep_the_books`)
 
 use std::collections::BTreeSet;
 
@@ -272,9 +278,9 @@ impl Hwf2qPolicy {
         }
     }
 
-    /// The children on the path from `c` up to a child of the root, each with its parent.
-    fn path(&self, c: ClientId) -> impl Iterator<Item = (Child, GroupId)> + '_ {
-        let mut x = Some(Child::Client(c));
+    /// The children on the path from `x` up to a child of the root, each with its parent.
+    fn path(&self, x: Child) -> impl Iterator<Item = (Child, GroupId)> + '_ {
+        let mut x = Some(x);
         std::iter::from_fn(move || {
             let cur = x?;
             let p = self.parent(cur);
@@ -283,8 +289,8 @@ impl Hwf2qPolicy {
         })
     }
 
-    fn path_vec(&self, c: ClientId) -> Vec<(Child, GroupId)> {
-        self.path(c).collect()
+    fn path_vec(&self, x: Child) -> Vec<(Child, GroupId)> {
+        self.path(x).collect()
     }
 
     /// Take `x` out of its parent's sets.
@@ -370,12 +376,19 @@ impl Hwf2qPolicy {
     /// it was blocked or not there) and/or available: walk its path counting
     /// it in, re-keying every child whose state changed.
     fn count_in(&mut self, c: ClientId, runnable: bool, available: bool) {
-        let (mut became_backlogged, mut became_available) = (runnable, available);
-        for (x, p) in self.path_vec(c) {
+        self.count_in_from(Child::Client(c), runnable as u64, available as u64);
+    }
+
+    /// `runnable` runnable clients, `available` of them available, came
+    /// below `x` (a client as in [`Self::count_in`], or a group that moved
+    /// here with them): walk up from `x` counting them in.
+    fn count_in_from(&mut self, x: Child, runnable: u64, available: u64) {
+        let (mut became_backlogged, mut became_available) = (runnable > 0, available > 0);
+        for (x, p) in self.path_vec(x) {
             if !(became_backlogged || became_available) {
                 let node = self.node(p);
-                node.runnable += runnable as u64;
-                node.available += available as u64;
+                node.runnable += runnable;
+                node.available += available;
                 continue;
             }
             self.dequeue(x);
@@ -389,10 +402,10 @@ impl Hwf2qPolicy {
             self.enqueue(x);
             let node = self.node(p);
             let (was_runnable, was_available) = (node.runnable, node.available);
-            node.runnable += runnable as u64;
-            node.available += available as u64;
-            became_backlogged = runnable && was_runnable == 0;
-            became_available = available && was_available == 0;
+            node.runnable += runnable;
+            node.available += available;
+            became_backlogged = runnable > 0 && was_runnable == 0;
+            became_available = available > 0 && was_available == 0;
         }
     }
 
@@ -401,27 +414,39 @@ impl Hwf2qPolicy {
     /// state changed and recording how far behind V a child that stays
     /// backlogged was when it stopped being available.
     fn count_out(&mut self, c: ClientId, runnable: bool, available: bool) {
-        let mut x_changed = true;
-        for (x, p) in self.path_vec(c) {
+        self.count_out_from(Child::Client(c), runnable as u64, available as u64, true);
+    }
+
+    /// `runnable` runnable clients, `available` of them available, left
+    /// from below `x`'s parent (`x_changed`: `x`'s own state changed and it
+    /// is re-keyed; a group moving away has already been taken out): walk
+    /// up counting them out.
+    fn count_out_from(&mut self, x: Child, runnable: u64, available: u64, mut x_changed: bool) {
+        for (x, p) in self.path_vec(x) {
             if x_changed {
                 let was_backlogged = self.tags(x).queued != Queued::No;
                 self.dequeue(x);
-                if runnable && was_backlogged && !self.backlogged(x) {
-                    let t = *self.tags(x);
-                    let node = self.node(p);
-                    node.active_weight -= t.weight.get();
-                    if t.capped {
-                        node.capped_weight -= t.weight.get();
-                    }
-                    self.tags(x).capped = false;
+                if runnable > 0 && was_backlogged && !self.backlogged(x) {
+                    self.unweigh(x, p);
                 }
                 self.enqueue(x);
             }
             let node = self.node(p);
-            node.runnable -= runnable as u64;
-            node.available -= available as u64;
-            x_changed = (runnable && node.runnable == 0) || (available && node.available == 0);
+            node.runnable -= runnable;
+            node.available -= available;
+            x_changed = (runnable > 0 && node.runnable == 0) || (available > 0 && node.available == 0);
         }
+    }
+
+    /// `x` stops counting in its parent `p`'s active (and capped) weight.
+    fn unweigh(&mut self, x: Child, p: GroupId) {
+        let t = *self.tags(x);
+        let node = self.node(p);
+        node.active_weight -= t.weight.get();
+        if t.capped {
+            node.capped_weight -= t.weight.get();
+        }
+        self.tags(x).capped = false;
     }
 
     /// A child's weight changes from `old` to `new`, for a client and a group
@@ -452,7 +477,7 @@ impl Hwf2qPolicy {
     fn settle(&mut self, c: ClientId, ran: Time) {
         let advanced = self.leaves[c].advanced;
         let q = self.quantum;
-        for (x, p) in self.path_vec(c) {
+        for (x, p) in self.path_vec(Child::Client(c)) {
             let w = Phi::whole(self.tags(x).weight.get());
             let charge = tag_delta(ran, w);
             let adv = match x {
@@ -648,6 +673,73 @@ impl Hierarchical for Hwf2qPolicy {
         self.attach(c, g, tags, state);
         Ok(())
     }
+
+    /// As Gap HWF2Q-6 says. O(G · depth + N) (the subtree is found by
+    /// walking up from every group, its clients by a pass over all): moves
+    /// are rare.
+    fn move_group(&mut self, now: Time, g: GroupId, parent: GroupId) -> Result<(), GroupError> {
+        self.check_group(g)?;
+        self.check_group(parent)?;
+        if g == ROOT {
+            return Err(GroupError::Root);
+        }
+        let below = |nodes: &[Node], mut x: GroupId| loop {
+            if x == g {
+                return true;
+            }
+            if x == ROOT {
+                return false;
+            }
+            x = nodes[x.0 as usize].parent;
+        };
+        if below(&self.nodes, parent) {
+            return Err(GroupError::Cycle(g, parent));
+        }
+        let subtree: Vec<bool> = (0..self.nodes.len()).map(|k| below(&self.nodes, GroupId(k as u32))).collect();
+        let old_depth = self.nodes[g.0 as usize].depth;
+        let new_depth = self.nodes[parent.0 as usize].depth + 1;
+        let height = (0..self.nodes.len()).filter(|&k| subtree[k]).map(|k| self.nodes[k].depth - old_depth).max();
+        let deepest = new_depth + height.unwrap_or(0);
+        if deepest > MAX_DEPTH {
+            return Err(GroupError::TooDeep(deepest));
+        }
+        let old = self.nodes[g.0 as usize].parent;
+        if old == parent {
+            return Ok(());
+        }
+        let running: Vec<(ClientId, Time, Time)> = self
+            .leaves
+            .iter()
+            .filter(|(_, l)| subtree[l.group.0 as usize])
+            .filter_map(|(c, l)| match l.state {
+                State::Running { since, settled } => Some((c, since, settled)),
+                _ => None,
+            })
+            .collect();
+        for (c, since, settled) in running {
+            let ran = now.saturating_sub(since).saturating_sub(settled);
+            self.settle(c, ran);
+            self.leaves[c].state = State::Running { since, settled: settled + ran };
+        }
+        let x = Child::Group(g);
+        let (runnable, available) = (self.nodes[g.0 as usize].runnable, self.nodes[g.0 as usize].available);
+        if self.tags(x).queued != Queued::No {
+            self.dequeue(x);
+            self.unweigh(x, old);
+        }
+        self.count_out_from(x, runnable, available, false);
+        for (k, node) in self.nodes.iter_mut().enumerate() {
+            if subtree[k] {
+                node.depth = node.depth - old_depth + new_depth;
+            }
+        }
+        let v = self.nodes[parent.0 as usize].v;
+        let node = self.node(g);
+        node.parent = parent;
+        node.tags.start = v;
+        self.count_in_from(x, runnable, available);
+        Ok(())
+    }
 }
 
 impl Policy for Hwf2qPolicy {
@@ -681,7 +773,7 @@ impl Policy for Hwf2qPolicy {
         let c = self.select()?;
         let q = self.quantum;
         let mut advanced = [0; MAX_DEPTH as usize];
-        for (x, _) in self.path_vec(c) {
+        for (x, _) in self.path_vec(Child::Client(c)) {
             if let Child::Group(g) = x {
                 let adv = tag_delta(q, Phi::whole(self.tags(x).weight.get()));
                 advanced[self.nodes[g.0 as usize].depth as usize - 1] = adv;
@@ -907,5 +999,59 @@ mod tests {
             assert!(matches!(s.pick(q, CpuId(k)).unwrap(), Decision::Run { .. }));
         }
         s.check_invariants().unwrap();
+    }
+
+    /// Moves of groups with running, waiting and blocked clients below them
+    /// keep every count (Gap HWF2Q-6), the moved subtree goes on being
+    /// served, and a move under its own descendant, of the root, or too deep
+    /// is refused with the tree unchanged.
+    #[test]
+    fn group_moves_keep_the_books() {
+        let q = 10 * MS;
+        let mut s = build(2, q, "hwf2q");
+        let h = s.hierarchical().unwrap();
+        let a = h.add_group(ROOT, w(2)).unwrap();
+        let b = h.add_group(ROOT, w(1)).unwrap();
+        let a1 = h.add_group(a, w(3)).unwrap();
+        for c in 0..6u32 {
+            let g = [a, a1, b][c as usize % 3];
+            s.hierarchical().unwrap().place(0, ClientId(c), g).unwrap();
+            s.join(0, ClientId(c), w(1 + c as u64)).unwrap();
+        }
+        let mut running = Vec::new();
+        for k in 0..2 {
+            let Decision::Run { client, .. } = s.pick(0, CpuId(k)).unwrap() else { panic!("idle") };
+            running.push((k, client));
+        }
+        s.block(1, ClientId(4)).unwrap();
+        let h = s.hierarchical().unwrap();
+        assert_eq!(h.move_group(2, a, a1), Err(GroupError::Cycle(a, a1)));
+        assert_eq!(h.move_group(2, ROOT, a), Err(GroupError::Root));
+        assert_eq!(h.move_group(2, GroupId(7), a), Err(GroupError::UnknownGroup(GroupId(7))));
+        for (t, g, p) in [(2, a1, b), (3, a, b), (4, a, ROOT), (5, a1, ROOT), (6, b, a1)] {
+            s.hierarchical().unwrap().move_group(t, g, p).unwrap();
+            s.check_invariants().unwrap();
+        }
+        let mut deep = ROOT;
+        for _ in 0..MAX_DEPTH - 1 {
+            deep = s.hierarchical().unwrap().add_group(deep, w(1)).unwrap();
+        }
+        // a1 now holds b: under `deep` (depth 7) b would sit at depth 9.
+        assert_eq!(s.hierarchical().unwrap().move_group(7, a1, deep), Err(GroupError::TooDeep(MAX_DEPTH + 1)));
+        s.check_invariants().unwrap();
+        for &(k, c) in &running {
+            s.stopped(q, CpuId(k), c, q, StopReason::Expired).unwrap();
+        }
+        s.wake(q, ClientId(4)).unwrap();
+        let mut seen = std::collections::BTreeSet::new();
+        let mut now = q;
+        for _ in 0..60 {
+            let Decision::Run { client, .. } = s.pick(now, CpuId(0)).unwrap() else { panic!("idle") };
+            seen.insert(client.0);
+            now += q;
+            s.stopped(now, CpuId(0), client, q, StopReason::Expired).unwrap();
+            s.check_invariants().unwrap();
+        }
+        assert_eq!(seen.len(), 6, "every client is served after the moves: {seen:?}");
     }
 }

@@ -894,6 +894,12 @@ impl<R: FairRq> LinuxPolicy<R> {
         &self.sh.tun
     }
 
+    /// The CPU that holds client `c`'s entity: its runqueue, or where it
+    /// last ran if it sleeps (the kernel's `task_cpu`).
+    pub fn cpu_of(&self, c: ClientId) -> Option<usize> {
+        self.sh.entry_of(c).map(|(k, _)| k)
+    }
+
     /// The runqueue of CPU `cpu`.
     pub fn rq(&self, cpu: usize) -> &R {
         &self.cpus[cpu].rq

@@ -10,6 +10,7 @@ pub mod gr3;
 pub mod gr3mp;
 pub mod hwf2q;
 pub mod linux;
+pub mod linux_groups;
 pub mod lottery;
 pub mod one_queue;
 pub mod reweigh;
