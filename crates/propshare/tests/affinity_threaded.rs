@@ -23,17 +23,17 @@
 //! phase every client is served, and at the end every client that ran has
 //! exactly one affinity entry.
 
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Barrier, Mutex};
+use std::ops::Range;
+use std::sync::Mutex;
 
 use propshare::algo::dfs::{DfsOptions, DfsPolicy};
 use propshare::algo::sfs::{SfsOptions, SfsPolicy};
 use propshare::percpu::{AffinePart, AffinityParts, LockedAffinity, OwnerMap};
-use propshare::{ClientId, CpuId, Decision, Policy, SchedConfig, Scheduler, Shell, StopReason, Time, Weight, MS};
+use propshare::{ClientId, CpuId, Decision, Policy, SchedConfig, Scheduler, Shell, Time, Weight, MS};
 use proptest::test_runner::TestRng;
 
 mod threads;
-use threads::{below, or_abort, rng};
+use threads::{below, cpu_clock, lock_step, stop_reason, Clients, Epochs, Mode, Phase};
 
 /// Ticks between quiescent checks.
 const EPOCH: u64 = 10;
@@ -49,8 +49,7 @@ fn weight(r: &mut TestRng) -> Weight {
 /// whether it is on a CPU and its service in the steady phase.
 struct World<P> {
     shell: Mutex<Shell<P>>,
-    on_cpu: Vec<AtomicBool>,
-    served: Vec<AtomicU64>,
+    clients: Clients,
 }
 
 impl<P: Policy> World<P> {
@@ -58,47 +57,25 @@ impl<P: Policy> World<P> {
         if let Err(e) = self.shell.lock().unwrap().check_invariants() {
             panic!("invariant broken at a quiescent point: {e}");
         }
-        assert!(self.on_cpu.iter().all(|f| !f.load(Ordering::Acquire)), "a client is on a CPU at a barrier");
+        self.clients.assert_none_running();
     }
 }
 
-/// CPU `k`'s thread for `ticks`: blocks a client about once in
-/// `block_one_in` dispatches (0: never); records service if `steady`.
-fn run_cpu<P: Policy>(
-    world: &World<P>,
-    k: usize,
-    ticks: std::ops::Range<u64>,
-    r: &mut TestRng,
-    block_one_in: u64,
-    steady: bool,
-) {
+/// CPU `k`'s thread for `ticks`, each dispatch a random part of the slice,
+/// the shell locked for the pick and for the stop.
+fn run_cpu<P: Policy>(world: &World<P>, k: usize, ticks: Range<u64>, r: &mut TestRng, mode: Mode) {
+    let Mode { block_one_in, steady } = mode;
     let cpu = CpuId(k as u32);
-    let mut clock = ticks.start * Q;
-    for tick in ticks {
-        let end = (tick + 1) * Q;
-        while clock < end {
-            let decision = world.shell.lock().unwrap().pick(clock, cpu).expect("a valid pick");
-            let Decision::Run { client: c, slice } = decision else {
-                clock = end;
-                break;
-            };
-            assert!(!world.on_cpu[c.index()].swap(true, Ordering::AcqRel), "{c} is on two CPUs");
-            let ran = 1 + below(r, slice);
-            clock += ran;
-            if steady {
-                world.served[c.index()].fetch_add(ran, Ordering::Relaxed);
-            }
-            let why = if block_one_in > 0 && below(r, block_one_in) == 0 {
-                StopReason::Blocked
-            } else if ran < slice {
-                StopReason::Preempted
-            } else {
-                StopReason::Expired
-            };
-            world.on_cpu[c.index()].store(false, Ordering::Release);
-            world.shell.lock().unwrap().stopped(clock, cpu, c, ran, why).expect("a valid stop");
-        }
-    }
+    cpu_clock(&mut (ticks.start * Q), ticks, Q, |now| {
+        let decision = world.shell.lock().unwrap().pick(now, cpu).expect("a valid pick");
+        let Decision::Run { client: c, slice } = decision else { return None };
+        world.clients.start(c);
+        let ran = 1 + below(r, slice);
+        let why = stop_reason(r, block_one_in, ran, slice);
+        world.clients.stop(c, ran, steady);
+        world.shell.lock().unwrap().stopped(now + ran, cpu, c, ran, why).expect("a valid stop");
+        Some(ran)
+    });
 }
 
 /// The churn thread's epoch `e`: random events on random clients; the
@@ -125,88 +102,59 @@ fn churn<P: Policy>(world: &World<P>, n: u64, e: u64, r: &mut TestRng) {
 
 /// `p` CPU threads and the churn thread over `n` clients for `epochs`
 /// epochs of churn and `steady` steady epochs.
-fn run<P: Policy + Send>(shell: Shell<P>, p: usize, n: usize, seed: u64, epochs: u64, steady: u64) -> Shell<P> {
-    let world = World {
-        shell: Mutex::new(shell),
-        on_cpu: (0..n).map(|_| AtomicBool::new(false)).collect(),
-        served: (0..n).map(|_| AtomicU64::new(0)).collect(),
-    };
-    let barrier = Barrier::new(p + 1);
-    std::thread::scope(|scope| {
-        for k in 0..p {
-            let (world, barrier) = (&world, &barrier);
-            scope.spawn(move || {
-                or_abort(|| {
-                    let mut r = rng(seed, k as u64 + 1);
-                    for e in 0..epochs + 1 + steady {
-                        let ticks = e * EPOCH..(e + 1) * EPOCH;
-                        if e < epochs {
-                            run_cpu(world, k, ticks, &mut r, 20, false);
-                        } else if e > epochs {
-                            run_cpu(world, k, ticks, &mut r, 0, true);
-                        }
-                        if barrier.wait().is_leader() {
-                            world.check();
-                        }
-                        barrier.wait();
-                    }
-                })
-            });
-        }
-        or_abort(|| {
-            let mut r = rng(seed, 0);
-            for e in 0..epochs + 1 + steady {
-                if e < epochs {
-                    churn(&world, n as u64, e, &mut r);
-                } else if e == epochs {
-                    // Quiescent: every client joined and runnable.
-                    let mut s = world.shell.lock().unwrap();
-                    for i in 0..n {
-                        let c = ClientId(i as u32);
-                        if s.join(epochs * EPOCH * Q, c, weight(&mut r)).is_err() {
-                            let _ = s.wake(epochs * EPOCH * Q, c);
-                        }
+fn run<P: Policy + Send>(shell: Shell<P>, p: usize, n: usize, seed: u64, epochs: u64, steady: u64) {
+    let world = World { shell: Mutex::new(shell), clients: Clients::new(n) };
+    let epochs = Epochs { cpus: p, seed, churn: epochs, steady, ticks: EPOCH, block_one_in: 20 };
+    lock_step(
+        epochs,
+        |k, ticks, mode, r| run_cpu(&world, k, ticks, r, mode),
+        |e, phase, r| match phase {
+            Phase::Churn => churn(&world, n as u64, e, r),
+            Phase::Settle => {
+                // Quiescent: every client joined and runnable.
+                let mut s = world.shell.lock().unwrap();
+                for i in 0..n {
+                    let c = ClientId(i as u32);
+                    if s.join(e * EPOCH * Q, c, weight(r)).is_err() {
+                        let _ = s.wake(e * EPOCH * Q, c);
                     }
                 }
-                if barrier.wait().is_leader() {
-                    world.check();
-                }
-                barrier.wait();
             }
-        })
-    });
-    for (i, s) in world.served.iter().enumerate() {
-        assert!(s.load(Ordering::Relaxed) > 0, "client {i} was never served in the steady phase");
-    }
-    world.shell.into_inner().unwrap()
+            Phase::Steady => {}
+        },
+        |_| world.check(),
+    );
+    world.clients.assert_all_served();
 }
 
-/// Per-CPU affinity parts and their owner map for `p` CPUs and `n` clients.
-fn affinity_parts(p: usize, n: usize) -> (OwnerMap, Vec<Mutex<AffinePart>>) {
-    (OwnerMap::new(n), (0..p).map(|_| Mutex::new(AffinePart::default())).collect())
+/// CPUs and clients of the threaded runs.
+const CPUS: usize = 4;
+const CLIENTS: usize = 16;
+
+/// `run_one(cfg, parts, seed)` runs a scheduler over the locked parts for
+/// each seed; every client ran, so each has exactly one entry at the end.
+fn over_locked_parts(run_one: impl Fn(SchedConfig, LockedAffinity<'_>, u64)) {
+    for seed in 0..3 {
+        let owners = OwnerMap::new(CLIENTS);
+        let parts: Vec<Mutex<AffinePart>> = (0..CPUS).map(|_| Mutex::new(AffinePart::default())).collect();
+        let affinity = LockedAffinity { owners: &owners, parts: &parts };
+        run_one(SchedConfig::new(CPUS, Q), affinity, seed);
+        assert_eq!(affinity.check(), Ok(CLIENTS), "one entry per client, all of them ran");
+    }
 }
 
 #[test]
 fn sfs_affinity_parts_under_one_lock_per_cpu() {
-    let (p, n) = (4, 16);
-    for seed in 0..3 {
-        let (owners, parts) = affinity_parts(p, n);
-        let cfg = SchedConfig::new(p, Q);
-        let opts = SfsOptions { affinity_bias: 4, affinity_slack: Some(Q), ..SfsOptions::EXACT };
-        let affinity = LockedAffinity { owners: &owners, parts: &parts };
-        run(SfsPolicy::shell(cfg, opts, affinity), p, n, seed, 20, 10);
-        assert_eq!(affinity.check(), Ok(n), "one entry per client, all of them ran");
-    }
+    let opts = SfsOptions { affinity_bias: 4, affinity_slack: Some(Q), ..SfsOptions::EXACT };
+    over_locked_parts(|cfg, affinity, seed| {
+        run(SfsPolicy::shell(cfg, opts, affinity), CPUS, CLIENTS, seed, 20, 10);
+    });
 }
 
 #[test]
 fn dfs_affinity_parts_under_one_lock_per_cpu() {
-    let (p, n) = (4, 16);
-    for seed in 0..3 {
-        let (owners, parts) = affinity_parts(p, n);
-        let cfg = SchedConfig::new(p, Q);
-        let affinity = LockedAffinity { owners: &owners, parts: &parts };
-        run(DfsPolicy::shell(cfg, DfsOptions::fa_affinity(p), "dfs-fa+affinity", affinity), p, n, seed, 20, 10);
-        assert_eq!(affinity.check(), Ok(n), "one entry per client, all of them ran");
-    }
+    over_locked_parts(|cfg, affinity, seed| {
+        let opts = DfsOptions::fa_affinity(CPUS);
+        run(DfsPolicy::shell(cfg, opts, "dfs-fa+affinity", affinity), CPUS, CLIENTS, seed, 20, 10);
+    });
 }

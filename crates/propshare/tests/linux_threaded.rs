@@ -38,18 +38,19 @@
 //! Not covered: the readjustment (`+readjust`), which reads the global
 //! runnable set and stays a step of the single-threaded policy.
 
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Barrier, Mutex, MutexGuard};
+use std::ops::Range;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Mutex, MutexGuard};
 
 use propshare::algo::cfs::CfsRq;
 use propshare::algo::eevdf::EevdfRq;
 use propshare::algo::linux::{self, CpuPart, Enqueue, Entity, FairRq, LinuxShared, Tunables};
 use propshare::percpu::{Locked, Parts};
-use propshare::{ClientId, StopReason, Time, Weight, MS};
+use propshare::{ClientId, Time, Weight, MS};
 use proptest::test_runner::TestRng;
 
 mod threads;
-use threads::{below, or_abort, rng};
+use threads::{below, cpu_clock, lock_step, stop_reason, Clients, Epochs, Mode, Phase};
 
 /// Ticks between quiescent checks.
 const EPOCH: u64 = 10;
@@ -68,10 +69,7 @@ fn weight(r: &mut TestRng) -> u64 {
 struct World<R> {
     sh: LinuxShared,
     parts: Vec<Mutex<CpuPart<R>>>,
-    /// Per client: on a CPU now.
-    on_cpu: Vec<AtomicBool>,
-    /// Per client: ns of service in the steady phase.
-    served: Vec<AtomicU64>,
+    clients: Clients,
     /// Clients with an entity (the churn thread's count).
     joined: AtomicUsize,
     /// Picks that found nothing in the steady phase.
@@ -92,51 +90,34 @@ impl<R: FairRq> World<R> {
             }
             Err(e) => panic!("invariant broken at a quiescent point: {e}"),
         }
-        assert!(self.on_cpu.iter().all(|f| !f.load(Ordering::Acquire)), "a client is on a CPU at a barrier");
+        self.clients.assert_none_running();
     }
 }
 
-/// CPU `k`'s thread for `ticks`: blocks a client about once in
-/// `block_one_in` dispatches (0: never); records service if `steady`.
-fn run_cpu<R: FairRq>(
-    world: &World<R>,
-    k: usize,
-    ticks: std::ops::Range<u64>,
-    r: &mut TestRng,
-    block_one_in: u64,
-    steady: bool,
-) {
+/// CPU `k`'s thread for `ticks`, its own periodic balance pass every
+/// `BALANCE_TICKS` ticks, each dispatch a random part of the slice.
+fn run_cpu<R: FairRq>(world: &World<R>, k: usize, ticks: Range<u64>, r: &mut TestRng, mode: Mode) {
+    let Mode { block_one_in, steady } = mode;
     let mut parts = Locked(&world.parts);
     let mut clock = ticks.start * Q;
     for tick in ticks {
         if tick % BALANCE_TICKS == 0 {
             linux::load_balance(&world.sh, &mut parts, k);
         }
-        let end = (tick + 1) * Q;
-        while clock < end {
-            let Some((c, slice)) = linux::pick(&world.sh, &mut parts, k, clock) else {
+        cpu_clock(&mut clock, tick..tick + 1, Q, |now| {
+            let Some((c, slice)) = linux::pick(&world.sh, &mut parts, k, now) else {
                 if steady {
                     world.idle_picks.fetch_add(1, Ordering::Relaxed);
                 }
-                clock = end;
-                break;
+                return None;
             };
-            assert!(!world.on_cpu[c.index()].swap(true, Ordering::AcqRel), "{c} is on two CPUs");
+            world.clients.start(c);
             let ran = 1 + below(r, slice);
-            clock += ran;
-            if steady {
-                world.served[c.index()].fetch_add(ran, Ordering::Relaxed);
-            }
-            let why = if block_one_in > 0 && below(r, block_one_in) == 0 {
-                StopReason::Blocked
-            } else if ran < slice {
-                StopReason::Preempted
-            } else {
-                StopReason::Expired
-            };
-            world.on_cpu[c.index()].store(false, Ordering::Release);
+            let why = stop_reason(r, block_one_in, ran, slice);
+            world.clients.stop(c, ran, steady);
             parts.with(k, |q| q.stopped(&world.sh, c, ran, why));
-        }
+            Some(ran)
+        });
     }
 }
 
@@ -186,8 +167,7 @@ fn run<R: FairRq + Send>(p: usize, n: usize, seed: u64, epochs: u64, steady: u64
     let world = World {
         sh: LinuxShared::new(tun, n),
         parts: (0..p).map(|_| Mutex::new(CpuPart::<R>::new(&tun))).collect(),
-        on_cpu: (0..n).map(|_| AtomicBool::new(false)).collect(),
-        served: (0..n).map(|_| AtomicU64::new(0)).collect(),
+        clients: Clients::new(n),
         joined: AtomicUsize::new(n),
         idle_picks: AtomicU64::new(0),
     };
@@ -200,60 +180,33 @@ fn run<R: FairRq + Send>(p: usize, n: usize, seed: u64, epochs: u64, steady: u64
         }
     }
     world.check(Some(n));
-    let barrier = Barrier::new(p + 1);
-    std::thread::scope(|scope| {
-        for k in 0..p {
-            let (world, barrier) = (&world, &barrier);
-            scope.spawn(move || {
-                or_abort(|| {
-                    let mut r = rng(seed, k as u64 + 1);
-                    for e in 0..epochs + 1 + steady {
-                        let ticks = e * EPOCH..(e + 1) * EPOCH;
-                        if e < epochs {
-                            run_cpu(world, k, ticks, &mut r, 20, false);
-                        } else if e > epochs {
-                            run_cpu(world, k, ticks, &mut r, 0, true);
-                        }
-                        if barrier.wait().is_leader() {
-                            world.check((e >= epochs).then_some(n));
-                        }
-                        barrier.wait();
-                    }
-                })
-            });
-        }
-        or_abort(|| {
-            let mut r = rng(seed, 0);
-            let mut joined = vec![true; n];
-            let mut parts = Locked(&world.parts);
-            for e in 0..epochs + 1 + steady {
-                if e < epochs {
-                    churn(&world, &mut joined, e, &mut r);
-                } else if e == epochs {
-                    // Quiescent: every client joined and runnable.
-                    for (i, j) in joined.iter_mut().enumerate() {
-                        let c = ClientId(i as u32);
-                        if !*j {
-                            let w = Weight::new(weight(&mut r)).unwrap();
-                            linux::join(&world.sh, &mut parts, c, w, |_, _| {});
-                            *j = true;
-                            world.joined.fetch_add(1, Ordering::AcqRel);
-                        } else {
-                            linux::wake(&world.sh, &mut parts, c);
-                        }
+    let mut joined = vec![true; n];
+    let epochs = Epochs { cpus: p, seed, churn: epochs, steady, ticks: EPOCH, block_one_in: 20 };
+    lock_step(
+        epochs,
+        |k, ticks, mode, r| run_cpu(&world, k, ticks, r, mode),
+        |e, phase, r| match phase {
+            Phase::Churn => churn(&world, &mut joined, e, r),
+            Phase::Settle => {
+                // Quiescent: every client joined and runnable.
+                let mut parts = Locked(&world.parts);
+                for (i, j) in joined.iter_mut().enumerate() {
+                    let c = ClientId(i as u32);
+                    if !*j {
+                        linux::join(&world.sh, &mut parts, c, Weight::new(weight(r)).unwrap(), |_, _| {});
+                        *j = true;
+                        world.joined.fetch_add(1, Ordering::AcqRel);
+                    } else {
+                        linux::wake(&world.sh, &mut parts, c);
                     }
                 }
-                if barrier.wait().is_leader() {
-                    world.check((e >= epochs).then_some(n));
-                }
-                barrier.wait();
             }
-        })
-    });
+            Phase::Steady => {}
+        },
+        |phase| world.check((phase != Phase::Churn).then_some(n)),
+    );
     assert_eq!(world.idle_picks.load(Ordering::Relaxed), 0, "a CPU found nothing to run in the steady phase");
-    for (i, s) in world.served.iter().enumerate() {
-        assert!(s.load(Ordering::Relaxed) > 0, "client {i} was never served in the steady phase");
-    }
+    world.clients.assert_all_served();
     assert!(world.sh.migrations() >= p as u64 - 1, "every idle CPU pulled a task");
 }
 
