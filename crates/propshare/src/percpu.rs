@@ -17,6 +17,13 @@
 //! steps is the same in both; under locks a step reads the owner map as a
 //! hint and checks it again under the lock it takes ([`with_client`]).
 //!
+//! The central-queue algorithms with processor affinity (SFS, DFS) keep
+//! their queues as the global part and only where each client last ran per
+//! CPU: [`AffinePart`] (the clients that last ran there, entries in a
+//! slab, an owner map to find them), reached owned ([`Affinity`]) or under
+//! one lock per CPU ([`LockedAffinity`]) through [`AffinityParts`]; a client
+//! that runs on another CPU moves its entry between two parts ([`ran_on`]).
+//!
 //! # Rules for a concurrent host
 //!
 //! * A one-CPU step holds its CPU's lock alone; a cross-CPU step holds both
@@ -276,6 +283,168 @@ pub fn with_client<P: Parts + ?Sized, R>(
         if done.is_some() {
             return done;
         }
+    }
+}
+
+/// A client that last ran on this CPU (an entry of an [`AffinePart`]).
+#[derive(Clone, Copy, Debug)]
+struct LastRan(ClientId);
+
+impl Owned for LastRan {
+    #[inline]
+    fn client(&self) -> ClientId {
+        self.0
+    }
+}
+
+/// One CPU's part of processor affinity for a central-queue algorithm
+/// (SFS section 2.4, DFS section 5): the clients that last ran on it. A
+/// client has at most one entry, on the CPU it last ran on, which moves
+/// with it when it runs elsewhere ([`ran_on`]).
+#[derive(Clone, Debug, Default)]
+pub struct AffinePart {
+    ran_here: Slab<LastRan>,
+}
+
+impl AffinePart {
+    /// Whether client `c` last ran on this CPU, `k`: the owner map says its
+    /// entry is here (authoritative under this CPU's lock: an entry moves
+    /// here or away only under it).
+    #[inline]
+    pub fn ran_last(&self, owners: &OwnerMap, k: usize, c: ClientId) -> bool {
+        let here = owners.get(c).filter(|&(j, _)| j == k);
+        debug_assert!(here.is_none_or(|(_, s)| self.ran_here.try_get(s).is_some_and(|e| e.0 == c)), "{c}'s entry");
+        here.is_some()
+    }
+}
+
+/// Client `c` runs on CPU `k`: its entry moves there from the CPU it last
+/// ran on (a cross-CPU step under both CPUs' locks), or is made there if it
+/// has none. `c`'s id must fit `owners`. Only the CPU that runs `c` calls
+/// this for `c`.
+pub fn ran_on<P: Parts<Part = AffinePart> + ?Sized>(owners: &OwnerMap, parts: &mut P, c: ClientId, k: usize) {
+    loop {
+        match owners.get(c) {
+            None => {
+                return parts.with(k, |q| {
+                    let s = q.ran_here.insert(LastRan(c));
+                    owners.set(c, k, s);
+                })
+            }
+            Some((j, _)) if j == k => return,
+            Some((j, s)) => {
+                let moved = parts.with_two(j, k, |from, to| {
+                    (owners.get(c) == Some((j, s)))
+                        .then(|| owners.move_entry(&mut from.ran_here, s, &mut to.ran_here, k))
+                });
+                if moved.is_some() {
+                    return;
+                }
+            }
+        }
+    }
+}
+
+/// Client `c` leaves: its entry, if any, is dropped.
+pub fn forget<P: Parts<Part = AffinePart> + ?Sized>(owners: &OwnerMap, parts: &mut P, c: ClientId) {
+    with_client(owners, parts, c, |q, s| {
+        q.ran_here.remove(s);
+        owners.clear(c);
+    });
+}
+
+/// Check the affinity parts (in CPU order) against the owner map: every
+/// entry where the map says, and the map names no other; returns the
+/// number of entries.
+pub fn check_affinity<'a>(owners: &OwnerMap, parts: impl IntoIterator<Item = &'a AffinePart>) -> Result<usize, String> {
+    let mut n = 0;
+    for (k, part) in parts.into_iter().enumerate() {
+        n += owners.check_slab(k, &part.ran_here)?;
+    }
+    owners.check_count(n)?;
+    Ok(n)
+}
+
+/// How a central-queue policy (SFS, DFS) reaches its processor affinity:
+/// the global owner map (client → the CPU it last ran on) and one
+/// [`AffinePart`] per CPU, owned ([`Affinity`], one thread) or each behind
+/// its own lock ([`LockedAffinity`]).
+pub trait AffinityParts: std::fmt::Debug {
+    /// Whether client `c` last ran on CPU `k` ([`AffinePart::ran_last`]).
+    fn ran_last_on(&self, c: ClientId, k: usize) -> bool;
+    /// Client `c` runs on CPU `k` ([`ran_on`]).
+    fn ran_on(&mut self, c: ClientId, k: usize);
+    /// Client `c` leaves ([`forget`]).
+    fn forget(&mut self, c: ClientId);
+    /// [`check_affinity`] over every part; the number of entries.
+    fn check(&self) -> Result<usize, String>;
+}
+
+/// Processor affinity as a single-threaded policy holds it.
+#[derive(Clone, Debug)]
+pub struct Affinity {
+    owners: OwnerMap,
+    cpus: Vec<AffinePart>,
+}
+
+impl Affinity {
+    /// No client has run yet on any of `cpus` CPUs.
+    pub fn new(cpus: usize) -> Affinity {
+        Affinity { owners: OwnerMap::new(0), cpus: vec![AffinePart::default(); cpus] }
+    }
+}
+
+impl AffinityParts for Affinity {
+    #[inline]
+    fn ran_last_on(&self, c: ClientId, k: usize) -> bool {
+        self.cpus[k].ran_last(&self.owners, k, c)
+    }
+
+    #[inline]
+    fn ran_on(&mut self, c: ClientId, k: usize) {
+        self.owners.reserve(c);
+        ran_on(&self.owners, self.cpus.as_mut_slice(), c, k);
+    }
+
+    #[inline]
+    fn forget(&mut self, c: ClientId) {
+        forget(&self.owners, self.cpus.as_mut_slice(), c);
+    }
+
+    fn check(&self) -> Result<usize, String> {
+        check_affinity(&self.owners, &self.cpus)
+    }
+}
+
+/// Processor affinity for a concurrent host: the owner map (room for every
+/// client id it will see) and the per-CPU parts, each behind its own lock;
+/// each step takes the locks it needs through [`Locked`].
+#[derive(Clone, Copy, Debug)]
+pub struct LockedAffinity<'a> {
+    /// Client → the CPU it last ran on, and its slot there.
+    pub owners: &'a OwnerMap,
+    /// One part per CPU.
+    pub parts: &'a [Mutex<AffinePart>],
+}
+
+impl AffinityParts for LockedAffinity<'_> {
+    fn ran_last_on(&self, c: ClientId, k: usize) -> bool {
+        Locked(self.parts).with(k, |q| q.ran_last(self.owners, k, c))
+    }
+
+    fn ran_on(&mut self, c: ClientId, k: usize) {
+        ran_on(self.owners, &mut Locked(self.parts), c, k);
+    }
+
+    fn forget(&mut self, c: ClientId) {
+        forget(self.owners, &mut Locked(self.parts), c);
+    }
+
+    /// Under every part's lock, taken in CPU id order.
+    fn check(&self) -> Result<usize, String> {
+        let guards: Vec<_> =
+            self.parts.iter().map(|m| m.lock().expect("a step panicked holding this CPU's lock")).collect();
+        check_affinity(self.owners, guards.iter().map(|g| &**g))
     }
 }
 

@@ -23,18 +23,18 @@
 //!   plus the clock skew between CPU threads at a barrier (one dispatch,
 //!   at most Q).
 
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Barrier, Mutex, MutexGuard};
+use std::ops::Range;
+use std::sync::{Mutex, MutexGuard};
 
 use propshare::algo::dwrr::{
     self, CpuPart, DwrrOptions, DwrrShared, LocalQueue, Locked, RoundRobinQueue, VruntimeQueue,
 };
-use propshare::{ClientId, StopReason, Time, Weight, MS};
+use propshare::{ClientId, Time, Weight, MS};
 use proptest::prelude::*;
 use proptest::test_runner::TestRng;
 
 mod threads;
-use threads::{below, or_abort, rng};
+use threads::{below, cpu_clock, lock_step, stop_reason, Clients, Epochs, Mode, Phase};
 
 /// Ticks between quiescent checks.
 const EPOCH: u64 = 20;
@@ -54,10 +54,7 @@ struct World<L: LocalQueue> {
     sh: DwrrShared,
     parts: Vec<Mutex<CpuPart<L>>>,
     quantum: Time,
-    /// Per client: on a CPU now.
-    on_cpu: Vec<AtomicBool>,
-    /// Per client: ns of service in the steady phase.
-    served: Vec<AtomicU64>,
+    clients: Clients,
 }
 
 impl<L: LocalQueue> World<L> {
@@ -66,41 +63,23 @@ impl<L: LocalQueue> World<L> {
         if let Err(e) = dwrr::check_invariants(&self.sh, guards.iter().map(|g| &**g)) {
             panic!("invariant broken at a quiescent point: {e}");
         }
-        assert!(self.on_cpu.iter().all(|f| !f.load(Ordering::Acquire)), "a client is on a CPU at a barrier");
+        self.clients.assert_none_running();
     }
 }
 
-/// CPU `k`'s thread: `ticks` ticks from tick `from`; blocks a client about
-/// once in `block_one_in` dispatches (0: never); records service if `steady`.
-fn run_cpu<L: LocalQueue>(
-    world: &World<L>,
-    k: usize,
-    ticks: std::ops::Range<u64>,
-    r: &mut TestRng,
-    block_one_in: u64,
-    steady: bool,
-) {
+/// CPU `k`'s thread for `ticks`, each dispatch a whole slice.
+fn run_cpu<L: LocalQueue>(world: &World<L>, k: usize, ticks: Range<u64>, r: &mut TestRng, mode: Mode) {
+    let Mode { block_one_in, steady } = mode;
     let mut parts = Locked(&world.parts);
-    let mut clock = ticks.start * world.quantum;
-    for tick in ticks {
-        let end = (tick + 1) * world.quantum;
-        while clock < end {
-            let Some((c, slice)) = dwrr::pick(&world.sh, &mut parts, k) else {
-                clock = end;
-                break;
-            };
-            assert!(!world.on_cpu[c.index()].swap(true, Ordering::AcqRel), "{c} is on two CPUs at once");
-            clock += slice;
-            if steady {
-                world.served[c.index()].fetch_add(slice, Ordering::Relaxed);
-            }
-            let why =
-                if block_one_in > 0 && below(r, block_one_in) == 0 { StopReason::Blocked } else { StopReason::Expired };
-            world.on_cpu[c.index()].store(false, Ordering::Release);
-            let was = dwrr::stopped(&world.sh, &mut parts, k, slice, why);
-            assert_eq!(was, Some(c), "cpu {k} stopped the wrong client");
-        }
-    }
+    cpu_clock(&mut (ticks.start * world.quantum), ticks, world.quantum, |_| {
+        let (c, slice) = dwrr::pick(&world.sh, &mut parts, k)?;
+        world.clients.start(c);
+        let why = stop_reason(r, block_one_in, slice, slice);
+        world.clients.stop(c, slice, steady);
+        let was = dwrr::stopped(&world.sh, &mut parts, k, slice, why);
+        assert_eq!(was, Some(c), "cpu {k} stopped the wrong client");
+        Some(slice)
+    });
 }
 
 /// The churn thread: `ops` random operations on random clients. `joined`
@@ -145,60 +124,35 @@ where
         sh: DwrrShared::new(quantum, opts, n),
         parts: (0..cpus).map(|k| Mutex::new(CpuPart::new(k))).collect(),
         quantum,
-        on_cpu: (0..n).map(|_| AtomicBool::new(false)).collect(),
-        served: (0..n).map(|_| AtomicU64::new(0)).collect(),
+        clients: Clients::new(n),
     };
-    let barrier = Barrier::new(cpus + 1);
     let mut weights = vec![0; n];
-    std::thread::scope(|scope| {
-        for k in 0..cpus {
-            let (world, barrier) = (&world, &barrier);
-            scope.spawn(move || {
-                or_abort(|| {
-                    let mut r = rng(seed, k as u64 + 1);
-                    for e in 0..epochs + 1 + steady {
-                        let ticks = e * EPOCH..(e + 1) * EPOCH;
-                        if e < epochs {
-                            run_cpu(world, k, ticks, &mut r, 50, false);
-                        } else if e > epochs {
-                            run_cpu(world, k, ticks, &mut r, 0, true);
-                        }
-                        if barrier.wait().is_leader() {
-                            world.check();
-                        }
-                        barrier.wait();
-                    }
-                })
-            });
-        }
-        or_abort(|| {
-            let mut r = rng(seed, 0);
-            let mut joined = vec![false; n];
-            let mut parts = Locked(&world.parts);
-            for e in 0..epochs + 1 + steady {
-                if e < epochs {
-                    churn(&world, &mut joined, 40, &mut r);
-                } else if e == epochs {
-                    // Quiescent: fix the set, every client runnable at a known weight.
-                    for (i, wi) in weights.iter_mut().enumerate() {
-                        let c = ClientId(i as u32);
-                        *wi = 1 + below(&mut r, W_MAX);
-                        if !joined[i] {
-                            dwrr::join(&world.sh, &mut parts, c, w(*wi));
-                            joined[i] = true;
-                        } else {
-                            dwrr::wake(&world.sh, &mut parts, c);
-                            assert!(dwrr::set_weight(&world.sh, &mut parts, c, w(*wi)));
-                        }
+    let mut joined = vec![false; n];
+    let epochs = Epochs { cpus, seed, churn: epochs, steady, ticks: EPOCH, block_one_in: 50 };
+    lock_step(
+        epochs,
+        |k, ticks, mode, r| run_cpu(&world, k, ticks, r, mode),
+        |_, phase, r| match phase {
+            Phase::Churn => churn(&world, &mut joined, 40, r),
+            Phase::Settle => {
+                // Quiescent: fix the set, every client runnable at a known weight.
+                let mut parts = Locked(&world.parts);
+                for (i, wi) in weights.iter_mut().enumerate() {
+                    let c = ClientId(i as u32);
+                    *wi = 1 + below(r, W_MAX);
+                    if !joined[i] {
+                        dwrr::join(&world.sh, &mut parts, c, w(*wi));
+                        joined[i] = true;
+                    } else {
+                        dwrr::wake(&world.sh, &mut parts, c);
+                        assert!(dwrr::set_weight(&world.sh, &mut parts, c, w(*wi)));
                     }
                 }
-                if barrier.wait().is_leader() {
-                    world.check();
-                }
-                barrier.wait();
             }
-        })
-    });
+            Phase::Steady => {}
+        },
+        |_| world.check(),
+    );
     (world, weights)
 }
 
@@ -208,7 +162,7 @@ fn assert_proportional<L: LocalQueue>(world: &World<L>, weights: &[u64]) {
     // Every client has one entry, in the slab of the CPU that owns it.
     let entries: usize = world.parts.iter().map(|m| m.lock().unwrap().entries().len()).sum();
     assert_eq!(entries, weights.len(), "entries in the slabs");
-    let served: Vec<u128> = world.served.iter().map(|s| s.load(Ordering::Relaxed) as u128).collect();
+    let served: Vec<u128> = world.clients.served().into_iter().map(u128::from).collect();
     let total: u128 = served.iter().sum();
     let weight: u128 = weights.iter().map(|&x| x as u128).sum();
     let b = world.sh.options().round_unit as u128;

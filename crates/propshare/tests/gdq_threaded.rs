@@ -35,7 +35,7 @@ use proptest::prelude::*;
 use proptest::test_runner::TestRng;
 
 mod threads;
-use threads::{below, or_abort, rng};
+use threads::{below, lock_step, or_abort, rng, Epochs};
 
 /// Ticks between quiescent checks under churn.
 const EPOCH: u64 = 20;
@@ -182,35 +182,13 @@ fn churn(world: &World, known: &mut [Known], ops: usize, r: &mut TestRng) {
 /// every barrier.
 fn run_churn(cpus: usize, n: usize, params: GdqParams, seed: u64, epochs: u64) {
     let world = World::new(cpus, params, n);
-    let barrier = Barrier::new(cpus + 1);
-    std::thread::scope(|scope| {
-        for k in 0..cpus {
-            let (world, barrier) = (&world, &barrier);
-            scope.spawn(move || {
-                or_abort(|| {
-                    let mut r = rng(seed, k as u64 + 1);
-                    for e in 0..epochs {
-                        run_cpu(world, k, e * EPOCH..(e + 1) * EPOCH, &mut r);
-                        if barrier.wait().is_leader() {
-                            world.check();
-                        }
-                        barrier.wait();
-                    }
-                })
-            });
-        }
-        or_abort(|| {
-            let mut r = rng(seed, 0);
-            let mut known = vec![Known::Gone; n];
-            for _ in 0..epochs {
-                churn(&world, &mut known, 30, &mut r);
-                if barrier.wait().is_leader() {
-                    world.check();
-                }
-                barrier.wait();
-            }
-        })
-    });
+    let mut known = vec![Known::Gone; n];
+    lock_step(
+        Epochs { cpus, seed, churn: epochs, steady: 0, ticks: EPOCH, block_one_in: 0 },
+        |k, ticks, _, r| run_cpu(&world, k, ticks, r),
+        |_, _, r| churn(&world, &mut known, 30, r),
+        |_| world.check(),
+    );
 }
 
 /// Theorem 3.6's bounds in quanta: (−2(2δ+2) − T, 2(2δ+2) + g·T).

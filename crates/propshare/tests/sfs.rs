@@ -11,6 +11,18 @@ use propshare::vtime::{VTime, VT_SCALE};
 use propshare::{registry, ClientId, CpuId, Decision, SchedConfig, Scheduler, StopReason, Time, Weight, MS};
 use proptest::prelude::*;
 
+/// Marsaglia's xorshift64 stream from `seed` (non-zero): a cheap,
+/// reproducible source of workload numbers.
+fn xorshift(seed: u64) -> impl FnMut() -> u64 {
+    let mut rng = seed;
+    move || {
+        rng ^= rng << 13;
+        rng ^= rng >> 7;
+        rng ^= rng << 17;
+        rng
+    }
+}
+
 fn w(x: u64) -> Weight {
     Weight::new(x).unwrap()
 }
@@ -368,13 +380,7 @@ fn one_cpu_sfs_decides_as_sfq() {
         eprintln!("SKIPPED: scheduler \"sfq\" is not registered in this build; the direct check is one_cpu_picks_least_start_tag");
         return;
     }
-    let mut rng = 0x9e37_79b9_7f4a_7c15u64;
-    let mut next = || {
-        rng ^= rng << 13;
-        rng ^= rng >> 7;
-        rng ^= rng << 17;
-        rng
-    };
+    let mut next = xorshift(0x9e37_79b9_7f4a_7c15u64);
     let mut picks = 0;
     for _ in 0..50 {
         let cfg = SchedConfig::new(1, 10 * MS);
@@ -418,7 +424,7 @@ fn one_cpu_sfs_decides_as_sfq() {
                         picks += 1;
                         let ran = 1 + next() % slice;
                         now += ran;
-                        let block = waiting.len() > 1 && next() % 5 == 0;
+                        let block = waiting.len() > 1 && next().is_multiple_of(5);
                         let why = if block { StopReason::Blocked } else { StopReason::Expired };
                         a.stopped(now, CpuId(0), client, ran, why).unwrap();
                         b.stopped(now, CpuId(0), client, ran, why).unwrap();
@@ -844,13 +850,7 @@ fn heuristic_exactness(cpus: usize, n: u32, opts: SfsOptions, picks: u64) -> (u6
 fn heuristic_workload(cpus: usize, n: u32, opts: SfsOptions, picks: u64) -> (Host, u64) {
     let q = 10 * MS;
     let mut h = Host::new(cpus, q, opts);
-    let mut rng = 0x2545_f491_4f6c_dd1du64 ^ n as u64;
-    let mut next = move || {
-        rng ^= rng << 13;
-        rng ^= rng >> 7;
-        rng ^= rng << 17;
-        rng
-    };
+    let mut next = xorshift(0x2545_f491_4f6c_dd1du64 ^ n as u64);
     for i in 0..n {
         h.s.join(0, ClientId(i), w(1 + next() % 100)).unwrap();
         h.clients.insert(ClientId(i), St::Waiting);
@@ -880,14 +880,14 @@ fn heuristic_workload(cpus: usize, n: u32, opts: SfsOptions, picks: u64) -> (Hos
         }
         let k = (0..cpus).filter(|&k| h.running[k].is_some()).min_by_key(|&k| h.running[k].unwrap().2).unwrap();
         let (c, start, end) = h.running[k].take().unwrap();
-        let ran = if next() % 5 == 0 { 1 + next() % q } else { end - start };
+        let ran = if next().is_multiple_of(5) { 1 + next() % q } else { end - start };
         h.now = h.now.max(start + ran);
-        let why = if next() % 100 == 0 { StopReason::Blocked } else { StopReason::Expired };
+        let why = if next().is_multiple_of(100) { StopReason::Blocked } else { StopReason::Expired };
         h.s.stopped(h.now, CpuId(k as u32), c, ran, why).unwrap();
         if why == StopReason::Blocked {
             blocked.push(c);
         }
-        if !blocked.is_empty() && next() % 2 == 0 {
+        if !blocked.is_empty() && next().is_multiple_of(2) {
             let c = blocked.swap_remove((next() % blocked.len() as u64) as usize);
             h.s.wake(h.now, c).unwrap();
         }
@@ -1004,31 +1004,24 @@ fn affinity_bias() {
 /// preferred. This is why `sfs+affinity` bounds the preference.
 #[test]
 fn literal_affinity_rule_starves() {
+    // Two clients of weight 1 on one CPU, 100 quanta: how often each ran.
+    let runs = |mut s: Sfs| {
+        s.join(0, ClientId(0), w(1)).unwrap();
+        s.join(0, ClientId(1), w(1)).unwrap();
+        let (mut now, mut runs) = (0, [0u32; 2]);
+        for _ in 0..100 {
+            let Decision::Run { client, slice } = s.pick(now, CpuId(0)).unwrap() else { panic!() };
+            now += slice;
+            s.stopped(now, CpuId(0), client, slice, StopReason::Expired).unwrap();
+            runs[client.index()] += 1;
+        }
+        runs
+    };
     let literal = SfsOptions { affinity_bias: 4, affinity_slack: None, ..SfsOptions::EXACT };
-    let mut s = Sfs::with_options(SchedConfig::new(1, 10 * MS), literal);
-    s.join(0, ClientId(0), w(1)).unwrap();
-    s.join(0, ClientId(1), w(1)).unwrap();
-    let mut now = 0;
-    let mut runs = [0u32; 2];
-    for _ in 0..100 {
-        let Decision::Run { client, slice } = s.pick(now, CpuId(0)).unwrap() else { panic!() };
-        now += slice;
-        s.stopped(now, CpuId(0), client, slice, StopReason::Expired).unwrap();
-        runs[client.index()] += 1;
-    }
-    assert_eq!(runs, [100, 0]);
+    assert_eq!(runs(Sfs::with_options(SchedConfig::new(1, 10 * MS), literal)), [100, 0]);
     // The bounded rule alternates within one quantum of surplus.
-    let mut s = Sfs::with_affinity(SchedConfig::new(1, 10 * MS));
-    s.join(0, ClientId(0), w(1)).unwrap();
-    s.join(0, ClientId(1), w(1)).unwrap();
-    let mut runs = [0u32; 2];
-    for _ in 0..100 {
-        let Decision::Run { client, slice } = s.pick(now, CpuId(0)).unwrap() else { panic!() };
-        now += slice;
-        s.stopped(now, CpuId(0), client, slice, StopReason::Expired).unwrap();
-        runs[client.index()] += 1;
-    }
-    assert!(runs[0].abs_diff(runs[1]) <= 2, "{runs:?}");
+    let bounded = runs(Sfs::with_affinity(SchedConfig::new(1, 10 * MS)));
+    assert!(bounded[0].abs_diff(bounded[1]) <= 2, "{bounded:?}");
 }
 
 /// Surplus arithmetic sanity through the public type.
@@ -1090,13 +1083,7 @@ fn decision_cost_table() {
             for n in [10u32, 100, 1000, 10_000] {
                 let q = 10 * MS;
                 let mut s = registry::build(name, SchedConfig::new(p, q)).unwrap();
-                let mut rng = 0x853c_49e6_748f_ea9bu64 ^ n as u64;
-                let mut next = move || {
-                    rng ^= rng << 13;
-                    rng ^= rng >> 7;
-                    rng ^= rng << 17;
-                    rng
-                };
+                let mut next = xorshift(0x853c_49e6_748f_ea9bu64 ^ n as u64);
                 for i in 0..n {
                     s.join(0, ClientId(i), w(1 + next() % 100)).unwrap();
                 }

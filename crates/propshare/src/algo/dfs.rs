@@ -76,6 +76,13 @@
 //!   equal deadlines go by F, then φ, then id.
 //! * `dfs-fa`: DFS-FA as in the paper's kernel: fair airport, no tie rules, W = 1.
 //! * `dfs-fa+affinity`: DFS-FA with W = p, α = 2 slots.
+//!   Where each client last ran is per-CPU state (issue 15): one
+//!   [`crate::percpu::AffinePart`] per CPU lists the clients that last ran
+//!   there (kept only when α > 0); a pick on another CPU than last time
+//!   moves the client's entry between two parts ([`crate::percpu::ran_on`]);
+//!   the queues and V are the global part. [`DfsPolicy::shell`] takes the
+//!   parts from a concurrent host, each behind its own lock
+//!   ([`crate::percpu::LockedAffinity`], tests/affinity_threaded.rs).
 //! * `dfs-fa+readjust`: DFS-FA over readjusted weights ([`crate::readjust`]).
 //!
 //! # Cost
@@ -171,6 +178,7 @@ use std::collections::BTreeSet;
 use std::ops::Bound::{Excluded, Unbounded};
 
 use crate::model::{ClientId, CpuId, StopReason, Time, Weight};
+use crate::percpu::{Affinity, AffinityParts};
 use crate::readjust::{FeasibleSet, Phi};
 use crate::roster::{ClientTable, Roster, Status};
 use crate::scheduler::{Kick, SchedConfig};
@@ -318,7 +326,6 @@ struct Client {
     phi: Phi,
     /// q̄: the most it may run at its next dispatch.
     budget: Time,
-    last_cpu: Option<CpuId>,
     place: Place,
 }
 
@@ -336,7 +343,7 @@ pub type Dfs = Shell<DfsPolicy>;
 
 /// The rules of DFS: the eligible and ineligible queues and the virtual time.
 #[derive(Clone, Debug)]
-pub struct DfsPolicy {
+pub struct DfsPolicy<A = Affinity> {
     opts: DfsOptions,
     quantum: Time,
     clients: ClientTable<Client>,
@@ -356,28 +363,15 @@ pub struct DfsPolicy {
     running: usize,
     feasible: FeasibleSet,
     capped: Vec<ClientId>,
+    /// Where each client last ran, in per-CPU parts (kept only when α > 0;
+    /// a pick on another CPU moves a client's entry).
+    affinity: A,
 }
 
 impl Dfs {
     /// A DFS scheduler with the given rules, named `name`.
     pub fn with_options(cfg: SchedConfig, opts: DfsOptions, name: &'static str) -> Dfs {
-        let policy = DfsPolicy {
-            opts: DfsOptions { window: opts.window.max(1), alpha: (opts.alpha.0, opts.alpha.1.max(1)), ..opts },
-            quantum: cfg.quantum,
-            clients: ClientTable::new(),
-            eq: BTreeSet::new(),
-            iq_hat: BTreeSet::new(),
-            iq_start: BTreeSet::new(),
-            psi: 0,
-            phi_total: Ratio::ZERO,
-            p_eff: cfg.cpus as u64,
-            v_scaled: 0,
-            v_over: Ratio::ZERO,
-            running: 0,
-            feasible: FeasibleSet::new(),
-            capped: Vec::new(),
-        };
-        Shell::build(name, &cfg, policy)
+        DfsPolicy::shell(cfg, opts, name, Affinity::new(cfg.cpus))
     }
 
     /// `dfs`.
@@ -411,7 +405,31 @@ impl Dfs {
     }
 }
 
-impl DfsPolicy {
+impl<A: AffinityParts> DfsPolicy<A> {
+    /// [`Dfs::with_options`] with its processor affinity reached through
+    /// `affinity` (a concurrent host's [`crate::percpu::LockedAffinity`]:
+    /// the central queues are the global part, each CPU's affinity its own).
+    pub fn shell(cfg: SchedConfig, opts: DfsOptions, name: &'static str, affinity: A) -> Shell<DfsPolicy<A>> {
+        let policy = DfsPolicy {
+            opts: DfsOptions { window: opts.window.max(1), alpha: (opts.alpha.0, opts.alpha.1.max(1)), ..opts },
+            quantum: cfg.quantum,
+            clients: ClientTable::new(),
+            eq: BTreeSet::new(),
+            iq_hat: BTreeSet::new(),
+            iq_start: BTreeSet::new(),
+            psi: 0,
+            phi_total: Ratio::ZERO,
+            p_eff: cfg.cpus as u64,
+            v_scaled: 0,
+            v_over: Ratio::ZERO,
+            running: 0,
+            feasible: FeasibleSet::new(),
+            capped: Vec::new(),
+            affinity,
+        };
+        Shell::build(name, &cfg, policy)
+    }
+
     /// The options in force.
     pub fn options(&self) -> DfsOptions {
         self.opts
@@ -729,7 +747,7 @@ impl DfsPolicy {
         }
         let (an, ad) = (self.opts.alpha.0 as u128, self.opts.alpha.1 as u128);
         let goodness = |c: &Cand| {
-            let away = self.clients[c.key.id].last_cpu != Some(cpu);
+            let away = an > 0 && !self.affinity.ran_last_on(c.key.id, cpu.index());
             U256::mul(c.deadline, ad).saturating_add(U256::from(if away { an } else { 0 }))
         };
         let mut best: Option<(U256, ClientId)> = None;
@@ -744,7 +762,7 @@ impl DfsPolicy {
     }
 }
 
-impl Policy for DfsPolicy {
+impl<A: AffinityParts> Policy for DfsPolicy<A> {
     #[inline]
     fn work_conserving(&self) -> bool {
         self.opts.fair_airport
@@ -755,7 +773,7 @@ impl Policy for DfsPolicy {
         let phi = Phi::whole(w.get());
         // Section 3.3: a new client starts at S = v.
         let a = self.a_at_v(phi);
-        self.clients.insert(c, Client { a, phi, budget: self.quantum, last_cpu: None, place: Place::Nowhere });
+        self.clients.insert(c, Client { a, phi, budget: self.quantum, place: Place::Nowhere });
         self.add_runnable(roster, c, w);
         None
     }
@@ -766,6 +784,7 @@ impl Policy for DfsPolicy {
             self.remove_runnable(c, w);
         }
         self.clients.remove(c);
+        self.affinity.forget(c);
         self.retotal(roster);
     }
 
@@ -809,9 +828,10 @@ impl Policy for DfsPolicy {
         let c = chosen?;
         self.dequeue(c);
         self.running += 1;
-        let k = &mut self.clients[c];
-        k.last_cpu = Some(cpu);
-        Some((c, k.budget))
+        if self.opts.alpha.0 > 0 {
+            self.affinity.ran_on(c, cpu.index());
+        }
+        Some((c, self.clients[c].budget))
     }
 
     #[inline]
@@ -843,6 +863,7 @@ impl Policy for DfsPolicy {
             StopReason::Left => {
                 self.remove_runnable(c, w);
                 self.clients.remove(c);
+                self.affinity.forget(c);
                 self.retotal(roster);
             }
         }
@@ -852,7 +873,8 @@ impl Policy for DfsPolicy {
     /// DFS-I2: the queues (EQ, and IQ under both keys) hold exactly the
     /// waiting clients, each once, under the key its place records; DFS-I3:
     /// Ψ is the sum of A over the runnable clients (running ones included),
-    /// and every client present has a record.
+    /// and every client present has a record; DFS-I4: every affinity entry
+    /// is in the part the owner map says, at most one per client.
     #[inline]
     fn check_invariants(&self, r: &Roster) -> Result<(), String> {
         if self.running != r.running() {
@@ -889,6 +911,10 @@ impl Policy for DfsPolicy {
         }
         if psi != self.psi {
             return Err(format!("DFS-I3: Ψ is {} but the runnable clients' A sum to {psi}", self.psi));
+        }
+        let affine = self.affinity.check().map_err(|e| format!("DFS-I4: {e}"))?;
+        if affine > r.len() {
+            return Err(format!("DFS-I4: {affine} affinity entries for {} clients", r.len()));
         }
         Ok(())
     }

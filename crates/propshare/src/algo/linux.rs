@@ -22,22 +22,35 @@
 //! runnable (`task_cpu`) and stays with the last one while blocked: its
 //! entity lives in that CPU's slab and moves with it. The global part is
 //! small: the tunables, the owner map (client → (CPU, slot),
-//! [`crate::percpu::OwnerMap`]), the readjustment and the LRU stamp counter.
+//! [`crate::percpu::OwnerMap`]) and the LRU stamp counter.
 //! The policy ([`FairRq`]) decides the order *inside* a runqueue; everything
-//! between runqueues is here, as named operations between two per-CPU parts:
-//! [`migrate`] (detach from one runqueue, move the entity, attach to
-//! another: a function of the two parts and the owner map, which
-//! [`LinuxPolicy::migrate`] calls), a wake-up onto another CPU
-//! (`migrate_task_rq_fair`), [`LinuxPolicy::load_balance`] and
-//! [`LinuxPolicy::newidle_balance`]. The global part ([`LinuxShared`]) is
-//! the tunables, the owner map and two atomic counters; the readjustment,
-//! when on, stays with the policy. [`pick`] (with [`newidle_balance`]) and
-//! [`CpuPart::stopped`] reach the parts through [`crate::percpu::Parts`]:
-//! a slice in [`LinuxPolicy`], or one lock per CPU ([`crate::percpu::Locked`]:
-//! the survey reads one CPU at a time, the move holds both CPUs' locks in
-//! CPU id order and chooses its candidate under them);
-//! tests/linux_threaded.rs drives one thread per CPU that way. The client
-//! events and the periodic balancer still run over the policy's slice.
+//! between runqueues is here, as free functions of the global part and
+//! the per-CPU parts, reached through [`crate::percpu::Parts`] (a slice in
+//! [`LinuxPolicy`], or one lock per CPU, [`crate::percpu::Locked`]):
+//!
+//! * the scheduling steps: [`pick`] (with [`newidle_balance`] first when
+//!   the CPU's runqueue is empty) and [`CpuPart::stopped`];
+//! * the client events: [`join`] (fork placement), [`wake`] (wake
+//!   placement; an entity that wakes on another CPU moves under both
+//!   CPUs' locks, `migrate_task_rq_fair`), [`block`], [`leave`] and
+//!   [`set_load_weight`]; each finds its client's entity through the owner
+//!   map and checks it again under the lock it takes, and reads the
+//!   client's status from its part (listed in the LRU list: runnable; the
+//!   runqueue's `curr`: running), which LX-3 checks against the roster;
+//! * the balancers: [`load_balance`] (periodic, run by [`balance_due`])
+//!   and [`newidle_balance`]. Each surveys the CPUs one at a time, then
+//!   moves ([`migrate`]: detach, move the entity, attach) holding both
+//!   CPUs' locks in CPU id order, with its verdict and its walk over the
+//!   candidates made under them.
+//!
+//! The global part ([`LinuxShared`]) is the tunables, the owner map and two
+//! atomic counters. The readjustment of `+readjust` ([`readjust`]) is the
+//! one global step: it reads the whole runnable set (the policy's
+//! [`Reweigh`] and the roster) and may reweight any CPU's clients; the
+//! policy runs it between the steps above ([`join`] takes it as a hook,
+//! since a joining client is reweighted before it is enqueued).
+//! tests/linux_threaded.rs drives one thread per CPU and a churn thread of
+//! client events and balance passes over locked parts.
 //!
 //! # Wake-up placement (`select_task_rq_fair`)
 //!
@@ -57,7 +70,7 @@
 //! one included); a CPU is *overloaded* when it has at least two runnable
 //! clients (one waits), *fully busy* with one, *has spare* with none.
 //!
-//! * **Periodic** ([`LinuxPolicy::load_balance`]): every
+//! * **Periodic** ([`load_balance`]): every
 //!   [`Tunables::balance_interval`] (default [`BALANCE_INTERVAL`] = 4 ms)
 //!   each CPU, as `this`, looks for the busiest CPU: the overloaded CPU with
 //!   the highest load (only an overloaded CPU has a task that can move; the
@@ -74,7 +87,7 @@
 //!     run, at most `nr_migrate` = 32 of them, skipping the running one and
 //!     any whose weight exceeds what is left of the imbalance, and moves the
 //!     rest, subtracting each weight.
-//! * **New-idle** ([`LinuxPolicy::newidle_balance`]): a CPU whose queue is
+//! * **New-idle** ([`newidle_balance`]): a CPU whose queue is
 //!   empty when asked to pick pulls one task from the busiest overloaded CPU
 //!   first. Since every waiting task sits on an overloaded CPU, this makes the
 //!   scheduler work-conserving: no CPU is idle while a task waits after the
@@ -212,7 +225,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::algo::reweigh::Reweigh;
 use crate::model::{ClientId, CpuId, StopReason, Time, Weight, MS};
-use crate::percpu::{two_mut, Owned, OwnerMap, Parts, Slab, Slot};
+use crate::percpu::{two_mut, with_client, Owned, OwnerMap, Parts, Slab, Slot};
 use crate::readjust::Phi;
 use crate::roster::{Roster, Status};
 use crate::scheduler::{Kick, SchedConfig};
@@ -644,6 +657,14 @@ impl<R: FairRq> CpuPart<R> {
         self.rq.curr().is_some() && self.rq.wakeup_preempt(&sh.tun, c, &se)
     }
 
+    /// Whether slot `s`'s task is queued here (runnable: waiting or
+    /// running), i.e. in the LRU list.
+    #[inline]
+    fn is_queued(&self, s: Slot) -> bool {
+        let Task { client, se } = self.tasks.get(s);
+        self.lru.contains(&(se.stamp, *client))
+    }
+
     /// Take waiting slot `s`'s task off the runqueue (its entity stays).
     fn detach(&mut self, tun: &Tunables, s: Slot, how: Dequeue) {
         let Task { client: c, se } = self.tasks.get_mut(s);
@@ -752,17 +773,31 @@ pub fn migrate<R: FairRq>(sh: &LinuxShared, from: &mut CpuPart<R>, s: Slot, to: 
     sh.migrations.fetch_add(1, Ordering::Relaxed);
 }
 
-/// The overloaded CPU (≥ 2 runnable) other than `this` with the highest
-/// load (ties: lowest id), reading each CPU's part on its own.
-fn find_busiest<R: FairRq, P: Parts<Part = CpuPart<R>> + ?Sized>(parts: &mut P, this: usize) -> Option<usize> {
+/// What a balance pass reads of the CPUs, one at a time (under locks, each
+/// under its own: a hint that the move checks again under both locks).
+struct Survey {
+    /// The overloaded CPU (≥ 2 runnable) other than `this` with the highest
+    /// load (ties: lowest id).
+    busiest: Option<usize>,
+    /// The sum of every CPU's load.
+    total: u128,
+    /// Whether `this` runs nothing.
+    idle: bool,
+}
+
+fn survey<R: FairRq, P: Parts<Part = CpuPart<R>> + ?Sized>(parts: &mut P, this: usize) -> Survey {
     let mut best: Option<(u64, usize)> = None;
-    for k in (0..parts.count()).filter(|&k| k != this) {
+    let (mut total, mut idle) = (0, false);
+    for k in 0..parts.count() {
         let (n, load) = parts.with(k, |p| (p.rq.nr_running(), p.rq.load()));
-        if n >= 2 && best.is_none_or(|(l, _)| load > l) {
+        total += load as u128;
+        if k == this {
+            idle = n == 0;
+        } else if n >= 2 && best.is_none_or(|(l, _)| load > l) {
             best = Some((load, k));
         }
     }
-    best.map(|(_, k)| k)
+    Survey { busiest: best.map(|(_, k)| k), total, idle }
 }
 
 /// New-idle balancing: an idle `this` pulls one waiting task from the
@@ -775,7 +810,7 @@ pub fn newidle_balance<R: FairRq, P: Parts<Part = CpuPart<R>> + ?Sized>(
     parts: &mut P,
     this: usize,
 ) -> bool {
-    let Some(busiest) = find_busiest(parts, this) else { return false };
+    let Some(busiest) = survey(parts, this).busiest else { return false };
     parts.with_two(busiest, this, |from, to| {
         let Some(&c) = from.candidates(sh.tun.nr_migrate).first() else { return false };
         let (_, s) = sh.owners.get(c).expect("a candidate has an entity");
@@ -796,6 +831,250 @@ pub fn pick<R: FairRq, P: Parts<Part = CpuPart<R>> + ?Sized>(
         newidle_balance(sh, parts, k);
     }
     parts.with(k, |p| p.pick(sh, now))
+}
+
+/// One periodic balance pass of CPU `this` (module doc, "Periodic");
+/// returns the number of tasks moved. The survey reads one CPU at a time;
+/// the verdict, the imbalance and the walk over the busiest CPU's
+/// candidates run under both CPUs' locks ([`Parts::with_two`]), over the
+/// surveyed total load (a hint under locks, exact in one thread).
+pub fn load_balance<R: FairRq, P: Parts<Part = CpuPart<R>> + ?Sized>(
+    sh: &LinuxShared,
+    parts: &mut P,
+    this: usize,
+) -> usize {
+    let Survey { busiest, total, idle } = survey(parts, this);
+    let Some(busiest) = busiest else {
+        parts.with(this, |q| q.nr_balance_failed = 0);
+        return 0;
+    };
+    if idle {
+        return newidle_balance(sh, parts, this) as usize;
+    }
+    let p = parts.count() as u128;
+    let tun = &sh.tun;
+    parts.with_two(busiest, this, |from, to| {
+        let (local, busy) = (to.rq.load() as u128, from.rq.load() as u128);
+        // Balanced: this is at least as loaded as the busiest, or as the average;
+        // or both are overloaded and the busiest is within imbalance_pct.
+        let overloaded = to.rq.nr_running() >= 2;
+        if local >= busy || p * local >= total || (overloaded && 100 * busy <= tun.imbalance_pct as u128 * local) {
+            to.nr_balance_failed = 0;
+            return 0;
+        }
+        // In units of 1/P of a weight: min(busiest − avg, avg − this).
+        let mut imbalance = (p * busy).saturating_sub(total).min(total - p * local);
+        if imbalance == 0 {
+            to.nr_balance_failed = 0;
+            return 0;
+        }
+        let failed = if tun.balance_failed_relax { to.nr_balance_failed.min(63) } else { 0 };
+        let mut moved = 0;
+        for c in from.candidates(tun.nr_migrate) {
+            if imbalance == 0 {
+                break;
+            }
+            let (_, s) = sh.owners.get(c).expect("a candidate has an entity");
+            let se = &from.tasks.get(s).se;
+            let w = p * se.weight as u128;
+            // The relaxation moves a task too heavy for the imbalance, but
+            // not one it moved before that has not run since (Gap LINUX-7).
+            if w >> failed > imbalance || (w > imbalance && se.moved_unrun) {
+                continue;
+            }
+            migrate(sh, from, s, to, this);
+            imbalance = imbalance.saturating_sub(w);
+            moved += 1;
+        }
+        to.nr_balance_failed = if moved == 0 { to.nr_balance_failed.saturating_add(1) } else { 0 };
+        moved
+    })
+}
+
+/// Run the periodic balance of every CPU that is due at `now`, in CPU
+/// order (Gap LINUX-4).
+pub fn balance_due<R: FairRq, P: Parts<Part = CpuPart<R>> + ?Sized>(sh: &LinuxShared, parts: &mut P, now: Time) {
+    for k in 0..parts.count() {
+        let due = parts.with(k, |q| {
+            let due = now >= q.next_balance;
+            if due {
+                q.next_balance = now.saturating_add(sh.tun.balance_interval.max(1));
+            }
+            due
+        });
+        if due {
+            load_balance(sh, parts, k);
+        }
+    }
+}
+
+/// Fork placement: an idle CPU (lowest id), else the least loaded (ties:
+/// lowest id), reading one CPU at a time.
+fn select_cpu_new<R: FairRq, P: Parts<Part = CpuPart<R>> + ?Sized>(parts: &mut P) -> usize {
+    let mut best: Option<(u64, usize)> = None;
+    for k in 0..parts.count() {
+        let (n, load) = parts.with(k, |p| (p.rq.nr_running(), p.rq.load()));
+        if n == 0 {
+            return k;
+        }
+        if best.is_none_or(|(l, _)| load < l) {
+            best = Some((load, k));
+        }
+    }
+    best.map_or(0, |(_, k)| k)
+}
+
+/// Wake placement: the previous CPU if idle, else the next idle one
+/// scanning upwards (wrapping), else the previous one.
+fn select_cpu_wake<R: FairRq, P: Parts<Part = CpuPart<R>> + ?Sized>(parts: &mut P, prev: usize) -> usize {
+    let p = parts.count();
+    (0..p).map(|i| (prev + i) % p).find(|&k| parts.with(k, |q| q.rq.nr_running() == 0)).unwrap_or(prev)
+}
+
+/// Client `c` (no entity yet; its id must fit the owner map) joins with
+/// weight `w`: its entity goes to the CPU fork placement chooses, then
+/// `readjust` runs (the readjustment, a global step: it may reweight any
+/// CPU's clients, `c` included, before `c` is enqueued), then `c` is
+/// queued there. A kick if it should preempt that CPU's running client.
+pub fn join<R: FairRq, P: Parts<Part = CpuPart<R>> + ?Sized>(
+    sh: &LinuxShared,
+    parts: &mut P,
+    c: ClientId,
+    w: Weight,
+    readjust: impl FnOnce(&LinuxShared, &mut P),
+) -> Kick {
+    let k = select_cpu_new(parts);
+    let se = Entity { slice: sh.tun.base_slice, ..Entity::new(w.get(), k) };
+    let s = parts.with(k, |q| q.admit(sh, k, c, se));
+    readjust(sh, parts);
+    parts.with(k, |q| q.attach(sh, s, Enqueue::New)).then_some(CpuId(k as u32))
+}
+
+/// Blocked client `c` wakes on the CPU wake placement chooses; its entity
+/// moves there from its previous CPU (a cross-CPU step under both locks,
+/// `migrate_task_rq_fair`). A kick if it should preempt that CPU's running
+/// client; `None` if `c` is not blocked.
+pub fn wake<R: FairRq, P: Parts<Part = CpuPart<R>> + ?Sized>(
+    sh: &LinuxShared,
+    parts: &mut P,
+    c: ClientId,
+) -> Option<Kick> {
+    loop {
+        let (prev, s) = sh.owners.get(c)?;
+        let k = select_cpu_wake(parts, prev);
+        // Under the lock: still there (else look again), and blocked.
+        let here = |q: &CpuPart<R>| (sh.owners.get(c) == Some((prev, s))).then(|| !q.is_queued(s));
+        let woke = if k == prev {
+            parts.with(k, |q| Some(here(q)?.then(|| q.attach(sh, s, Enqueue::Wakeup))))
+        } else {
+            parts.with_two(prev, k, |from, to| {
+                if !here(from)? {
+                    return Some(None);
+                }
+                R::migrate_sleeper(&from.rq, &to.rq, &mut from.tasks.get_mut(s).se);
+                let t = sh.owners.move_entry(&mut from.tasks, s, &mut to.tasks, k);
+                to.se(t).cpu = k;
+                sh.migrations.fetch_add(1, Ordering::Relaxed);
+                Some(Some(to.attach(sh, t, Enqueue::Wakeup)))
+            })
+        };
+        if let Some(woke) = woke {
+            return woke.map(|kick| kick.then_some(CpuId(k as u32)));
+        }
+    }
+}
+
+/// Waiting client `c` blocks: off its runqueue, its entity stays. False
+/// if it is not waiting (running, blocked or unknown).
+pub fn block<R: FairRq, P: Parts<Part = CpuPart<R>> + ?Sized>(sh: &LinuxShared, parts: &mut P, c: ClientId) -> bool {
+    with_client(&sh.owners, parts, c, |q, s| {
+        let waiting = q.is_queued(s) && q.rq.curr() != Some(c);
+        if waiting {
+            q.detach(&sh.tun, s, Dequeue::Sleep);
+        }
+        waiting
+    }) == Some(true)
+}
+
+/// Waiting or blocked client `c` leaves: off its runqueue if it waits, and
+/// its entity is dropped. Whether it was waiting; `None` if it is running
+/// or unknown.
+pub fn leave<R: FairRq, P: Parts<Part = CpuPart<R>> + ?Sized>(
+    sh: &LinuxShared,
+    parts: &mut P,
+    c: ClientId,
+) -> Option<bool> {
+    with_client(&sh.owners, parts, c, |q, s| {
+        if q.rq.curr() == Some(c) {
+            return None;
+        }
+        let waiting = q.is_queued(s);
+        if waiting {
+            q.detach(&sh.tun, s, Dequeue::Leave);
+        }
+        q.tasks.remove(s);
+        sh.owners.clear(c);
+        Some(waiting)
+    })
+    .flatten()
+}
+
+/// Set client `c`'s load weight to `w`, on its runqueue if it is queued
+/// (waiting or running; else as a sleeper). A running client is first
+/// charged what it ran so far at its old weight (`reweight_entity`'s
+/// `update_curr`, Gap LINUX-6). `pending` is a client that is runnable but
+/// not yet enqueued (joining or waking): it is not queued. False if `c` has
+/// no entity.
+pub fn set_load_weight<R: FairRq, P: Parts<Part = CpuPart<R>> + ?Sized>(
+    sh: &LinuxShared,
+    parts: &mut P,
+    now: Time,
+    c: ClientId,
+    w: u64,
+    pending: Option<ClientId>,
+) -> bool {
+    let tun = &sh.tun;
+    with_client(&sh.owners, parts, c, |q, s| {
+        let queued = q.is_queued(s) && pending != Some(c);
+        let running = q.rq.curr() == Some(c);
+        let CpuPart { rq, tasks, .. } = q;
+        let se = &mut tasks.get_mut(s).se;
+        if se.weight == w {
+            return;
+        }
+        if queued {
+            if running {
+                let ran = now.saturating_sub(se.exec_start);
+                rq.update_curr(tun, c, se, ran);
+                se.exec_start = now;
+                se.charged = se.charged.saturating_add(ran);
+            }
+            rq.reweight(tun, c, se, w);
+        } else {
+            rq.reweight_sleeping(tun, se, w);
+        }
+    })
+    .is_some()
+}
+
+/// The readjustment, the one global step of `cfs+readjust` and
+/// `eevdf+readjust` (module doc): readjust the runnable set after it or a
+/// weight changed, and give every client whose φ changed its new load
+/// weight ([`set_load_weight`]). `pending` is a client that is runnable but
+/// not yet enqueued (joining or waking). It reads the global runnable set
+/// (`reweigh`, kept in step by the caller, and the roster).
+pub fn readjust<R: FairRq, P: Parts<Part = CpuPart<R>> + ?Sized>(
+    reweigh: &mut Reweigh,
+    r: &Roster,
+    sh: &LinuxShared,
+    parts: &mut P,
+    now: Time,
+    pending: Option<ClientId>,
+) {
+    let (_, changes) = reweigh.refresh(r);
+    for (c, phi) in changes {
+        set_load_weight(sh, parts, now, c, load_weight(phi), pending);
+    }
 }
 
 /// Check the parts against each other (in CPU order); returns the number
@@ -916,71 +1195,10 @@ impl<R: FairRq> LinuxPolicy<R> {
         self.sh.migrations()
     }
 
-    /// Readjust after a change of the runnable set or a weight, and give
-    /// every client whose φ changed its new load weight. `pending` is a
-    /// client that is runnable but not yet enqueued (joining or waking).
+    /// Readjust after a change of the runnable set or a weight
+    /// ([`readjust`] over this policy's parts).
     fn readjust(&mut self, r: &Roster, now: Time, pending: Option<ClientId>) {
-        let (_, changes) = self.reweigh.refresh(r);
-        for (c, phi) in changes {
-            self.set_load_weight(r, now, c, load_weight(phi), pending);
-        }
-    }
-
-    /// Set `c`'s load weight, on its runqueue if it is enqueued. A running
-    /// client is first charged what it ran so far at its old weight
-    /// (`reweight_entity`'s `update_curr`, Gap LINUX-6).
-    fn set_load_weight(&mut self, r: &Roster, now: Time, c: ClientId, w: u64, pending: Option<ClientId>) {
-        let tun = self.sh.tun;
-        let status = r.status(c);
-        let queued = status.is_ok_and(Status::is_runnable) && pending != Some(c);
-        let Some((k, s)) = self.sh.owners.get(c) else { return };
-        let part = &mut self.cpus[k];
-        let se = &mut part.tasks.get_mut(s).se;
-        if se.weight == w {
-            return;
-        }
-        let rq = &mut part.rq;
-        if queued {
-            if let Ok(Status::Running(_)) = status {
-                let ran = now.saturating_sub(se.exec_start);
-                rq.update_curr(&tun, c, se, ran);
-                se.exec_start = now;
-                se.charged = se.charged.saturating_add(ran);
-            }
-            rq.reweight(&tun, c, se, w);
-        } else {
-            rq.reweight_sleeping(&tun, se, w);
-        }
-    }
-
-    fn is_idle(&self, k: usize) -> bool {
-        self.cpus[k].rq.nr_running() == 0
-    }
-
-    /// Fork placement: an idle CPU, else the least loaded.
-    fn select_cpu_new(&self) -> usize {
-        if let Some(k) = (0..self.cpus.len()).find(|&k| self.is_idle(k)) {
-            return k;
-        }
-        (0..self.cpus.len()).min_by_key(|&k| (self.cpus[k].rq.load(), k)).unwrap_or(0)
-    }
-
-    /// Wake placement: previous CPU if idle, else the next idle one, else previous.
-    fn select_cpu_wake(&self, prev: usize) -> usize {
-        let p = self.cpus.len();
-        (0..p).map(|i| (prev + i) % p).find(|&k| self.is_idle(k)).unwrap_or(prev)
-    }
-
-    /// Queue client `c`, whose entity is on CPU `k`, there; a kick if it
-    /// should preempt the running client.
-    fn attach(&mut self, k: usize, c: ClientId, how: Enqueue) -> Kick {
-        let (_, s) = self.sh.owners.get(c).expect("an entity");
-        self.cpus[k].attach(&self.sh, s, how).then_some(CpuId(k as u32))
-    }
-
-    fn detach(&mut self, c: ClientId, how: Dequeue) {
-        let (k, s) = self.sh.owners.get(c).expect("an entity");
-        self.cpus[k].detach(&self.sh.tun, s, how);
+        readjust(&mut self.reweigh, r, &self.sh, self.cpus.as_mut_slice(), now, pending);
     }
 
     /// Move waiting client `c` from CPU `src` to CPU `dst` ([`migrate`]).
@@ -991,71 +1209,15 @@ impl<R: FairRq> LinuxPolicy<R> {
         migrate(&self.sh, from, s, to, dst);
     }
 
-    /// An idle `this` pulls one waiting task from the busiest CPU
-    /// ([`newidle_balance`]). Returns whether it moved one.
-    pub fn newidle_balance(&mut self, this: usize) -> bool {
-        newidle_balance(&self.sh, self.cpus.as_mut_slice(), this)
-    }
-
-    /// One periodic balance pass of CPU `this`; returns the number of tasks moved.
+    /// One periodic balance pass of CPU `this` ([`load_balance`]); returns
+    /// the number of tasks moved.
     pub fn load_balance(&mut self, this: usize) -> usize {
-        let Some(busiest) = find_busiest(self.cpus.as_mut_slice(), this) else {
-            self.cpus[this].nr_balance_failed = 0;
-            return 0;
-        };
-        if self.is_idle(this) {
-            return self.newidle_balance(this) as usize;
-        }
-        let p = self.cpus.len() as u128;
-        let total: u128 = self.cpus.iter().map(|k| k.rq.load() as u128).sum();
-        let local = self.cpus[this].rq.load() as u128;
-        let busy = self.cpus[busiest].rq.load() as u128;
-        // Balanced: this is at least as loaded as the busiest, or as the average;
-        // or both are overloaded and the busiest is within imbalance_pct.
-        let overloaded = self.cpus[this].rq.nr_running() >= 2;
-        if local >= busy
-            || p * local >= total
-            || (overloaded && 100 * busy <= self.sh.tun.imbalance_pct as u128 * local)
-        {
-            self.cpus[this].nr_balance_failed = 0;
-            return 0;
-        }
-        // In units of 1/P of a weight: min(busiest − avg, avg − this).
-        let mut imbalance = (p * busy).saturating_sub(total).min(total - p * local);
-        if imbalance == 0 {
-            self.cpus[this].nr_balance_failed = 0;
-            return 0;
-        }
-        let failed = if self.sh.tun.balance_failed_relax { self.cpus[this].nr_balance_failed.min(63) } else { 0 };
-        let mut moved = 0;
-        for c in self.cpus[busiest].candidates(self.sh.tun.nr_migrate) {
-            if imbalance == 0 {
-                break;
-            }
-            let se = self.entity(c).expect("queued");
-            let w = p * se.weight as u128;
-            // The relaxation moves a task too heavy for the imbalance, but
-            // not one it moved before that has not run since (Gap LINUX-7).
-            if w >> failed > imbalance || (w > imbalance && se.moved_unrun) {
-                continue;
-            }
-            self.migrate(busiest, this, c);
-            imbalance = imbalance.saturating_sub(w);
-            moved += 1;
-        }
-        let part = &mut self.cpus[this];
-        part.nr_balance_failed = if moved == 0 { part.nr_balance_failed.saturating_add(1) } else { 0 };
-        moved
+        load_balance(&self.sh, self.cpus.as_mut_slice(), this)
     }
 
-    /// Run the periodic balance of every CPU that is due at `now`.
+    /// Run the periodic balance of every CPU that is due at `now` ([`balance_due`]).
     fn balance_due(&mut self, now: Time) {
-        for k in 0..self.cpus.len() {
-            if now >= self.cpus[k].next_balance {
-                self.cpus[k].next_balance = now.saturating_add(self.sh.tun.balance_interval.max(1));
-                self.load_balance(k);
-            }
-        }
+        balance_due(&self.sh, self.cpus.as_mut_slice(), now);
     }
 }
 
@@ -1069,24 +1231,18 @@ impl<R: FairRq> Policy for LinuxPolicy<R> {
     #[inline]
     fn join(&mut self, r: &Roster, now: Time, c: ClientId, w: Weight) -> Kick {
         self.balance_due(now);
-        let k = self.select_cpu_new();
-        let mut se = Entity::new(w.get(), k);
-        se.slice = self.sh.tun.base_slice;
         self.sh.owners.reserve(c);
-        self.cpus[k].admit(&self.sh, k, c, se);
-        self.reweigh.insert(c, w);
-        self.readjust(r, now, Some(c));
-        self.attach(k, c, Enqueue::New)
+        let LinuxPolicy { sh, cpus, reweigh } = self;
+        join(sh, cpus.as_mut_slice(), c, w, |sh, parts| {
+            reweigh.insert(c, w);
+            readjust(reweigh, r, sh, parts, now, Some(c));
+        })
     }
 
     #[inline]
     fn leave(&mut self, r: &Roster, now: Time, c: ClientId, w: Weight, was: Status) {
-        if was == Status::Runnable {
-            self.detach(c, Dequeue::Leave);
-        }
-        let (k, s) = self.sh.owners.get(c).expect("an entity");
-        self.cpus[k].tasks.remove(s);
-        self.sh.owners.clear(c);
+        let left = leave(&self.sh, self.cpus.as_mut_slice(), c);
+        debug_assert_eq!(left, Some(was == Status::Runnable), "{c} left as {was:?}");
         self.reweigh.remove(c, w);
         self.readjust(r, now, None);
         self.balance_due(now);
@@ -1094,7 +1250,8 @@ impl<R: FairRq> Policy for LinuxPolicy<R> {
 
     #[inline]
     fn block(&mut self, r: &Roster, now: Time, c: ClientId, w: Weight) {
-        self.detach(c, Dequeue::Sleep);
+        let blocked = block(&self.sh, self.cpus.as_mut_slice(), c);
+        debug_assert!(blocked, "{c} was waiting");
         self.reweigh.remove(c, w);
         self.readjust(r, now, None);
         self.balance_due(now);
@@ -1105,23 +1262,13 @@ impl<R: FairRq> Policy for LinuxPolicy<R> {
         self.reweigh.insert(c, w);
         self.readjust(r, now, Some(c));
         self.balance_due(now);
-        let (prev, s) = self.sh.owners.get(c).expect("an entity");
-        let k = self.select_cpu_wake(prev);
-        if k != prev {
-            // Its entity moves with it: a cross-CPU step.
-            let (from, to) = two_mut(&mut self.cpus, prev, k);
-            R::migrate_sleeper(&from.rq, &to.rq, &mut from.tasks.get_mut(s).se);
-            let t = self.sh.owners.move_entry(&mut from.tasks, s, &mut to.tasks, k);
-            to.se(t).cpu = k;
-            self.sh.migrations.fetch_add(1, Ordering::Relaxed);
-        }
-        self.attach(k, c, Enqueue::Wakeup)
+        wake(&self.sh, self.cpus.as_mut_slice(), c).expect("a blocked client has an entity")
     }
 
     #[inline]
     fn set_weight(&mut self, r: &Roster, now: Time, c: ClientId, old: Weight, new: Weight, status: Status) {
         self.reweigh.change_weight(c, old, new, status.is_runnable());
-        self.set_load_weight(r, now, c, new.get(), None);
+        set_load_weight(&self.sh, self.cpus.as_mut_slice(), now, c, new.get(), None);
         self.readjust(r, now, None);
         self.balance_due(now);
     }
@@ -1146,9 +1293,25 @@ impl<R: FairRq> Policy for LinuxPolicy<R> {
     /// names and where the owner map says (which names no other), and the
     /// CPUs' run queues count exactly the runnable clients (running ones
     /// included); LX-2: each CPU's LRU list holds exactly the clients
-    /// queued on it.
+    /// queued on it; LX-3: the parts know each client's status as the
+    /// roster does (running on CPU k: CPU k's `curr`; waiting: listed, not
+    /// running; blocked: not listed), which is what the client events over
+    /// the parts read.
     #[inline]
     fn check_invariants(&self, r: &Roster) -> Result<(), String> {
+        for (c, status, _) in r.iter() {
+            let (k, s) = self.sh.owners.get(c).ok_or_else(|| format!("LX-1: {c} has no entity"))?;
+            let part = &self.cpus[k];
+            let seen = match (part.is_queued(s), part.rq.curr() == Some(c)) {
+                (true, true) => Status::Running(CpuId(k as u32)),
+                (true, false) => Status::Runnable,
+                (false, false) => Status::Blocked,
+                (false, true) => return Err(format!("LX-3: {c} runs on cpu {k} but is not listed")),
+            };
+            if seen != status {
+                return Err(format!("LX-3: {c} is {status:?} but its part on cpu {k} says {seen:?}"));
+            }
+        }
         let queued: usize = self.cpus.iter().map(|k| k.rq.nr_running()).sum();
         if queued != r.runnable() {
             return Err(format!("LX-1: run queues hold {queued}, {} runnable", r.runnable()));

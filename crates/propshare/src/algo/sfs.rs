@@ -50,6 +50,14 @@
 //!   It is kept as an unregistered option (`affinity_slack: None`) and a test
 //!   shows the starvation.
 //!
+//! State split (issue 15): the queues, tags and v are the global part; where
+//! each client last ran is per-CPU state, one [`crate::percpu::AffinePart`]
+//! per CPU listing the clients that last ran there (kept only with B > 1).
+//! A stop on another CPU than last time moves the client's entry between
+//! two parts ([`crate::percpu::ran_on`]). [`SfsPolicy::shell`] takes the
+//! parts from a concurrent host, each behind its own lock
+//! ([`crate::percpu::LockedAffinity`], tests/affinity_threaded.rs).
+//!
 //! # Data structures (section 3.1) and how the surplus order stays exact
 //!
 //! * `Qw`: runnable clients by weight, heaviest first ([`FeasibleSet`]); it
@@ -202,6 +210,7 @@ use std::cmp::Ordering;
 use std::collections::BTreeSet;
 
 use crate::model::{ClientId, CpuId, StopReason, Time, Weight};
+use crate::percpu::{Affinity, AffinityParts};
 use crate::readjust::{readjust_weights, FeasibleSet, Phi};
 use crate::roster::{ClientTable, Roster, Status};
 use crate::scheduler::{Kick, SchedConfig};
@@ -376,7 +385,6 @@ struct Client {
     phi: Phi,
     start: VTime,
     finish: VTime,
-    last_cpu: Option<CpuId>,
     /// Capped by the last readjustment.
     capped: bool,
 }
@@ -472,7 +480,7 @@ pub type Sfs = Shell<SfsPolicy>;
 
 /// The rules of SFS: the queues by weight, start tag and surplus, and v.
 #[derive(Clone, Debug)]
-pub struct SfsPolicy {
+pub struct SfsPolicy<A = Affinity> {
     opts: SfsOptions,
     quantum: Time,
     clients: ClientTable<Client>,
@@ -489,6 +497,9 @@ pub struct SfsPolicy {
     last_finish: VTime,
     capped: Vec<ClientId>,
     picks_since_sort: u64,
+    /// Where each client last ran, in per-CPU parts (kept only with
+    /// affinity, B > 1; a stop on another CPU moves a client's entry).
+    affinity: A,
 }
 
 impl Sfs {
@@ -512,6 +523,25 @@ impl Sfs {
 
     /// Any combination of the options.
     pub fn with_options(cfg: SchedConfig, opts: SfsOptions) -> Sfs {
+        SfsPolicy::shell(cfg, opts, Affinity::new(cfg.cpus))
+    }
+
+    /// `c`'s surplus (section 2.3), if it is runnable.
+    pub fn surplus(&self, c: ClientId) -> Option<Surplus> {
+        self.policy().surplus(self.roster(), c)
+    }
+
+    /// The least surplus among waiting clients by a full scan (for tests).
+    pub fn min_surplus_scan(&self) -> Option<(ClientId, Surplus)> {
+        self.policy().min_surplus_scan(self.roster())
+    }
+}
+
+impl<A: AffinityParts> SfsPolicy<A> {
+    /// [`Sfs::with_options`] with its processor affinity reached through
+    /// `affinity` (a concurrent host's [`crate::percpu::LockedAffinity`]:
+    /// the central queues are the global part, each CPU's affinity its own).
+    pub fn shell(cfg: SchedConfig, opts: SfsOptions, affinity: A) -> Shell<SfsPolicy<A>> {
         let opts = SfsOptions {
             affinity_bias: opts.affinity_bias.max(1),
             heuristic: opts
@@ -543,22 +573,11 @@ impl Sfs {
             last_finish: 0,
             capped: Vec::new(),
             picks_since_sort: 0,
+            affinity,
         };
         Shell::build(name, &cfg, policy)
     }
 
-    /// `c`'s surplus (section 2.3), if it is runnable.
-    pub fn surplus(&self, c: ClientId) -> Option<Surplus> {
-        self.policy().surplus(self.roster(), c)
-    }
-
-    /// The least surplus among waiting clients by a full scan (for tests).
-    pub fn min_surplus_scan(&self) -> Option<(ClientId, Surplus)> {
-        self.policy().min_surplus_scan(self.roster())
-    }
-}
-
-impl SfsPolicy {
     /// The options this instance runs with.
     pub fn options(&self) -> SfsOptions {
         self.opts
@@ -833,6 +852,11 @@ impl SfsPolicy {
         if self.clients.iter().count() != roster.iter().count() {
             return Err("tags for a departed client".into());
         }
+        // Every affinity entry where the owner map says, one per client at most.
+        let affine = self.affinity.check()?;
+        if affine > roster.len() {
+            return Err(format!("{affine} affinity entries for {} clients", roster.len()));
+        }
         if self.by_start.len() != runnable.len() || self.by_weight.len() != runnable.len() {
             return Err(format!(
                 "QS has {}, Qw {}, but {} clients are runnable",
@@ -882,12 +906,12 @@ impl SfsPolicy {
     }
 }
 
-impl Policy for SfsPolicy {
+impl<A: AffinityParts> Policy for SfsPolicy<A> {
     #[inline]
     fn join(&mut self, roster: &Roster, _now: Time, c: ClientId, w: Weight) -> Kick {
         // Arrival: S = v (F = S until it first runs).
         let v = self.v;
-        self.clients.insert(c, Client { phi: Phi::whole(w.get()), start: v, finish: v, last_cpu: None, capped: false });
+        self.clients.insert(c, Client { phi: Phi::whole(w.get()), start: v, finish: v, capped: false });
         self.enter(c, w);
         self.update_v();
         self.readjust(roster);
@@ -900,6 +924,7 @@ impl Policy for SfsPolicy {
             self.exit(c, w, true);
         }
         self.clients.remove(c);
+        self.affinity.forget(c);
         if was == Status::Runnable {
             self.update_v();
             self.readjust(roster);
@@ -955,7 +980,7 @@ impl Policy for SfsPolicy {
             .iter()
             .copied()
             .find(|&c| {
-                self.clients[c].last_cpu == Some(cpu)
+                self.affinity.ran_last_on(c, cpu.index())
                     && match slack {
                         None => true,
                         Some(ns) => self.surplus(roster, c).expect("waiting").within(&least, ns),
@@ -972,8 +997,10 @@ impl Policy for SfsPolicy {
         let x = &mut self.clients[c];
         let old_start = x.start;
         x.finish = old_start.saturating_add(charge(ran, x.phi));
-        x.last_cpu = Some(cpu);
         let finish = x.finish;
+        if self.opts.affinity_bias > 1 {
+            self.affinity.ran_on(c, cpu.index());
+        }
         self.last_finish = finish;
         self.by_start.remove(&(old_start, c));
         match why {
@@ -988,6 +1015,7 @@ impl Policy for SfsPolicy {
                 self.by_weight.remove(c, w);
                 if why == StopReason::Left {
                     self.clients.remove(c);
+                    self.affinity.forget(c);
                 }
                 self.update_v();
                 self.readjust(roster);
