@@ -682,8 +682,10 @@ impl Scenario {
                 let text = match v {
                     toml::Value::Integer(i) => i.to_string(),
                     toml::Value::Boolean(b) => b.to_string(),
+                    toml::Value::String(name) => name.clone(),
                     other => {
-                        let why = format!("a parameter is a whole number or true/false, not {}", other.type_str());
+                        let why =
+                            format!("a parameter is a whole number, true/false or a name, not {}", other.type_str());
                         return Err(cx.err(table.span(), &format!("{at}.{k}"), why));
                     }
                 };
