@@ -71,7 +71,9 @@
 //!   however long the client then runs (§2.2.3); each pick hands out a slice
 //!   of one quantum. This stays the default (`charge=quantum`); `charge=runtime`
 //!   corrects each charge by the time the host reports (GR3MP-7, Gaps GR3-13
-//!   to GR3-17). (test: `quantum_charge_drifts_with_overruns`)
+//!   to GR3-17; interactive clients charged a quantum per short burst get a
+//!   third of their share in `scenarios/examples/gr3-interactive.toml`, their
+//!   share with `runtime`). (test: `quantum_charge_drifts_with_overruns`)
 //! * Gap GR3MP-7: under `charge=runtime` every run that ends other than by a
 //!   leave corrects its client's charge by `(ran - q)/q` quanta: a run from
 //!   the central queue or from a frontlog was charged one quantum when it was
