@@ -317,11 +317,12 @@ fn main() {
             for e in registry::SCHEDULERS {
                 println!("{:<20} {}", e.name, e.summary);
                 for p in e.params.iter().filter(|_| params) {
-                    let kind = match p.kind {
-                        registry::ParamKind::Int { min, max } => format!("{min}..={max}"),
-                        registry::ParamKind::Bool => "true|false".to_string(),
+                    let (kind, default) = match p.kind {
+                        registry::ParamKind::Int { min, max } => (format!("{min}..={max}"), p.default.to_string()),
+                        registry::ParamKind::Bool => ("true|false".to_string(), p.default.to_string()),
+                        registry::ParamKind::Choice(names) => (names.join("|"), names[p.default as usize].to_string()),
                     };
-                    println!("{:<20}   {}={} ({kind}): {}", "", p.name, p.default, p.doc);
+                    println!("{:<20}   {}={default} ({kind}): {}", "", p.name, p.doc);
                 }
             }
             if params {

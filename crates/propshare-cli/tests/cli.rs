@@ -185,10 +185,22 @@ fn scheduler_parameters_from_the_command_line_and_scenario_tables() {
     };
     let ok = with("[scheduler.gdq]\ndelta = 8\nt = 40");
     assert_eq!(ok.status.code(), Some(0), "{}", String::from_utf8_lossy(&ok.stderr));
+    // A choice parameter takes a name (gr3mp's charge).
+    let choice = |table: &str| {
+        let f = dir.join("choice.toml");
+        std::fs::write(&f, format!("{}\n{table}\n", GOOD.replacen("[\"wfq\"]", "[\"wfq\", \"gr3mp\"]", 1))).unwrap();
+        propshare(&["simulate", f.to_str().unwrap(), "--quiet", "--out", o.to_str().unwrap()])
+    };
+    let ok = choice("[scheduler.gr3mp]\ncharge = \"runtime\"");
+    assert_eq!(ok.status.code(), Some(0), "{}", String::from_utf8_lossy(&ok.stderr));
+    let bad = choice("[scheduler.gr3mp]\ncharge = \"ns\"");
+    assert_eq!(bad.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("\"ns\" is not one of quantum, runtime"));
     for (table, says) in [
         ("[scheduler.gdq]\ndelta = 99999999999", "\"delta\": 99999999999 is outside"),
         ("[scheduler.gdq]\ntee = 1", "no parameter \"tee\""),
         ("[scheduler.gdq]\ndelta = \"8\"", "scheduler.gdq.delta"),
+        ("[scheduler.wfq]\nreadjust = \"true\"", "scheduler.wfq.readjust"),
         ("[scheduler.sfs]\nk = 3", "not in this scenario's schedulers"),
         ("[scheduler.nosuch]\nk = 3", "unknown scheduler"),
     ] {

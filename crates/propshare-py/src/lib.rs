@@ -73,6 +73,12 @@ fn schedulers(py: Python<'_>) -> PyResult<Bound<'_, PyList>> {
                     d.set_item("max", py.None())?;
                     d.set_item("default", p.default != 0)?;
                 }
+                ParamKind::Choice(names) => {
+                    d.set_item("kind", "choice")?;
+                    d.set_item("min", py.None())?;
+                    d.set_item("max", py.None())?;
+                    d.set_item("default", names[p.default as usize])?;
+                }
             }
             d.set_item("doc", p.doc)?;
             params.append(d)?;

@@ -3,7 +3,8 @@
 //! 1. per-task overhead: N empty / small closures submitted from one thread
 //!    to 2 workers, against a crossbeam-channel pool, rayon and tokio;
 //! 2. CPU shares and lag of CPU-bound weighted groups (1:2:3 and 10:1:1 on
-//!    2 workers, 17 equal groups on 16 workers) against the readjusted ideal;
+//!    2 workers, 17 equal groups on 16 workers) against the readjusted ideal,
+//!    GR3MP with both charges (`charge=runtime`: by the slice time measured);
 //! 3. scaling from 1 to 16 workers, GR3MP (one central lock) against DWRR
 //!    (one lock per worker) and GDQ (a global lock per step, one lock per
 //!    run queue): ns per stop-and-pick (lock waits included) and decisions
@@ -229,7 +230,7 @@ fn bound(spec: &str, weights: &[u64], workers: usize) -> Option<(f64, f64)> {
     orders.dedup();
     let g = orders.len() as f64;
     let w_max = *weights.iter().max()? as f64;
-    match spec {
+    match spec.split('(').next()? {
         "gr3mp" => Some((-((g - 1.0) * (g - 2.0) / 2.0).max(0.0) - 4.0, 2.0 * g + 10.0 + (g - 1.0) / workers as f64)),
         "dwrr" => Some((-3.0 * w_max * 3.0, 2.0 * w_max * 3.0)),
         _ => None,
@@ -271,7 +272,7 @@ fn shares(s: &Sizes) -> (f64, Vec<String>) {
         [("1:2:3", 2, &[1, 2, 3]), ("10:1:1", 2, &[10, 1, 1]), ("17 x 1", 16, &equal17)];
     let mut worst_two = 0.0f64;
     let mut outside = Vec::new();
-    for spec in ["gr3mp", "dwrr", "gdq", "sfs"] {
+    for spec in ["gr3mp", "gr3mp(charge=runtime)", "dwrr", "gdq", "sfs"] {
         for (label, workers, weights) in cases {
             let (snap, split) = shares_run(spec, workers, weights, s.share_run);
             let (worst, lag, sh, id) = share_error(&snap);
@@ -284,7 +285,7 @@ fn shares(s: &Sizes) -> (f64, Vec<String>) {
                 }
             };
             let feasible = weights.iter().all(|&w| w * workers as u64 <= weights.iter().sum::<u64>());
-            let b = bound(spec, weights, workers).filter(|_| feasible || spec == "gr3mp");
+            let b = bound(spec, weights, workers).filter(|_| feasible || spec.starts_with("gr3mp"));
             let bound_text = b.map_or("none stated".to_string(), |(lo, hi)| format!("({lo:.1}, {hi:.1})"));
             println!(
                 "| {spec} | {workers} | {label} | {} | {} | {worst:.2} | {:.1}..{:.1} | {bound_text} | {} |",

@@ -7,7 +7,8 @@
 //! # Typed parameters
 //!
 //! An algorithm with tunable parameters declares them ([`Param`]: a name,
-//! an integer or boolean kind with its range, a default, one line of doc).
+//! an integer (with its range), boolean or choice-of-names kind, a default,
+//! one line of doc).
 //! A *scheduler spec* gives some of them: `gdq(delta=8,t=40)`. Parameters
 //! not given keep their defaults, so `gdq` and `gdq()` are the registered
 //! `gdq` exactly. [`parse_spec`] and [`resolve`] refuse an unknown name or
@@ -46,6 +47,8 @@ pub enum ParamKind {
     },
     /// `true` or `false`.
     Bool,
+    /// One of these names; the value is its index.
+    Choice(&'static [&'static str]),
 }
 
 /// One tunable parameter of an algorithm.
@@ -55,7 +58,8 @@ pub struct Param {
     pub name: &'static str,
     /// Integer or boolean, with its range.
     pub kind: ParamKind,
-    /// The value the registered scheduler uses (booleans: 0 or 1).
+    /// The value the registered scheduler uses (booleans: 0 or 1; choices:
+    /// the index of the name).
     pub default: u64,
     /// One line: what it is, with its unit and paper section.
     pub doc: &'static str,
@@ -90,6 +94,19 @@ pub struct SchedSpec {
 }
 
 const NO_PARAMS: &[Param] = &[];
+
+const GR3_PARAMS: &[Param] = &[Param {
+    name: "charge",
+    kind: ParamKind::Choice(&["quantum", "runtime"]),
+    default: 0,
+    doc: "what a selection costs: one quantum (§2.2.3, the paper) or the time the client ran (Gaps GR3-13..17)",
+}];
+
+/// A GR3MP called `name` with rescale `rule` and the `charge` of `p`.
+fn gr3mp(cfg: SchedConfig, p: &Params, name: &'static str, rule: algo::gr3::RescaleRule) -> Box<dyn Scheduler + Send> {
+    let charge = if p.int("charge") == 1 { algo::gr3::Charge::Runtime } else { algo::gr3::Charge::Quantum };
+    Box::new(algo::gr3mp::Gr3Mp::new(cfg, name, rule, charge))
+}
 
 const GDQ_PARAMS: &[Param] = &[
     Param {
@@ -524,26 +541,35 @@ pub const SCHEDULERS: &[Entry] = &[
     Entry {
         name: "gr3",
         summary: "group ratio round robin, O(1) (Caprita et al. 2005 section 2); on P > 1 CPUs it is gr3mp",
-        params: NO_PARAMS,
-        build: |c, _| Box::new(algo::gr3mp::Gr3Mp::new(c, "gr3", algo::gr3::RescaleRule::Paper)),
+        params: GR3_PARAMS,
+        build: |c, p| gr3mp(c, p, "gr3", algo::gr3::RescaleRule::Paper),
     },
     Entry {
         name: "gr3mp",
         summary: "GR3 on P CPUs: central queue, frontlogs, readjustment through groups (Caprita et al. 2005 section 3)",
+        params: GR3_PARAMS,
+        build: |c, p| gr3mp(c, p, "gr3mp", algo::gr3::RescaleRule::Paper),
+    },
+    Entry {
+        name: "gr3mp+runtime",
+        summary: "GR3MP charged by the time each client really ran: gr3mp(charge=runtime) under a name without parentheses",
         params: NO_PARAMS,
-        build: |c, _| Box::new(algo::gr3mp::Gr3Mp::new(c, "gr3mp", algo::gr3::RescaleRule::Paper)),
+        build: |c, _| {
+            let name = "gr3mp+runtime";
+            Box::new(algo::gr3mp::Gr3Mp::new(c, name, algo::gr3::RescaleRule::Paper, algo::gr3::Charge::Runtime))
+        },
     },
     Entry {
         name: "gr3+fairjoin",
         summary: "GR3 with the join/leave work rescale tied to the heavier neighbour (fixes starvation after churn)",
-        params: NO_PARAMS,
-        build: |c, _| Box::new(algo::gr3mp::Gr3Mp::new(c, "gr3+fairjoin", algo::gr3::RescaleRule::Predecessor)),
+        params: GR3_PARAMS,
+        build: |c, p| gr3mp(c, p, "gr3+fairjoin", algo::gr3::RescaleRule::Predecessor),
     },
     Entry {
         name: "gr3mp+fairjoin",
         summary: "GR3MP with the join/leave work rescale tied to the heavier neighbour",
-        params: NO_PARAMS,
-        build: |c, _| Box::new(algo::gr3mp::Gr3Mp::new(c, "gr3mp+fairjoin", algo::gr3::RescaleRule::Predecessor)),
+        params: GR3_PARAMS,
+        build: |c, p| gr3mp(c, p, "gr3mp+fairjoin", algo::gr3::RescaleRule::Predecessor),
     },
     Entry {
         name: "dwrr",
@@ -719,6 +745,11 @@ fn parse_value(p: &Param, text: &str) -> Result<u64, String> {
             "false" => Ok(0),
             _ => Err(format!("{text:?} is not true or false")),
         },
+        ParamKind::Choice(names) => names
+            .iter()
+            .position(|&n| n == text)
+            .map(|i| i as u64)
+            .ok_or_else(|| format!("{text:?} is not one of {}", names.join(", "))),
         ParamKind::Int { min, max } => {
             let v: u64 = text.replace('_', "").parse().map_err(|_| format!("{text:?} is not a whole number"))?;
             if v < min || v > max {
@@ -810,8 +841,12 @@ mod tests {
         for e in SCHEDULERS {
             let params = resolve(e, &[]).unwrap();
             for p in e.params {
-                if let ParamKind::Int { min, max } = p.kind {
-                    assert!(min <= p.default && p.default <= max, "{} {}", e.name, p.name);
+                match p.kind {
+                    ParamKind::Int { min, max } => {
+                        assert!(min <= p.default && p.default <= max, "{} {}", e.name, p.name)
+                    }
+                    ParamKind::Bool => assert!(p.default <= 1, "{} {}", e.name, p.name),
+                    ParamKind::Choice(names) => assert!((p.default as usize) < names.len(), "{} {}", e.name, p.name),
                 }
                 let _ = params.int(p.name);
             }
@@ -838,6 +873,8 @@ mod tests {
         assert!(err("wfq(readjust=yes)").contains("not true or false"));
         assert!(err("gdq(t=0)").contains("\"t\": 0 is outside 1..="));
         assert!(err("gdq(t=x)").contains("not a whole number"));
+        assert!(err("gr3mp(charge=ns)").contains("\"ns\" is not one of quantum, runtime"));
+        assert_eq!(build("gr3mp(charge=runtime)", cfg).unwrap().name(), "gr3mp(charge=runtime)");
         assert!(err("nope(t=1)").contains("unknown scheduler \"nope\""));
         assert!(err("(t=1)").contains("no scheduler name"));
         assert!(check("sfs+heuristic(k=5,resort=10)").is_ok());
@@ -877,6 +914,8 @@ mod tests {
             ("vtrr+readjust", "vtrr(readjust=true)"),
             ("cfs+lbfail", "cfs(lbfail=true)"),
             ("eevdf+readjust", "eevdf(readjust=true)"),
+            ("gr3mp", "gr3mp(charge=quantum)"),
+            ("gr3mp+runtime", "gr3mp(charge=runtime)"),
         ] {
             let on = |s: &str| {
                 let mut x = build(s, SchedConfig::new(2, MS)).unwrap();

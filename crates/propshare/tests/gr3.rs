@@ -7,7 +7,7 @@
 //! Every error below is exact: e_C = w_C - W_T·φ_C/Φ_T is compared after
 //! multiplying through by Φ_T (and P), in i128.
 
-use propshare::algo::gr3::{Gr3Queue, RescaleRule};
+use propshare::algo::gr3::{Charge, Gr3Queue, RescaleRule};
 use propshare::algo::gr3mp::Gr3Mp;
 use propshare::readjust::readjust_weights;
 use propshare::{registry, ClientId, CpuId, Decision, SchedConfig, Scheduler, StopReason, Weight, MS};
@@ -21,7 +21,7 @@ fn w(x: u64) -> Weight {
 
 fn gr3(p: usize, rule: RescaleRule) -> Gr3Mp {
     let name = if rule == RescaleRule::Paper { "gr3mp" } else { "gr3mp+fairjoin" };
-    Gr3Mp::new(SchedConfig::new(p, Q), name, rule)
+    Gr3Mp::new(SchedConfig::new(p, Q), name, rule, Charge::Quantum)
 }
 
 /// A host that runs whole quanta on P CPUs: at each quantum boundary CPU 0

@@ -73,7 +73,7 @@ ScenarioLike = Union[Scenario, str, "os.PathLike[str]"]
 
 def schedulers() -> List[Dict[str, Any]]:
     """Every registered scheduler: ``name``, ``summary`` and ``params`` (each
-    with ``name``, ``kind`` ("int" or "bool"), ``min``, ``max``, ``default``,
+    with ``name``, ``kind`` ("int", "bool" or "choice"), ``min``, ``max``, ``default``,
     ``doc``), as ``propshare list --params`` prints them."""
     return _schedulers()
 

@@ -932,8 +932,20 @@ impl Scenario {
                 let text = match v {
                     toml::Value::Integer(i) => i.to_string(),
                     toml::Value::Boolean(b) => b.to_string(),
+                    // A name only for a parameter that is a choice of names.
+                    toml::Value::String(name)
+                        if entry
+                            .params
+                            .iter()
+                            .any(|p| p.name == k && matches!(p.kind, propshare::registry::ParamKind::Choice(_))) =>
+                    {
+                        name.clone()
+                    }
                     other => {
-                        let why = format!("a parameter is a whole number or true/false, not {}", other.type_str());
+                        let why = format!(
+                            "a parameter is a whole number, true/false or (for a choice) a name, not {}",
+                            other.type_str()
+                        );
                         return Err(cx.err(table.span(), &format!("{at}.{k}"), why));
                     }
                 };

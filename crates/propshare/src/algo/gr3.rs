@@ -34,6 +34,10 @@
 //!   round pointer reaches it, the flag is cleared and nothing else changes.
 //!   If the pointer reaches it still blocked, it is removed (Φ_G -= φ,
 //!   reposition, rescale as for a join) and the decision restarts at group 1.
+//! * **Charge.** By default (the paper) every selection costs its group and
+//!   its client one quantum. With `charge=runtime` ([`Charge::Runtime`]) the
+//!   host's report of how long the client ran corrects that charge when the
+//!   run ends (Gaps GR3-13 to GR3-17).
 //!
 //! # Weight readjustment (§3.3)
 //!
@@ -121,6 +125,47 @@
 //!   N ≥ P); with N ≤ P every client weighs the same. (test: `fewer_clients_than_cpus`)
 //! * Gap GR3-12: group work W is a u64 (2^64 quanta is never reached); products are
 //!   taken in 256 bits, and a rescaled W saturates at u64::MAX - 1. (test: `huge_weights`)
+//! * Gap GR3-13: `charge=runtime` (not in the paper, which charges whole quanta,
+//!   §2.2.3; GR3MP-6). A pick still charges one quantum (W_G += 1, D -= 1,
+//!   exactly as above), and the end of the run corrects it by
+//!   `x = (ran - q)/q` quanta, in deficit units `⌊((ran - q)·2^32 + r)/q⌋`
+//!   with the remainder r carried per client: an overrun (x > 0) is extra
+//!   work and a debt, an underrun (x < 0) a credit. W_G gets whole quanta
+//!   from a per-client carry of the fraction (`work_carry`), so a client that
+//!   always runs `ran` ns adds exactly ⌊N·ran/q⌋ quanta to W_G in N runs; a
+//!   credit lowers W_G (never below 0). The debt or credit goes to the
+//!   client's balance `owed`, not to D, so every deficit bound of
+//!   `check_invariants` holds as under the paper's rule. A rescale (join,
+//!   removal) then works on the corrected W. (test: `runtime_charge_is_exact_in_the_long_run`)
+//! * Gap GR3-14: with corrected charges a group can be more than one quantum
+//!   ahead of the next, and the intergroup rule always runs the first group
+//!   of a sweep: a first group that overran would keep one run per sweep
+//!   and take k times its share. Under `charge=runtime` a selection first
+//!   moves the cursor past every group i with `W_i·Φ_{i+1} > (W_{i+1} +
+//!   1)·Φ_i` (condition (2) broken even with slack 1, which whole-quantum
+//!   charges never do, so runs of exactly q decide as the paper does),
+//!   O(g) per pick. A group behind (an underrun credit) needs nothing: the
+//!   rule advances to it more often. (test: `overrunning_first_group_is_skipped`)
+//! * Gap GR3-15: inside a group, under `charge=runtime`, a client's debt is
+//!   paid from its deficit at the start of its turn (down to 0); if it is
+//!   then still under one quantum its turn passes to the next client (the
+//!   loop ends: each pass pays at least a quantum of debt or clears one).
+//!   A credit is used by the current client: when its deficit drops under
+//!   one quantum, up to one quantum of credit is moved into it and its turn
+//!   goes on, so a client whose runs are short gets as many runs in a turn
+//!   as its allotment buys in time. (test: `overrunning_client_in_a_group_pays_by_passing_turns`)
+//! * Gap GR3-16: the correction is taken in i128 (`(ran - q)·2^32` < 2^97),
+//!   clamped to ±2^62 units; a client's balance is kept within ±2^16 quanta
+//!   (a larger debt or credit is dropped; W_G keeps the whole charge,
+//!   saturating at 0 and u64::MAX - 1), so paying a debt takes at most 2^16
+//!   passes. (test: `absurd_runs_saturate`)
+//! * Gap GR3-17: a client that blocks under `charge=runtime` has its credit
+//!   added to its deficit before §2.3's cap `D := min(D, 1)` (an early block
+//!   keeps up to a quantum, as the cap allows); a debt is kept through
+//!   block and wake. A lazy removal or leave drops the balance with the
+//!   client (a rejoin starts at D = 0, §2.3); its group keeps the work
+//!   already charged.
+//!   (test: `block_takes_credit_before_the_cap_and_keeps_debt`, `interactive_client_gets_its_share_with_runtime_charge`)
 
 use std::cmp::{Ordering, Reverse};
 
@@ -132,6 +177,23 @@ use crate::wide::{cmp_products, mul_div};
 
 /// One quantum, in deficit units (2^-32 quantum).
 const ONE: u64 = 1 << 32;
+
+/// `charge=runtime`: the most a client may owe (or be owed) in deficit
+/// units, 2^16 quanta (Gap GR3-16); paying it costs at most 2^16 steps.
+const MAX_OWED: i64 = 1 << 48;
+
+/// What a selection costs its group's work W and its client's deficit D.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Charge {
+    /// The paper's rule (§2.2.3): one quantum per selection, however long
+    /// the client then runs.
+    #[default]
+    Quantum,
+    /// The time the client really ran (`charge=runtime`): a selection still
+    /// charges one quantum when it is made, and [`Gr3Queue::ran`] corrects
+    /// it by `(ran - q)/q` quanta when the run ends (see the module doc).
+    Runtime,
+}
 
 /// How a moved group's work is rescaled on a join or removal.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -176,6 +238,15 @@ struct Member {
     deficit: u64,
     /// Blocked, awaiting lazy removal.
     flagged: bool,
+    /// `charge=runtime`: charge corrections not yet taken from D, in deficit
+    /// units (positive: overrun debt; negative: underrun credit).
+    owed: i64,
+    /// `charge=runtime`: the part of a quantum charged to this client's
+    /// group not yet in W, in deficit units, `0..ONE`.
+    work_carry: u64,
+    /// `charge=runtime`: the remainder of `(ran - q)·2^32` modulo q, in
+    /// `0..q` (so that the corrections sum exactly to Σ(ran - q)/q).
+    time_carry: u64,
 }
 
 /// What one intragroup step did.
@@ -191,6 +262,7 @@ enum Step {
 pub struct Gr3Queue {
     cpus: usize,
     rule: RescaleRule,
+    charge: Charge,
     members: ClientTable<Member>,
     links: ClientTable<Link>,
     /// The queued clients by order of original weight (readjustment, §3.3).
@@ -222,6 +294,26 @@ struct Scratch {
     movers: Vec<ClientId>,
 }
 
+/// `charge=runtime` (Gap GR3-15), at the start of `m`'s turn: pay what it
+/// owes from its deficit, down to 0; the rest stays owed.
+fn pay_debt(m: &mut Member) {
+    if m.owed > 0 {
+        let pay = m.deficit.min(m.owed as u64);
+        m.deficit -= pay;
+        m.owed -= pay as i64;
+    }
+}
+
+/// `charge=runtime` (Gap GR3-15), when the current client's deficit is
+/// under one quantum: take up to one quantum of its credit into it.
+fn use_credit(m: &mut Member) {
+    if m.deficit < ONE && m.owed < 0 {
+        let take = m.owed.unsigned_abs().min(ONE);
+        m.deficit += take;
+        m.owed += take as i64;
+    }
+}
+
 /// A set of group orders (bit σ), in increasing order when iterated.
 type Orders = u32;
 
@@ -235,11 +327,18 @@ fn orders(mut set: Orders) -> impl Iterator<Item = u32> {
 }
 
 impl Gr3Queue {
-    /// An empty queue for `cpus` CPUs (readjustment runs only when `cpus > 1`).
+    /// An empty queue for `cpus` CPUs (readjustment runs only when `cpus > 1`)
+    /// that charges whole quanta (the paper's rule).
     pub fn new(cpus: usize, rule: RescaleRule) -> Gr3Queue {
+        Gr3Queue::with_charge(cpus, rule, Charge::Quantum)
+    }
+
+    /// An empty queue for `cpus` CPUs that charges selections by `charge`.
+    pub fn with_charge(cpus: usize, rule: RescaleRule, charge: Charge) -> Gr3Queue {
         Gr3Queue {
             cpus: cpus.max(1),
             rule,
+            charge,
             members: ClientTable::new(),
             links: ClientTable::new(),
             groups: [Group::default(); ORDERS],
@@ -305,6 +404,12 @@ impl Gr3Queue {
         self.members.get(c).map(|m| m.deficit)
     }
 
+    /// `charge=runtime`: `c`'s charge corrections not yet taken from its
+    /// deficit, in quanta as a numerator over 2^32 (positive: owed).
+    pub fn owed(&self, c: ClientId) -> Option<i64> {
+        self.members.get(c).map(|m| m.owed)
+    }
+
     /// The clients of the group of order `o` in round order, starting after
     /// the current client (the order the round pointer will visit them).
     pub fn round_order(&self, o: u32) -> Vec<ClientId> {
@@ -366,6 +471,9 @@ impl Gr3Queue {
             if self.cursor >= self.list.len() {
                 self.cursor = 0;
             }
+            if self.charge == Charge::Runtime {
+                self.skip_ahead_groups();
+            }
             let i = self.cursor;
             let o = self.list[i];
             let Step::Picked(c) = self.intragroup(o) else {
@@ -387,12 +495,32 @@ impl Gr3Queue {
         }
     }
 
+    /// `charge=runtime` (Gap GR3-14): move the cursor past every group that
+    /// is more than one quantum ahead of the next, `W_i·Φ_{i+1} > (W_{i+1} +
+    /// 1)·Φ_i` (condition (2) with slack 1 broken; whole-quantum charges
+    /// never break it, an overrun can). O(g).
+    fn skip_ahead_groups(&mut self) {
+        while self.cursor + 1 < self.list.len() {
+            let (a, b) = (self.list[self.cursor] as usize, self.list[self.cursor + 1] as usize);
+            let (wa, wb) = (self.groups[a].work as u128, self.groups[b].work as u128 + 1);
+            if cmp_products(wa, self.groups[b].weight, wb, self.groups[a].weight) != Ordering::Greater {
+                return;
+            }
+            self.cursor += 1;
+        }
+    }
+
     /// INTRAGROUP-SCHEDULE (§2.2) on the group of order `o`.
     fn intragroup(&mut self, o: u32) -> Step {
         let g = &self.groups[o as usize];
         let mut c = g.current.expect("listed groups are non-empty");
-        if g.turn_over || self.members[c].deficit < ONE {
-            c = g.ring.next_cyclic(&self.links, c);
+        let mut turn_over = g.turn_over;
+        if !turn_over {
+            // charge=runtime: the turn goes on while its credit lasts.
+            use_credit(&mut self.members[c]);
+        }
+        while turn_over || self.members[c].deficit < ONE {
+            c = self.groups[o as usize].ring.next_cyclic(&self.links, c);
             if self.members[c].flagged {
                 self.remove(c);
                 return Step::Removed;
@@ -400,11 +528,46 @@ impl Gr3Queue {
             let g = &mut self.groups[o as usize];
             g.current = Some(c);
             g.turn_over = false;
+            turn_over = false;
             let add = self.allotment(&self.members[c]);
-            self.members[c].deficit += add;
+            let m = &mut self.members[c];
+            m.deficit += add;
+            // charge=runtime (Gap GR3-15): pay what is owed; a client still
+            // under one quantum lets its turn pass. (Nothing is ever owed
+            // under charge=quantum: the loop runs once.)
+            pay_debt(m);
         }
         self.members[c].deficit -= ONE;
         Step::Picked(c)
+    }
+
+    /// `charge=runtime`: `c`'s run that was charged one quantum when it was
+    /// picked lasted `ran` ns, quantum `q` ns: correct its group's work and
+    /// its deficit by `(ran - q)/q` quanta, exactly in the long run (Gaps
+    /// GR3-13 and GR3-16). Does nothing under `charge=quantum` or if `c` is
+    /// not queued. O(1).
+    pub fn ran(&mut self, c: ClientId, ran: u64, q: u64) {
+        if self.charge != Charge::Runtime || q == 0 {
+            return;
+        }
+        let Some(m) = self.members.get_mut(c) else { return };
+        // (ran - q)·2^32/q deficit units, the remainder carried.
+        let x = (ran as i128 - q as i128) * ONE as i128 + m.time_carry as i128;
+        let units = x.div_euclid(q as i128);
+        m.time_carry = x.rem_euclid(q as i128) as u64;
+        // |units| < 2^97: clamp to what the i64 balances hold, and keep at
+        // most MAX_OWED quanta owed either way (Gap GR3-16).
+        let units = units.clamp(i64::MIN as i128 / 2, i64::MAX as i128 / 2) as i64;
+        m.owed = m.owed.saturating_add(units).clamp(-MAX_OWED, MAX_OWED);
+        let w = m.work_carry as i128 + units as i128;
+        m.work_carry = w.rem_euclid(ONE as i128) as u64;
+        let whole = w.div_euclid(ONE as i128);
+        let g = &mut self.groups[m.group as usize];
+        g.work = if whole >= 0 {
+            g.work.saturating_add(whole as u64).min(u64::MAX - 1)
+        } else {
+            g.work.saturating_sub(whole.unsigned_abs() as u64)
+        };
     }
 
     // ----- dynamic operations --------------------------------------------
@@ -414,7 +577,17 @@ impl Gr3Queue {
         debug_assert!(!self.contains(c), "{c} queued twice");
         let (weight, o) = (w.get(), w.order());
         self.classes.insert(c, weight);
-        self.members.insert(c, Member { weight, capped: false, group: o, deficit: 0, flagged: false });
+        let m = Member {
+            weight,
+            capped: false,
+            group: o,
+            deficit: 0,
+            flagged: false,
+            owed: 0,
+            work_carry: 0,
+            time_carry: 0,
+        };
+        self.members.insert(c, m);
         self.ring_insert(c, o);
         self.account(c, true);
         self.len += 1;
@@ -441,10 +614,15 @@ impl Gr3Queue {
     }
 
     /// A queued client blocked: flag it for lazy removal, cap its deficit at
-    /// one quantum, and end its turn (§2.3). O(1).
+    /// one quantum, and end its turn (§2.3). Under `charge=runtime` a credit
+    /// is added to the deficit before the cap, a debt is kept (Gap GR3-17). O(1).
     pub fn block(&mut self, c: ClientId) {
         let Some(m) = self.members.get_mut(c) else { return };
         m.flagged = true;
+        if m.owed < 0 {
+            m.deficit = m.deficit.saturating_add(m.owed.unsigned_abs());
+            m.owed = 0;
+        }
         m.deficit = m.deficit.min(ONE);
         let g = &mut self.groups[m.group as usize];
         if g.current == Some(c) {

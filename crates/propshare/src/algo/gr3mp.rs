@@ -1,7 +1,9 @@
 //! GR3MP: GR3 on P CPUs from one central queue, with frontlogs (Caprita et
 //! al., USENIX ATC 2005, section 3). This is the [`Scheduler`](crate::Scheduler) for all four
 //! registry names: `gr3` and `gr3mp` (the paper's rules), `gr3+fairjoin` and
-//! `gr3mp+fairjoin` (the predecessor rescale of [`RescaleRule::Predecessor`]).
+//! `gr3mp+fairjoin` (the predecessor rescale of [`RescaleRule::Predecessor`]),
+//! each with the parameter `charge` (`quantum`, the paper's default, or
+//! `runtime`: [`Charge`], Gaps GR3MP-6 and GR3MP-7).
 //! The central queue, its groups, lazy removal and readjustment are in
 //! [`super::gr3`]. On one CPU no client is ever running elsewhere and no
 //! weight is infeasible, so GR3MP with P = 1 *is* GR3.
@@ -67,11 +69,24 @@
 //!   charged nothing for it); a weight change keeps the frontlog. (untested)
 //! * Gap GR3MP-6: GR3 counts whole quanta: a selection charges its group one quantum
 //!   however long the client then runs (§2.2.3); each pick hands out a slice
-//!   of one quantum. (untested)
+//!   of one quantum. This stays the default (`charge=quantum`); `charge=runtime`
+//!   corrects each charge by the time the host reports (GR3MP-7, Gaps GR3-13
+//!   to GR3-17; interactive clients charged a quantum per short burst get a
+//!   third of their share in `scenarios/examples/gr3-interactive.toml`, their
+//!   share with `runtime`). (test: `quantum_charge_drifts_with_overruns`)
+//! * Gap GR3MP-7: under `charge=runtime` every run that ends other than by a
+//!   leave corrects its client's charge by `(ran - q)/q` quanta: a run from
+//!   the central queue or from a frontlog was charged one quantum when it was
+//!   picked (the frontlog quantum when it was deferred); a rerun of the last
+//!   client with N ≤ P (§3.1), charged nothing when it was chosen, is
+//!   corrected the same way (its fair share is a whole CPU then, and
+//!   readjustment weighs every client alike). A leave drops the client and
+//!   its pending charges; its group keeps the work already charged.
+//!   (test: `runtime_charge_tracks_the_fluid_share`)
 
 use std::collections::VecDeque;
 
-use super::gr3::{Gr3Queue, RescaleRule};
+use super::gr3::{Charge, Gr3Queue, RescaleRule};
 use crate::model::{ClientId, CpuId, StopReason, Time, Weight};
 use crate::roster::{ClientTable, Roster, Status};
 use crate::scheduler::{Kick, SchedConfig};
@@ -128,12 +143,13 @@ pub struct Gr3MpPolicy {
 }
 
 impl Gr3Mp {
-    /// A GR3MP scheduler called `name` with the given rescale rule.
-    pub fn new(cfg: SchedConfig, name: &'static str, rule: RescaleRule) -> Gr3Mp {
+    /// A GR3MP scheduler called `name` with the given rescale rule and
+    /// charging of selections.
+    pub fn new(cfg: SchedConfig, name: &'static str, rule: RescaleRule, charge: Charge) -> Gr3Mp {
         let p = cfg.cpus;
         let policy = Gr3MpPolicy {
             quantum: cfg.quantum,
-            queue: Gr3Queue::new(p, rule),
+            queue: Gr3Queue::with_charge(p, rule, charge),
             cpus: vec![CpuPart::default(); p],
             frontlogs: ClientTable::new(),
             running: 0,
@@ -333,9 +349,13 @@ impl Policy for Gr3MpPolicy {
     }
 
     #[inline]
-    fn stopped(&mut self, _r: &Roster, _now: Time, cpu: CpuId, c: ClientId, _w: Weight, _ran: Time, why: StopReason) {
+    fn stopped(&mut self, _r: &Roster, _now: Time, cpu: CpuId, c: ClientId, _w: Weight, ran: Time, why: StopReason) {
         self.running -= 1;
         let p = cpu.index();
+        if why != StopReason::Left {
+            // charge=runtime: correct the quantum charged for this run (GR3MP-7).
+            self.queue.ran(c, ran, self.quantum);
+        }
         match why {
             StopReason::Expired | StopReason::Preempted => {
                 self.cpus[p].last = Some(c);
