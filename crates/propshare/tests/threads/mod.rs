@@ -184,8 +184,9 @@ impl Clients {
 
     /// Every client got some service in the steady phase.
     pub fn assert_all_served(&self) {
-        for (i, s) in self.served().into_iter().enumerate() {
-            assert!(s > 0, "client {i} was never served in the steady phase");
+        let served = self.served();
+        for (i, &s) in served.iter().enumerate() {
+            assert!(s > 0, "client {i} was never served in the steady phase (service in ns: {served:?})");
         }
     }
 }
