@@ -101,9 +101,8 @@ fn churn<P: Policy>(world: &World<P>, n: u64, e: u64, r: &mut TestRng) {
 }
 
 /// `p` CPU threads and the churn thread over `n` clients for `epochs`
-/// epochs of churn and `steady` steady epochs; with `all_served`, every
-/// client must get service in the steady phase.
-fn run<P: Policy + Send>(shell: Shell<P>, p: usize, n: usize, seed: u64, epochs: u64, steady: u64, all_served: bool) {
+/// epochs of churn and `steady` steady epochs.
+fn run<P: Policy + Send>(shell: Shell<P>, p: usize, n: usize, seed: u64, epochs: u64, steady: u64) {
     let world = World { shell: Mutex::new(shell), clients: Clients::new(n) };
     let epochs = Epochs { cpus: p, seed, churn: epochs, steady, ticks: EPOCH, block_one_in: 20 };
     lock_step(
@@ -125,9 +124,7 @@ fn run<P: Policy + Send>(shell: Shell<P>, p: usize, n: usize, seed: u64, epochs:
         },
         |_| world.check(),
     );
-    if all_served {
-        world.clients.assert_all_served();
-    }
+    world.clients.assert_all_served();
 }
 
 /// CPUs and clients of the threaded runs.
@@ -146,20 +143,21 @@ fn over_locked_parts(run_one: impl Fn(SchedConfig, LockedAffinity<'_>, u64)) {
     }
 }
 
-/// Known open bug: in about 1 run in 30 (the threads' interleaving decides
-/// the call order), one `sfs+affinity` client gets no service in the whole
-/// steady phase (400 quanta on 4 CPUs) while the other 15 get 12-47 ms
-/// each. The calls are a valid sequential history under the shell's lock,
-/// so this is the affinity rule or its per-CPU split, not the harness; it
-/// is not yet diagnosed (session 7 closing note, issue 15). Until it is,
-/// this test checks the state split (no client on two CPUs, the parts
-/// consistent at every quiescent point, one entry per client at the end)
-/// but not that every client is served.
+/// SFS's steady phase is 30 epochs, not 10. The churn can leave a client
+/// far ahead of v. SFS gives no credit for sleeping (eq. 6: a waking client
+/// restarts at max(F, v)), so that client waits until v catches up.
+/// Printing each client's surplus at every barrier showed one weight-1
+/// client entering the steady phase 11.4 ms of service ahead. It drained
+/// by about 1 ms per 10-tick epoch, and a 10-epoch phase ended with the
+/// client still unserved (about 1 run in 30 failed). Plain SFS, without
+/// the affinity preference, did not fail in 90 runs: letting an affine
+/// client run within one quantum of the least surplus spreads the
+/// surpluses further during the churn.
 #[test]
 fn sfs_affinity_parts_under_one_lock_per_cpu() {
     let opts = SfsOptions { affinity_bias: 4, affinity_slack: Some(Q), ..SfsOptions::EXACT };
     over_locked_parts(|cfg, affinity, seed| {
-        run(SfsPolicy::shell(cfg, opts, affinity), CPUS, CLIENTS, seed, 20, 10, false);
+        run(SfsPolicy::shell(cfg, opts, affinity), CPUS, CLIENTS, seed, 20, 30);
     });
 }
 
@@ -167,6 +165,6 @@ fn sfs_affinity_parts_under_one_lock_per_cpu() {
 fn dfs_affinity_parts_under_one_lock_per_cpu() {
     over_locked_parts(|cfg, affinity, seed| {
         let opts = DfsOptions::fa_affinity(CPUS);
-        run(DfsPolicy::shell(cfg, opts, "dfs-fa+affinity", affinity), CPUS, CLIENTS, seed, 20, 10, true);
+        run(DfsPolicy::shell(cfg, opts, "dfs-fa+affinity", affinity), CPUS, CLIENTS, seed, 20, 10);
     });
 }
