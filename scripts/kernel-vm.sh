@@ -6,6 +6,13 @@
 #   scripts/kernel-vm.sh --ci            # short phases, generous bounds (CI)
 #   scripts/kernel-vm.sh --secs 5 --smp 2 --schedulers gr3mp,dwrr --workloads w123,inf
 #   scripts/kernel-vm.sh --grouprun      # only issue 21's groups target (see kernel-vm/grouprun.sh)
+#   scripts/kernel-vm.sh --smp 4 --workloads eq5 --repeat 3   # each workload's phases 3 times in turn
+#
+# Other options: --no-safety (skip the signal/panic tests), --no-prun (skip
+# the `propshare run` phases), --check full|ci (the bounds the report
+# enforces), --schedulers a,b (NAME@stock: the stock BPF side; NAME@exact:
+# --exact-slices), --workloads (w123 inf mixed change flip pin all cg on 2
+# vCPUs; eq5 w16 on 4).
 #
 # It installs its tools with apt-get, fetches the newest trixie-backports
 # kernel that has CONFIG_SCHED_CLASS_EXT=y with a PRIVATE apt state (the
@@ -19,11 +26,12 @@
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 W=$ROOT/target/kernel-vm
-GROUPRUN=0; CI=0; SECS=10; SMPS="2 4"; SCHEDS="gr3mp,dwrr,wfq+readjust,sfs"; WORKLOADS=""; SAFETY=1; PRUN=1; CHECK=full
+GROUPRUN=0; CI=0; SECS=10; REPEAT=1; SMPS="2 4"; SCHEDS="gr3mp,dwrr,wfq+readjust,sfs"; WORKLOADS=""; SAFETY=1; PRUN=1; CHECK=full
 while [ $# -gt 0 ]; do
   case "$1" in
     --ci) CI=1; SECS=6; SCHEDS="wfq+readjust"; WORKLOADS="w123,inf,mixed,cg,eq5"; PRUN=0; CHECK=ci; shift ;;
     --secs) SECS=$2; shift 2 ;;
+    --repeat) REPEAT=$2; shift 2 ;;
     --smp) SMPS=$2; shift 2 ;;
     --schedulers) SCHEDS=$2; shift 2 ;;
     --workloads) WORKLOADS=$2; shift 2 ;;
@@ -31,7 +39,7 @@ while [ $# -gt 0 ]; do
     --no-prun) PRUN=0; shift ;;
     --check) CHECK=$2; shift 2 ;;
     --grouprun) GROUPRUN=1; shift ;;
-    -h|--help) sed -n '2,20p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,27p' "$0"; exit 0 ;;
     *) echo "kernel-vm.sh: unknown argument $1 (try --help)" >&2; exit 2 ;;
   esac
 done
@@ -116,7 +124,7 @@ WL=(); [ -n "$WORKLOADS" ] && WL=(--workloads "$WORKLOADS")
 PR=(); [ "$PRUN" = 1 ] && PR=(--prun)
 for smp in $SMPS; do
   SF=(); [ "$SAFETY" = 1 ] && [ "$smp" = "$(echo $SMPS | cut -d' ' -f1)" ] && SF=(--safety)
-  "$BIN/scx-harness" plan --smp "$smp" --secs "$SECS" --schedulers "$SCHEDS" "${WL[@]}" "${SF[@]}" "${PR[@]}" > "$IRD/plan-smp$smp.sh"
+  "$BIN/scx-harness" plan --smp "$smp" --secs "$SECS" --repeat "$REPEAT" --schedulers "$SCHEDS" "${WL[@]}" "${SF[@]}" "${PR[@]}" > "$IRD/plan-smp$smp.sh"
 done
 ( cd "$IRD" && find . | cpio -o -H newc 2>/dev/null | gzip -1 ) > "$W/initramfs.cpio.gz"
 

@@ -60,6 +60,12 @@ struct TaskDef {
     pin: Option<u32>,
     /// Runs in this cgroup of the workload's tree (an index into `cgroups`).
     cgroup: Option<usize>,
+    /// Switches its policy to SCHED_OTHER and straight back every this many
+    /// ms while it runs (`spin -f`).
+    flip: Option<u32>,
+    /// Moves itself between the cgroups `HOP_CGROUPS` every this many ms
+    /// while it runs (`spin -m`).
+    hop: Option<u32>,
 }
 
 /// How propshare-scx finds the workload's tasks and their weights.
@@ -96,6 +102,8 @@ fn spinners(ws: &[u64]) -> Vec<TaskDef> {
             renice: None,
             pin: None,
             cgroup: None,
+            flip: None,
+            hop: None,
         })
         .collect()
 }
@@ -110,10 +118,17 @@ fn workloads() -> Vec<Workload> {
             renice: None,
             pin: None,
             cgroup: None,
+            flip: None,
+            hop: None,
         });
     }
     let mut change = spinners(&[1, 1, 1]);
     change[2].renice = Some((500, -5));
+    // Property changes of running tasks: t1 leaves sched_ext and comes back,
+    // t2 changes cgroup, every 100 ms while they spin.
+    let mut flip = spinners(&[1, 1, 1]);
+    flip[0].flip = Some(100);
+    flip[1].hop = Some(100);
     let mut pinned = spinners(&[1, 1, 1]);
     pinned[0].pin = Some(1);
     // Two cgroups, cpu.weight 100 and 300, with 1 and 8 spinners.
@@ -153,6 +168,14 @@ fn workloads() -> Vec<Workload> {
             what: "3 equal spinners, one reniced 0 -> -5 at half time (kernel weights 100 -> 305)",
             mode: Mode::Ext,
             tasks: change,
+            cgroups: Vec::new(),
+        },
+        Workload {
+            id: "flip",
+            smp: 2,
+            what: "3 equal spinners; t1 switches to SCHED_OTHER and back, t2 changes cgroup, every 100 ms while running",
+            mode: Mode::Ext,
+            tasks: flip,
             cgroups: Vec::new(),
         },
         Workload {
@@ -202,8 +225,14 @@ const GRID_MS: u64 = 100;
 /// Where the guest mounts cgroup v2 (`cgroup_setup` in init.sh).
 const CGROUP_ROOT: &str = "/sys/fs/cgroup";
 const QUANTUM: &str = "4ms";
+/// The two cgroups (cpu.weight 100 each) a `hop` task moves between.
+const HOP_CGROUPS: [&str; 2] = ["hopx", "hopy"];
 
-fn plan(smp: usize, secs: u64, scheds: &[String], only: &[String], safety: bool, prun: bool) -> String {
+/// The guest script for one boot. Each workload's phases (EEVDF,
+/// `propshare run`, each scheduler) run `repeat` times in turn, so a
+/// comparison is repeated under the same conditions (the report gives the
+/// median and range of the repeats).
+fn plan(smp: usize, secs: u64, scheds: &[String], only: &[String], safety: bool, prun: bool, repeat: usize) -> String {
     let ms = secs * 1000;
     let mut s = String::new();
     for w in workloads().iter().filter(|w| w.smp == smp && (only.is_empty() || only.iter().any(|o| o == w.id))) {
@@ -225,6 +254,12 @@ fn plan(smp: usize, secs: u64, scheds: &[String], only: &[String], safety: bool,
             if let Some(g) = t.cgroup {
                 let _ = write!(a, " -C {CGROUP_ROOT}/{}", w.cgroups[g].0);
             }
+            if let Some(f) = t.flip {
+                let _ = write!(a, " -f {f}");
+            }
+            if let Some(h) = t.hop {
+                let _ = write!(a, " -m {h}:{CGROUP_ROOT}/{}:{CGROUP_ROOT}/{}", HOP_CGROUPS[0], HOP_CGROUPS[1]);
+            }
             a
         };
         let nices: Vec<i32> = w
@@ -236,6 +271,10 @@ fn plan(smp: usize, secs: u64, scheds: &[String], only: &[String], safety: bool,
             let groups: Vec<String> = w.cgroups.iter().map(|(n, wt)| format!("{n}:{wt}")).collect();
             let _ = writeln!(s, "cgroup_setup {}", groups.join(" "));
         }
+        if w.tasks.iter().any(|t| t.hop.is_some()) {
+            let _ = writeln!(s, "cgroup_setup {}:100 {}:100", HOP_CGROUPS[0], HOP_CGROUPS[1]);
+        }
+        for _round in 0..repeat.max(1) {
         // EEVDF with weights mapped to nice.
         let _ = writeln!(s, "phase_begin {} eevdf", w.id);
         let _ = writeln!(s, "S=$(( $(/bin/spin now) + 300 )); E=$((S + {ms}))");
@@ -296,6 +335,7 @@ fn plan(smp: usize, secs: u64, scheds: &[String], only: &[String], safety: bool,
             }
             let _ = writeln!(s, "phase_end {} {sc} $rc", w.id);
         }
+        }
     }
     if safety {
         let sc = scheds.first().map(String::as_str).unwrap_or("gr3mp");
@@ -318,6 +358,8 @@ struct TaskResult {
     duty: bool,
     cpu_us: u64,
     samples: Vec<u64>,
+    flips: u64,
+    hops: u64,
 }
 
 #[derive(Clone, Debug, Default)]
@@ -383,6 +425,8 @@ fn parse_log(text: &str, smp_default: usize) -> (Vec<Phase>, Vec<String>, Vec<St
                     .get("samples")
                     .map(|s| s.split(',').filter_map(|x| x.parse().ok()).collect())
                     .unwrap_or_default(),
+                flips: m.get("flips").and_then(|n| n.parse().ok()).unwrap_or(0),
+                hops: m.get("hops").and_then(|n| n.parse().ok()).unwrap_or(0),
             });
         } else if let Some(i) = line.find("PSCX_STATS ") {
             if let Some(p) = cur.as_mut() {
@@ -466,6 +510,15 @@ struct PhaseRow {
     affinity_deferred: Option<u64>,
     fallbacks: Option<u64>,
     lost: Option<u64>,
+    /// Own BPF side: property changes (policy, nice, cgroup) of a running
+    /// task, those after which it kept its decision, and tasks that entered
+    /// sched_ext while running.
+    changes: Option<u64>,
+    kept: Option<u64>,
+    entered_running: Option<u64>,
+    /// Policy flips and cgroup hops the tasks made (`flip` workload).
+    flips: u64,
+    hops: u64,
     rc: Option<i32>,
     ejected: bool,
 }
@@ -661,9 +714,26 @@ fn analyse(p: &Phase) -> Option<PhaseRow> {
         affinity_deferred: get(&["host", "affinity_deferred"]).map(|x| x as u64),
         fallbacks: get(&["bpf", "fallback"]).map(|x| x as u64),
         lost: get(&["bpf", "lost"]).map(|x| x as u64),
+        changes: get(&["bpf", "changes"]).map(|x| x as u64),
+        kept: get(&["bpf", "kept"]).map(|x| x as u64),
+        entered_running: get(&["bpf", "entered_running"]).map(|x| x as u64),
+        flips: p.tasks.iter().map(|t| t.flips).sum(),
+        hops: p.tasks.iter().map(|t| t.hops).sum(),
         rc: p.rc,
         ejected: p.ejected,
     })
+}
+
+/// The median of `v` (the mean of the middle two for an even count).
+fn median(v: &[f64]) -> Option<f64> {
+    let mut s = v.to_vec();
+    s.sort_by(f64::total_cmp);
+    let n = s.len();
+    match n {
+        0 => None,
+        _ if n % 2 == 1 => Some(s[n / 2]),
+        _ => Some((s[n / 2 - 1] + s[n / 2]) / 2.0),
+    }
 }
 
 fn report(out: &str, check: Option<&str>, logs: &[String]) -> ExitCode {
@@ -773,6 +843,45 @@ fn report(out: &str, check: Option<&str>, logs: &[String]) -> ExitCode {
             let _ = writeln!(md);
         }
     }
+    // Repeated phases: median and range of each figure.
+    let mut keys: Vec<(usize, &str, &str)> = Vec::new();
+    for r in &rows {
+        let k = (r.smp, r.workload.as_str(), r.sched.as_str());
+        if !keys.contains(&k) {
+            keys.push(k);
+        }
+    }
+    let same = |k: &(usize, &str, &str)| -> Vec<&PhaseRow> {
+        rows.iter().filter(|r| r.smp == k.0 && r.workload == k.1 && r.sched == k.2).collect()
+    };
+    if keys.iter().any(|k| same(k).len() > 1) {
+        let _ = writeln!(md, "## Repeats: median (min - max)\n");
+        let _ = writeln!(
+            md,
+            "| vCPUs | workload | scheduler | runs | max err (pp) | max lag (ms) | delivered (%) |\n|---|---|---|---|---|---|---|"
+        );
+        for k in &keys {
+            let rs = same(k);
+            let cell = |f: &dyn Fn(&PhaseRow) -> f64, digits: usize| {
+                let v: Vec<f64> = rs.iter().map(|r| f(r)).collect();
+                let lo = v.iter().copied().fold(f64::INFINITY, f64::min);
+                let hi = v.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+                format!("{:.*} ({lo:.*} - {hi:.*})", digits, median(&v).unwrap_or(f64::NAN), digits, digits)
+            };
+            let _ = writeln!(
+                md,
+                "| {} | {} | {} | {} | {} | {} | {} |",
+                k.0,
+                k.1,
+                k.2,
+                rs.len(),
+                cell(&|r| r.max_err_pp, 2),
+                cell(&|r| r.max_lag_ms, 1),
+                cell(&|r| r.delivered, 1)
+            );
+        }
+        let _ = writeln!(md);
+    }
     if rows.iter().any(|r| r.blocks_probed.is_some()) {
         let _ = writeln!(md, "## Block inference (stock rustland_core)\n");
         let _ = writeln!(md, "| vCPUs | workload | scheduler | blocks seen by probe | blocks seen at wake-up | longest block held in model (ms) |\n|---|---|---|---|---|---|");
@@ -878,22 +987,60 @@ fn report(out: &str, check: Option<&str>, logs: &[String]) -> ExitCode {
             failures.push(format!("{} {} smp{}: max cgroup error {e:.2} pp > {b}", r.workload, r.sched, r.smp));
         }
     }
+    // Property changes of running tasks (`flip`): the own side must keep
+    // every decision (no drop), never need its safety net (no stall), and
+    // report no block (the spinners never block: a policy or cgroup change
+    // is not one).
+    for r in scx_rows.iter().filter(|r| r.workload == "flip" && r.misses.is_some()) {
+        let (m, f, b) = (r.misses.unwrap_or(0), r.fallbacks.unwrap_or(0), r.blocks_reported.unwrap_or(0));
+        let ok = m == 0 && f == 0 && b == 0;
+        target_lines.push(format!(
+            "* flip {} on {} vCPUs: {} policy flips and {} cgroup hops of running tasks; {} property changes seen, {} kept \
+             their decision, {} entered running; {m} dropped decisions, {f} safety-net runs, {b} blocks reported {}",
+            r.sched,
+            r.smp,
+            r.flips,
+            r.hops,
+            r.changes.unwrap_or(0),
+            r.kept.unwrap_or(0),
+            r.entered_running.unwrap_or(0),
+            if ok { "ok" } else { "FAILED" }
+        ));
+        if !ok {
+            failures.push(format!(
+                "flip {} smp{}: {m} dropped decision(s), {f} safety-net run(s), {b} block(s) of spinners while tasks \
+                 changed policy and cgroup",
+                r.sched, r.smp
+            ));
+        }
+    }
     // Affinity: no decision may be sent for a CPU its task may not use.
     for r in scx_rows.iter().filter(|r| r.miss_why.is_some_and(|w| w[0] > 0)) {
         let n = r.miss_why.map_or(0, |w| w[0]);
         failures
             .push(format!("{} {} smp{}: {n} decision(s) for a CPU the task may not use", r.workload, r.sched, r.smp));
     }
+    // Max lag against EEVDF's: the median over the repeats of each phase
+    // (one phase when not repeated).
     for wid in ["inf", "eq5"] {
-        let Some(e) = rows.iter().find(|r| r.workload == wid && r.sched == "eevdf") else { continue };
+        let lags = |sched: &str| -> Vec<f64> {
+            rows.iter().filter(|r| r.workload == wid && r.sched == sched).map(|r| r.max_lag_ms).collect()
+        };
+        let Some(e) = median(&lags("eevdf")) else { continue };
+        let mut seen: Vec<&str> = Vec::new();
         for r in scx_rows.iter().filter(|r| r.workload == wid) {
-            let ok = r.max_lag_ms < e.max_lag_ms;
+            if seen.contains(&r.sched.as_str()) {
+                continue;
+            }
+            seen.push(&r.sched);
+            let l = lags(&r.sched);
+            let m = median(&l).unwrap_or(f64::NAN);
+            let n = l.len();
             target_lines.push(format!(
-                "* {wid} {}: max lag {:.1} ms vs EEVDF {:.1} ms {}",
+                "* {wid} {}: max lag {m:.1} ms vs EEVDF {e:.1} ms{} {}",
                 r.sched,
-                r.max_lag_ms,
-                e.max_lag_ms,
-                if ok { "lower" } else { "NOT lower" }
+                if n > 1 { format!(" (medians of {n} repeats)") } else { String::new() },
+                if m < e { "lower" } else { "NOT lower" }
             ));
         }
     }
@@ -961,7 +1108,8 @@ fn main() -> ExitCode {
                     &scheds,
                     &list("--workloads"),
                     args.iter().any(|a| a == "--safety"),
-                    args.iter().any(|a| a == "--prun")
+                    args.iter().any(|a| a == "--prun"),
+                    get("--repeat").and_then(|r| r.parse().ok()).unwrap_or(1),
                 )
             );
             ExitCode::SUCCESS
@@ -982,7 +1130,7 @@ fn main() -> ExitCode {
             report(&out, check.as_deref(), &logs)
         }
         _ => {
-            eprintln!("usage: scx-harness plan --smp N --secs S --schedulers a,b [--workloads w123,inf] [--safety] [--prun]\n       scx-harness report --out DIR [--check full|ci] LOG...");
+            eprintln!("usage: scx-harness plan --smp N --secs S --schedulers a,b [--workloads w123,inf] [--safety] [--prun] [--repeat N]\n       scx-harness report --out DIR [--check full|ci] LOG...");
             ExitCode::from(2)
         }
     }
@@ -991,6 +1139,26 @@ fn main() -> ExitCode {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn repeat_runs_every_phase_of_a_workload_that_many_times() {
+        let sc = vec!["gr3mp".to_string()];
+        let p = plan(4, 5, &sc, &["eq5".to_string()], false, false, 3);
+        assert_eq!(p.matches("phase_begin eq5 eevdf").count(), 3);
+        assert_eq!(p.matches("phase_begin eq5 gr3mp").count(), 3);
+        assert_eq!(plan(4, 5, &sc, &["eq5".to_string()], false, false, 1).matches("phase_begin").count(), 2);
+        assert_eq!(median(&[3.0, 1.0, 2.0]), Some(2.0));
+        assert_eq!(median(&[4.0, 1.0]), Some(2.5));
+        assert_eq!(median(&[]), None);
+    }
+
+    #[test]
+    fn flip_plan_changes_policy_and_cgroup_of_running_tasks() {
+        let p = plan(2, 5, &["wfq+readjust".to_string()], &["flip".to_string()], false, false, 1);
+        assert!(p.contains("cgroup_setup hopx:100 hopy:100"), "{p}");
+        assert!(p.contains(" -f 100"), "{p}");
+        assert!(p.contains(" -m 100:/sys/fs/cgroup/hopx:/sys/fs/cgroup/hopy"), "{p}");
+    }
 
     #[test]
     fn nice_mapping() {
