@@ -29,7 +29,7 @@ W=$ROOT/target/kernel-vm
 GROUPRUN=0; CI=0; SECS=10; REPEAT=1; SMPS="2 4"; SCHEDS="gr3mp,dwrr,wfq+readjust,sfs"; WORKLOADS=""; SAFETY=1; PRUN=1; CHECK=full
 while [ $# -gt 0 ]; do
   case "$1" in
-    --ci) CI=1; SECS=6; SCHEDS="wfq+readjust"; WORKLOADS="w123,inf,mixed,cg,eq5"; PRUN=0; CHECK=ci; shift ;;
+    --ci) CI=1; SECS=6; SCHEDS="wfq+readjust"; WORKLOADS="w123,inf,mixed,cg,flip,eq5"; PRUN=0; CHECK=ci; shift ;;
     --secs) SECS=$2; shift 2 ;;
     --repeat) REPEAT=$2; shift 2 ;;
     --smp) SMPS=$2; shift 2 ;;

@@ -280,6 +280,9 @@ pub fn run(opts: Opts) -> anyhow::Result<ExitCode> {
         "fallback": bss.nr_fallback,
         "watch_kicks": bss.nr_watch_kicks,
         "slice_ends": bss.nr_slice_ends,
+        "changes": bss.nr_changes,
+        "kept": bss.nr_kept,
+        "entered_running": bss.nr_entered_running,
     });
     drop(ring);
     drop(link);

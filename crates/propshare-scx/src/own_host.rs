@@ -22,7 +22,12 @@
 //!   side's fallback): `block`. `STOPPING` with runnable = true ends nothing:
 //!   the task either comes back through `ENQUEUE` or stays at the head of
 //!   CPU k's local DSQ while a higher class runs.
-//! * `EXIT`: `stopped(k, ran, Left)` or `leave`.
+//! * `EXIT` (`ops.disable`: it exited or switched to another class):
+//!   `stopped(k, ran, Left)` or `leave`.
+//! * `KEPT`: a property of the running task changed (policy, nice, cgroup)
+//!   and it stays in sched_ext and on its CPU: nothing ends (the BPF side
+//!   reports no stop, block or wake-up for it; its new weight or cgroup
+//!   comes as its own message).
 //! * `WEIGHT` (kernel-weight mode): `set_weight`.
 //! * `MISS` (the decided task was not waiting when CPU k dispatched, or may
 //!   not run there): `stopped(k, 0, Blocked)`; its next `RUNNABLE` or
@@ -105,6 +110,8 @@ pub struct TaskStats {
     pub decisions: u64,
     /// Its run time over those decisions (ns).
     pub ran_ns: u64,
+    /// Those that ended because it blocked.
+    pub blocks: u64,
 }
 
 /// The cgroup tree, mirrored from the BPF side's messages.
@@ -191,6 +198,9 @@ pub struct Stats {
     pub fallbacks: u64,
     /// Tasks that blocked while running without a decision.
     pub undecided_blocks: u64,
+    /// Property changes (policy, nice, cgroup) of a running task that kept
+    /// its CPU and decision (`KEPT`).
+    pub kept: u64,
     /// Preempting kicks sent for the core's `Kick`s.
     pub kicks: u64,
     /// Longest time from a task's stop on its CPU (it blocked) to the host
@@ -400,6 +410,7 @@ impl OwnHost {
         let ts = self.stats.tasks.entry(pid).or_default();
         ts.decisions += 1;
         ts.ran_ns += ran;
+        ts.blocks += (reason == StopReason::Blocked) as u64;
         if reason == StopReason::Blocked {
             let ch = self.regroup_runnable(c, false)?;
             self.apply(now, ch)?;
@@ -489,7 +500,8 @@ impl OwnHost {
                 }
                 _ => {}
             },
-            intf::pscx_kind_PSCX_EXIT => self.exit(now, pid, 0)?,
+            intf::pscx_kind_PSCX_EXIT => self.exit(now, pid, e.ran)?,
+            intf::pscx_kind_PSCX_KEPT => self.stats.kept += 1,
             intf::pscx_kind_PSCX_WEIGHT
                 if self.weights == Weights::Kernel && known.is_some_and(|k| k.1 != e.weight as u64) =>
             {
@@ -747,6 +759,45 @@ mod tests {
         h.on_event(2, &ev(intf::pscx_kind_PSCX_EXIT, 10, 0, 0), |_| 1).unwrap();
         assert!(!h.knows(10));
         assert!(h.slots().iter().all(|s| s.map(|s| s.pid) != Some(10)));
+    }
+
+    #[test]
+    fn a_property_change_of_the_running_task_keeps_its_decision() {
+        // The BPF side reports a renice/cgroup move/policy change of a running
+        // task that stays in sched_ext as KEPT (plus its new weight): no stop,
+        // no block, no wake-up, and the core still has it on its CPU.
+        let mut h = host(1);
+        arrive(&mut h, 10);
+        arrive(&mut h, 11);
+        let d = h.fill(0).unwrap();
+        let pid = d[0].2;
+        h.on_event(1, &ev(intf::pscx_kind_PSCX_KEPT, pid, 2, 1_000_000), |_| 1).unwrap();
+        let mut w = ev(intf::pscx_kind_PSCX_WEIGHT, pid, 0, 0);
+        w.weight = 305;
+        h.on_event(1, &w, |_| 1).unwrap();
+        h.on_event(2, &ev(intf::pscx_kind_PSCX_RUNNING, pid, 0, 1_000_000), |_| 1).unwrap();
+        assert_eq!(h.slots()[0].map(|s| s.pid), Some(pid), "it keeps CPU 0");
+        assert_eq!((h.stats.kept, h.stats.blocks, h.stats.wakes, h.stats.preempted), (1, 0, 0, 0));
+        assert!(h.fill(3).unwrap().is_empty());
+    }
+
+    #[test]
+    fn leaving_sched_ext_while_running_charges_its_run_and_frees_the_cpu() {
+        // EXIT comes from ops.disable: the task exited or switched class; if
+        // it left while running, `ran` is its run time since the decision.
+        let mut h = host(1);
+        arrive(&mut h, 10);
+        arrive(&mut h, 11);
+        let pid = h.fill(0).unwrap()[0].2;
+        h.on_event(5, &ev(intf::pscx_kind_PSCX_EXIT, pid, 0, 3_000_000), |_| 1).unwrap();
+        assert!(!h.knows(pid));
+        assert_eq!(h.stats.tasks[&pid].ran_ns, 3_000_000);
+        let d = h.fill(6).unwrap();
+        assert_eq!(d.len(), 1);
+        assert_ne!(d[0].2, pid);
+        // It comes back (switched to SCHED_EXT again): a new client.
+        arrive(&mut h, pid);
+        assert_eq!(h.stats.joins, 3);
     }
 
     #[test]

@@ -173,7 +173,8 @@ fn workloads() -> Vec<Workload> {
         Workload {
             id: "flip",
             smp: 2,
-            what: "3 equal spinners; t1 switches to SCHED_OTHER and back, t2 changes cgroup, every 100 ms while running",
+            what:
+                "3 equal spinners; t1 switches to SCHED_OTHER and back, t2 changes cgroup, every 100 ms while running",
             mode: Mode::Ext,
             tasks: flip,
             cgroups: Vec::new(),
@@ -275,66 +276,66 @@ fn plan(smp: usize, secs: u64, scheds: &[String], only: &[String], safety: bool,
             let _ = writeln!(s, "cgroup_setup {}:100 {}:100", HOP_CGROUPS[0], HOP_CGROUPS[1]);
         }
         for _round in 0..repeat.max(1) {
-        // EEVDF with weights mapped to nice.
-        let _ = writeln!(s, "phase_begin {} eevdf", w.id);
-        let _ = writeln!(s, "S=$(( $(/bin/spin now) + 300 )); E=$((S + {ms}))");
-        for (t, n) in w.tasks.iter().zip(&nices) {
-            let _ = writeln!(s, "{} &", spin_args(t, false, *n));
-        }
-        let _ = writeln!(s, "wait; phase_end {} eevdf 0", w.id);
-        // The jobs as `propshare run` and `propshare-scx` take them.
-        let jobs = w
-            .tasks
-            .iter()
-            .map(|t| format!("-w {} -n {} -- {}", t.weight, t.name, spin_args(t, false, 0)))
-            .collect::<Vec<_>>()
-            .join(" ::: ");
-        if prun && w.mode == Mode::Jobs {
-            // `propshare run` (user space, SIGSTOP/SIGCONT) in the same guest.
-            let _ = writeln!(s, "if [ -x /bin/propshare ]; then phase_begin {} prun-gr3mp", w.id);
-            let _ = writeln!(s, "S=$(( $(/bin/spin now) + 1500 )); E=$((S + {ms}))");
-            let _ = writeln!(
+            // EEVDF with weights mapped to nice.
+            let _ = writeln!(s, "phase_begin {} eevdf", w.id);
+            let _ = writeln!(s, "S=$(( $(/bin/spin now) + 300 )); E=$((S + {ms}))");
+            for (t, n) in w.tasks.iter().zip(&nices) {
+                let _ = writeln!(s, "{} &", spin_args(t, false, *n));
+            }
+            let _ = writeln!(s, "wait; phase_end {} eevdf 0", w.id);
+            // The jobs as `propshare run` and `propshare-scx` take them.
+            let jobs = w
+                .tasks
+                .iter()
+                .map(|t| format!("-w {} -n {} -- {}", t.weight, t.name, spin_args(t, false, 0)))
+                .collect::<Vec<_>>()
+                .join(" ::: ");
+            if prun && w.mode == Mode::Jobs {
+                // `propshare run` (user space, SIGSTOP/SIGCONT) in the same guest.
+                let _ = writeln!(s, "if [ -x /bin/propshare ]; then phase_begin {} prun-gr3mp", w.id);
+                let _ = writeln!(s, "S=$(( $(/bin/spin now) + 1500 )); E=$((S + {ms}))");
+                let _ = writeln!(
                 s,
                 "/bin/propshare run --scheduler gr3mp --quantum 10ms {} > /tmp/prun.out 2>&1; rc=$?; grep -a RESULT /tmp/prun.out; phase_end {} prun-gr3mp $rc; fi",
                 jobs,
                 w.id
             );
-        }
-        for sc in scheds {
-            // `NAME@stock` runs NAME on the stock scx_rustland_core side,
-            // `NAME@exact` on ours with --exact-slices.
-            let (name, side) = sc.split_once('@').unwrap_or((sc.as_str(), "own"));
-            if side == "stock" && w.mode == Mode::Cgroups {
-                continue;
             }
-            let mut scx = match side {
-                "exact" => {
-                    format!("/bin/propshare-scx --scheduler {name} --bpf own --exact-slices --quantum {QUANTUM}")
+            for sc in scheds {
+                // `NAME@stock` runs NAME on the stock scx_rustland_core side,
+                // `NAME@exact` on ours with --exact-slices.
+                let (name, side) = sc.split_once('@').unwrap_or((sc.as_str(), "own"));
+                if side == "stock" && w.mode == Mode::Cgroups {
+                    continue;
                 }
-                _ => format!("/bin/propshare-scx --scheduler {name} --bpf {side} --quantum {QUANTUM}"),
-            };
-            match w.mode {
-                Mode::All => scx.push_str(" --all-tasks"),
-                Mode::Cgroups => scx.push_str(" --cgroups"),
-                Mode::Jobs | Mode::Ext => {}
-            }
-            let _ = writeln!(s, "phase_begin {} {sc}", w.id);
-            if w.mode != Mode::Jobs {
-                let _ = writeln!(s, "{scx} --stats 2>/tmp/pscx.err & P=$!");
-                let _ = writeln!(s, "wait_enabled");
-                let _ = writeln!(s, "S=$(( $(/bin/spin now) + 300 )); E=$((S + {ms}))");
-                let mut pids = Vec::new();
-                for (i, t) in w.tasks.iter().enumerate() {
-                    let _ = writeln!(s, "{} & Q{i}=$!", spin_args(t, w.mode != Mode::All, nices[i]));
-                    pids.push(format!("$Q{i}"));
+                let mut scx = match side {
+                    "exact" => {
+                        format!("/bin/propshare-scx --scheduler {name} --bpf own --exact-slices --quantum {QUANTUM}")
+                    }
+                    _ => format!("/bin/propshare-scx --scheduler {name} --bpf {side} --quantum {QUANTUM}"),
+                };
+                match w.mode {
+                    Mode::All => scx.push_str(" --all-tasks"),
+                    Mode::Cgroups => scx.push_str(" --cgroups"),
+                    Mode::Jobs | Mode::Ext => {}
                 }
-                let _ = writeln!(s, "wait {}; kill -INT $P; wait $P; rc=$?; cat /tmp/pscx.err", pids.join(" "));
-            } else {
-                let _ = writeln!(s, "S=$(( $(/bin/spin now) + 2500 )); E=$((S + {ms}))");
-                let _ = writeln!(s, "{scx} {}; rc=$?", jobs);
+                let _ = writeln!(s, "phase_begin {} {sc}", w.id);
+                if w.mode != Mode::Jobs {
+                    let _ = writeln!(s, "{scx} --stats 2>/tmp/pscx.err & P=$!");
+                    let _ = writeln!(s, "wait_enabled");
+                    let _ = writeln!(s, "S=$(( $(/bin/spin now) + 300 )); E=$((S + {ms}))");
+                    let mut pids = Vec::new();
+                    for (i, t) in w.tasks.iter().enumerate() {
+                        let _ = writeln!(s, "{} & Q{i}=$!", spin_args(t, w.mode != Mode::All, nices[i]));
+                        pids.push(format!("$Q{i}"));
+                    }
+                    let _ = writeln!(s, "wait {}; kill -INT $P; wait $P; rc=$?; cat /tmp/pscx.err", pids.join(" "));
+                } else {
+                    let _ = writeln!(s, "S=$(( $(/bin/spin now) + 2500 )); E=$((S + {ms}))");
+                    let _ = writeln!(s, "{scx} {}; rc=$?", jobs);
+                }
+                let _ = writeln!(s, "phase_end {} {sc} $rc", w.id);
             }
-            let _ = writeln!(s, "phase_end {} {sc} $rc", w.id);
-        }
         }
     }
     if safety {
@@ -456,6 +457,8 @@ fn parse_log(text: &str, smp_default: usize) -> (Vec<Phase>, Vec<String>, Vec<St
 #[derive(Clone, Debug, serde::Serialize)]
 struct TaskRow {
     name: String,
+    /// Own BPF side: decisions of this task that ended in a block.
+    blocks: Option<u64>,
     weight: u64,
     io: bool,
     cpu_ms: f64,
@@ -654,6 +657,7 @@ fn analyse(p: &Phase) -> Option<PhaseRow> {
             ideal,
             max_lag_ms: (!io).then_some(max_lag[i]),
             decisions: per_task(t.pid, "decisions").map(|x| x as u64),
+            blocks: per_task(t.pid, "blocks").map(|x| x as u64),
             ran_per_decision_ms: match (per_task(t.pid, "ran_ns"), per_task(t.pid, "decisions")) {
                 (Some(r), Some(d)) if d > 0.0 => Some(r / d / 1e6),
                 _ => None,
@@ -835,7 +839,13 @@ fn report(out: &str, check: Option<&str>, logs: &[String]) -> ExitCode {
                     .tasks
                     .iter()
                     .map(|t| {
-                        format!("{} {} / {:.2}", t.name, t.decisions.unwrap_or(0), t.ran_per_decision_ms.unwrap_or(0.0))
+                        let blocks = t.blocks.filter(|&b| b > 0).map(|b| format!(" ({b} blocked)")).unwrap_or_default();
+                        format!(
+                            "{} {} / {:.2}{blocks}",
+                            t.name,
+                            t.decisions.unwrap_or(0),
+                            t.ran_per_decision_ms.unwrap_or(0.0)
+                        )
                     })
                     .collect();
                 let _ = writeln!(md, "* {}: {}", r.sched, cells.join(", "));
@@ -957,7 +967,9 @@ fn report(out: &str, check: Option<&str>, logs: &[String]) -> ExitCode {
         }
     };
     let mut target_lines = Vec::new();
-    for r in &scx_rows {
+    // `flip` has no share bound: its hopping task sleeps in every cgroup
+    // move, so its ideal is not the spinners' (checked below instead).
+    for r in scx_rows.iter().filter(|r| r.workload != "flip") {
         let b = bound(r.smp);
         let ok = r.max_err_pp <= b;
         target_lines.push(format!(
@@ -992,11 +1004,18 @@ fn report(out: &str, check: Option<&str>, logs: &[String]) -> ExitCode {
     // report no block (the spinners never block: a policy or cgroup change
     // is not one).
     for r in scx_rows.iter().filter(|r| r.workload == "flip" && r.misses.is_some()) {
-        let (m, f, b) = (r.misses.unwrap_or(0), r.fallbacks.unwrap_or(0), r.blocks_reported.unwrap_or(0));
+        // The hopping task really sleeps in each cgroup move (writing
+        // cgroup.procs waits for RCU); no task sleeps otherwise while
+        // measured, and each blocks at most twice at the end (writing its
+        // result line to the console, and exiting). More blocks than that are
+        // property changes taken for blocks.
+        let (m, f) = (r.misses.unwrap_or(0), r.fallbacks.unwrap_or(0));
+        let b = r.blocks_reported.unwrap_or(0).saturating_sub(r.hops + 2 * r.tasks.len() as u64);
         let ok = m == 0 && f == 0 && b == 0;
         target_lines.push(format!(
             "* flip {} on {} vCPUs: {} policy flips and {} cgroup hops of running tasks; {} property changes seen, {} kept \
-             their decision, {} entered running; {m} dropped decisions, {f} safety-net runs, {b} blocks reported {}",
+             their decision, {} entered running; {m} dropped decisions, {f} safety-net runs, {b} blocks beyond one per cgroup hop \
+             and two per task at the end {}",
             r.sched,
             r.smp,
             r.flips,
@@ -1008,7 +1027,7 @@ fn report(out: &str, check: Option<&str>, logs: &[String]) -> ExitCode {
         ));
         if !ok {
             failures.push(format!(
-                "flip {} smp{}: {m} dropped decision(s), {f} safety-net run(s), {b} block(s) of spinners while tasks \
+                "flip {} smp{}: {m} dropped decision(s), {f} safety-net run(s), {b} block(s) too many while tasks \
                  changed policy and cgroup",
                 r.sched, r.smp
             ));

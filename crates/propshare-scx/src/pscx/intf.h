@@ -27,7 +27,8 @@ enum pscx_kind {
 	/* ops.enqueue: it waits for a decision (flags: enqueue flags; ran as
 	 * for STOPPING). */
 	PSCX_ENQUEUE = 5,
-	/* ops.exit_task: it left sched_ext (exited, or switched class). */
+	/* ops.disable: it left sched_ext (exited, or switched class); ran: its
+	 * run time since its decision if it left while running, else 0. */
 	PSCX_EXIT = 6,
 	/* ops.set_weight: its weight is now `weight`. */
 	PSCX_WEIGHT = 7,
@@ -48,6 +49,10 @@ enum pscx_kind {
 	PSCX_CGROUP_WEIGHT = 13,
 	/* ops.cgroup_move: the task moved to cgroup `cgroup`. */
 	PSCX_CGROUP_MOVE = 14,
+	/* A property of the running task changed (policy, nice, cgroup) and it
+	 * stays in sched_ext: it keeps its CPU and its decision (ran: its run
+	 * time since the decision). Not a stop, a block nor a wake-up. */
+	PSCX_KEPT = 15,
 };
 
 /* What ops.dispatch found when it dropped a decision (PSCX_MISS flags). */

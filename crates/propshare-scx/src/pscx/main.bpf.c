@@ -13,7 +13,8 @@
  *     order, through the `events` ring buffer: runnable, running,
  *     stopping (still runnable or not, with the run time since the task's
  *     last decision), quiescent, enqueue (the task waits for a decision),
- *     exit and weight changes;
+ *     exit (it left sched_ext) and weight changes, and a property change of
+ *     a running task as exactly that (see "Property changes" below);
  *  2. parks every task that waits for a decision in one custom DSQ
  *     (PSCX_WAIT_DSQ), so that the kernel keeps owning it;
  *  3. carries out decisions: the host runs the `pscx_decide` syscall program,
@@ -35,6 +36,29 @@
  * through ops.enqueue (the kernel would otherwise refill the slice of the
  * last runnable task of a CPU), and ops.select_cpu never dispatches, so
  * every wake-up is decided by the host.
+ *
+ * Property changes. When the kernel changes a property of a task that is
+ * running (its policy, nice, cgroup; sched_setscheduler, set_user_nice,
+ * a cgroup move), it dequeues the task with DEQUEUE_SAVE (not
+ * DEQUEUE_SLEEP), changes the property, enqueues it again with
+ * ENQUEUE_RESTORE and makes it current again: ops.stopping(p, false),
+ * ops.quiescent, then (if it stays in sched_ext) ops.runnable,
+ * ops.enqueue and ops.running, all under its runqueue's lock
+ * (kernel/sched/ext.c: dequeue_task_scx calls ops.stopping early for the
+ * current task; set_next_task_scx takes it off whatever DSQ ops.enqueue put
+ * it in and calls ops.running). Reported as they come, that reads as a
+ * block, a wake-up and a wait for a decision, while the task in fact goes
+ * on running undecided, and the host's next decision for it is dropped.
+ * So the stop of the running task is held back until ops.quiescent says
+ * why it was dequeued: SCX_DEQ_SLEEP is a block (reported then); anything
+ * else is a property change, after which either ops.disable (it left
+ * sched_ext: reported as PSCX_EXIT with its run time) or ops.runnable and
+ * ops.enqueue follow, which put it back in its CPU's local DSQ with the
+ * rest of its slice and report only PSCX_KEPT: it keeps its decision. A
+ * task that enters sched_ext while it runs (ops.enable while it is its
+ * CPU's current task) is not reported until its first real ops.enqueue: it
+ * gets a slice of 1 ns and a preempting kick, so it comes back through
+ * ops.enqueue at once and waits for a decision like any other.
  */
 #include <scx/common.bpf.h>
 #include "intf.h"
@@ -58,6 +82,9 @@ UEI_DEFINE(uei);
 
 /* Counters, read by the host through the skeleton's bss. */
 u64 nr_events, nr_lost, nr_decided, nr_moved, nr_missed, nr_fallback, nr_watch_kicks;
+/* Property changes of a running task (see "Property changes"): seen, kept
+ * running with their decision, and tasks that entered while running. */
+u64 nr_changes, nr_kept, nr_entered_running;
 
 struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
@@ -76,6 +103,12 @@ struct task_ctx {
 	u64 ran;        /* run time since its last decision */
 	u64 queued_at;  /* when it last entered the wait DSQ */
 	u64 cgroup;     /* its cgroup's kernfs id (0: unknown) */
+	/* A property change of the running task (see "Property changes"):
+	 * stop_pending: ops.stopping(p, false) ran for it and ops.quiescent has
+	 * not yet said whether it blocked; changing: it did not block, the kernel
+	 * is changing a property and will put it back; entering: it switched
+	 * into sched_ext while running. */
+	u8 stop_pending, changing, entering;
 };
 
 struct {
@@ -219,6 +252,28 @@ void BPF_STRUCT_OPS(pscx_enqueue, struct task_struct *p, u64 enq_flags)
 		return;
 	}
 	t = ctx_of(p);
+	if (t && (t->changing || t->entering) && scx_bpf_task_running(p)) {
+		/* The running task is put back after a property change: it stays
+		 * current (set_next_task_scx takes it off the local DSQ again). */
+		if (t->entering) {
+			/* Not decided yet: a 1 ns slice and a preempting kick end
+			 * its run at once; it comes back here to be decided. */
+			t->entering = 0;
+			scx_bpf_dsq_insert(p, SCX_DSQ_LOCAL, 1, enq_flags);
+			scx_bpf_kick_cpu(scx_bpf_task_cpu(p), SCX_KICK_PREEMPT);
+			__sync_fetch_and_add(&nr_entered_running, 1);
+			return;
+		}
+		t->changing = 0;
+		scx_bpf_dsq_insert(p, SCX_DSQ_LOCAL, p->scx.slice, enq_flags);
+		__sync_fetch_and_add(&nr_kept, 1);
+		emit_task(PSCX_KEPT, p, t, enq_flags, t->ran, false);
+		return;
+	}
+	if (t) {
+		t->changing = 0;
+		t->entering = 0;
+	}
 	if (t)
 		t->queued_at = bpf_ktime_get_ns();
 	scx_bpf_dsq_insert(p, PSCX_WAIT_DSQ, fallback_slice_ns, enq_flags);
@@ -295,8 +350,16 @@ void BPF_STRUCT_OPS(pscx_dispatch, s32 cpu, struct task_struct *prev)
 
 void BPF_STRUCT_OPS(pscx_runnable, struct task_struct *p, u64 enq_flags)
 {
-	if (modelled(p))
-		emit_task(PSCX_RUNNABLE, p, ctx_of(p), enq_flags, 0, false);
+	struct task_ctx *t;
+
+	if (!modelled(p))
+		return;
+	t = ctx_of(p);
+	/* Put back after a property change, or entering while it runs: not a
+	 * wake-up (see "Property changes"). */
+	if (t && (t->changing || t->entering))
+		return;
+	emit_task(PSCX_RUNNABLE, p, t, enq_flags, 0, false);
 }
 
 void BPF_STRUCT_OPS(pscx_running, struct task_struct *p)
@@ -339,14 +402,35 @@ void BPF_STRUCT_OPS(pscx_stopping, struct task_struct *p, bool runnable)
 	/* Still runnable: it either comes back through ops.enqueue (its slice
 	 * ended, or it was preempted) or stays at the head of its CPU's local
 	 * DSQ (a higher class took the CPU for a while); the host waits for the
-	 * enqueue. Not runnable: it blocked or exits, which frees its CPU. */
+	 * enqueue. Not runnable: it blocked, exits, or a property of it is being
+	 * changed; ops.quiescent, which comes next, tells which. */
+	if (!runnable && t) {
+		t->stop_pending = 1;
+		return;
+	}
 	emit_task(PSCX_STOPPING, p, t, runnable ? 1 : 0, t ? t->ran : 0, !runnable);
 }
 
 void BPF_STRUCT_OPS(pscx_quiescent, struct task_struct *p, u64 deq_flags)
 {
-	if (modelled(p))
-		emit_task(PSCX_QUIESCENT, p, ctx_of(p), deq_flags, 0, false);
+	struct task_ctx *t;
+
+	if (!modelled(p))
+		return;
+	t = ctx_of(p);
+	if (t && t->stop_pending) {
+		t->stop_pending = 0;
+		if (deq_flags & SCX_DEQ_SLEEP) {
+			/* It blocked (or exits): that frees its CPU. */
+			emit_task(PSCX_STOPPING, p, t, 0, t->ran, true);
+		} else {
+			/* A property change: held back until it is put back
+			 * (ops.enqueue) or leaves (ops.disable). */
+			t->changing = 1;
+			__sync_fetch_and_add(&nr_changes, 1);
+		}
+	}
+	emit_task(PSCX_QUIESCENT, p, t, deq_flags, 0, false);
 }
 
 void BPF_STRUCT_OPS(pscx_set_weight, struct task_struct *p, u32 weight)
@@ -383,13 +467,32 @@ void BPF_STRUCT_OPS(pscx_enable, struct task_struct *p)
 	if (t) {
 		t->ran = 0;
 		t->running_at = 0;
+		t->stop_pending = 0;
+		t->changing = 0;
+		/* Switched into sched_ext while it is its CPU's current task (a
+		 * sched_setscheduler of the running task, or the scheduler being
+		 * loaded): see "Property changes". */
+		t->entering = modelled(p) && scx_bpf_task_running(p);
 	}
 }
 
-void BPF_STRUCT_OPS(pscx_exit_task, struct task_struct *p, struct scx_exit_task_args *args)
+/* The task leaves sched_ext: it exits (ops.disable comes before
+ * ops.exit_task) or it switched to another class while enabled. */
+void BPF_STRUCT_OPS(pscx_disable, struct task_struct *p)
 {
+	struct task_ctx *t = ctx_of(p);
+	u64 ran = 0;
+
+	if (t) {
+		/* Its run time since its decision, if it left while it ran. */
+		if (t->changing || t->stop_pending)
+			ran = t->ran;
+		t->stop_pending = 0;
+		t->changing = 0;
+		t->entering = 0;
+	}
 	if (modelled(p))
-		emit_task(PSCX_EXIT, p, ctx_of(p), 0, 0, true);
+		emit_task(PSCX_EXIT, p, t, 0, ran, true);
 }
 
 /* Cgroups (cgroup v2 `cpu.weight`, 1..10000, 100 by default). The kernel
@@ -524,7 +627,7 @@ SCX_OPS_DEFINE(pscx_ops,
 	       .cgroup_move = (void *)pscx_cgroup_move,
 	       .init_task = (void *)pscx_init_task,
 	       .enable = (void *)pscx_enable,
-	       .exit_task = (void *)pscx_exit_task,
+	       .disable = (void *)pscx_disable,
 	       .init = (void *)pscx_init,
 	       .exit = (void *)pscx_exit,
 	       .timeout_ms = 5000,
