@@ -28,8 +28,9 @@
 //! * `set_weight`: in kernel-weight mode, a message whose `weight`
 //!   (`p->scx.weight`) differs from the last one.
 
-use propshare::model::{ClientId, CpuId, SchedError, StopReason, Time, Weight};
-use propshare::scheduler::{Decision, Scheduler};
+use crate::clients::{self, weight, Clients};
+use propshare::model::{ClientId, CpuId, SchedError, StopReason, Time};
+use propshare::scheduler::Scheduler;
 use std::collections::HashMap;
 
 /// `SCX_ENQ_WAKEUP`.
@@ -142,8 +143,7 @@ pub struct Host {
     sched: Box<dyn Scheduler>,
     weights: Weights,
     tasks: HashMap<i32, Task>,
-    pids: Vec<Option<i32>>,
-    free_ids: Vec<u32>,
+    clients: Clients,
     cpus: Vec<Option<Slot>>,
     probe_margin: Time,
     /// Counters.
@@ -157,8 +157,7 @@ impl Host {
             sched,
             weights,
             tasks: HashMap::new(),
-            pids: Vec::new(),
-            free_ids: Vec::new(),
+            clients: Clients::default(),
             cpus: vec![None; cpus],
             probe_margin: 1_000_000,
             stats: Stats::default(),
@@ -186,25 +185,8 @@ impl Host {
         self.tasks.iter().filter(|(_, t)| t.state == State::Blocked).map(|(p, _)| *p).collect()
     }
 
-    fn alloc_id(&mut self, pid: i32) -> ClientId {
-        if let Some(id) = self.free_ids.pop() {
-            self.pids[id as usize] = Some(pid);
-            ClientId(id)
-        } else {
-            self.pids.push(Some(pid));
-            ClientId((self.pids.len() - 1) as u32)
-        }
-    }
-
     fn free_id(&mut self, c: ClientId) {
-        self.pids[c.index()] = None;
-        self.free_ids.push(c.0);
-    }
-
-    fn weight(w: u64) -> Result<Weight, SchedError> {
-        // The kernel's weights are 1..10000 and job weights are validated by the
-        // parser, so this clamp never changes a value in practice.
-        Ok(Weight::new(w.clamp(1, Weight::MAX)).unwrap_or(Weight::ONE))
+        self.clients.free(c);
     }
 
     /// Handle one message. `fixed_weight` is the weight in [`Weights::Fixed`]
@@ -217,8 +199,8 @@ impl Host {
                 Weights::Kernel => m.weight,
                 Weights::Fixed => fixed_weight(m.pid),
             };
-            let c = self.alloc_id(m.pid);
-            if let Err(e) = self.sched.join(now, c, Self::weight(w)?) {
+            let c = self.clients.alloc(m.pid);
+            if let Err(e) = self.sched.join(now, c, weight(w)) {
                 self.free_id(c);
                 return Err(e);
             }
@@ -255,7 +237,7 @@ impl Host {
             state = if reason == StopReason::Blocked { State::Blocked } else { State::Runnable };
         }
         if matches!(self.weights, Weights::Kernel) && m.weight != task.weight {
-            self.sched.set_weight(now, c, Self::weight(m.weight)?)?;
+            self.sched.set_weight(now, c, weight(m.weight))?;
             self.stats.weight_changes += 1;
         }
         if state == State::Blocked {
@@ -357,30 +339,16 @@ impl Host {
             if self.cpus[k].is_some() {
                 continue;
             }
-            match self.sched.pick(now, CpuId(k as u32))? {
-                Decision::Idle => {}
-                Decision::Run { client, slice } => {
-                    let Some(pid) = self.pids.get(client.index()).copied().flatten() else {
-                        // The core picked an id we never gave it: a core bug. Hand
-                        // the CPU back so the protocol stays consistent.
-                        self.sched.stopped(now, CpuId(k as u32), client, 0, StopReason::Preempted)?;
-                        continue;
-                    };
-                    let blocks = self.tasks.get(&pid).map(|t| t.blocks).unwrap_or(false);
-                    let sum_at_dispatch = if blocks { sum_now(pid) } else { None };
-                    self.cpus[k] = Some(Slot {
-                        pid,
-                        since: now,
-                        slice,
-                        next_probe: now + slice + self.probe_margin,
-                        sum_at_dispatch,
-                    });
-                    if let Some(t) = self.tasks.get_mut(&pid) {
-                        t.state = State::Running(k);
-                    }
-                    self.stats.dispatches += 1;
-                    out.push((k, pid, slice));
+            if let Some((_, pid, slice)) = clients::pick(self.sched.as_mut(), &self.clients, now, k)? {
+                let blocks = self.tasks.get(&pid).map(|t| t.blocks).unwrap_or(false);
+                let sum_at_dispatch = if blocks { sum_now(pid) } else { None };
+                self.cpus[k] =
+                    Some(Slot { pid, since: now, slice, next_probe: now + slice + self.probe_margin, sum_at_dispatch });
+                if let Some(t) = self.tasks.get_mut(&pid) {
+                    t.state = State::Running(k);
                 }
+                self.stats.dispatches += 1;
+                out.push((k, pid, slice));
             }
         }
         Ok(out)

@@ -13,14 +13,14 @@
 //! that is not runnable, a dropped decision, an exit): that CPU is idle
 //! until the host decides, so the host's own run time fills that gap.
 
+use crate::jobs::{self, JobWeights};
 use crate::own_host::{OwnHost, Weights};
 use crate::pscx_intf::{pscx_consts_PSCX_MAX_CPUS, pscx_decision, pscx_event};
 use crate::pscx_skel::{PscxSkel, PscxSkelBuilder};
-use crate::{mono_ns, own_cpu_ns, spawn_jobs, sum_exec, tgid_ppid, Opts};
+use crate::{mono_ns, own_cpu_ns, Opts};
 use libbpf_rs::ProgramInput;
 use scx_utils::{compat, scx_ops_attach, scx_ops_load, scx_ops_open, uei_exited, uei_report};
 use std::cell::RefCell;
-use std::collections::HashMap;
 use std::mem::MaybeUninit;
 use std::process::ExitCode;
 use std::rc::Rc;
@@ -94,13 +94,8 @@ pub fn run(opts: Opts) -> anyhow::Result<ExitCode> {
             .map_err(|e| anyhow::anyhow!("cannot install the SIGINT/SIGTERM handler: {e}"))?;
     }
     let (mut jobs, release_fd) =
-        if job_mode { spawn_jobs(&opts.jobs).map_err(anyhow::Error::msg)? } else { (Vec::new(), -1) };
-    let kill_jobs = |jobs: &[crate::Job]| {
-        for j in jobs {
-            unsafe { libc::kill(j.pid, libc::SIGKILL) };
-        }
-    };
-    let job_weight: HashMap<i32, u64> = jobs.iter().map(|j| (j.pid, j.weight)).collect();
+        if job_mode { jobs::spawn_jobs(&opts.jobs).map_err(anyhow::Error::msg)? } else { (Vec::new(), -1) };
+    let job_weight = JobWeights::new(&jobs);
 
     let t_attach = mono_ns();
     let partial = !opts.all_tasks;
@@ -109,7 +104,7 @@ pub fn run(opts: Opts) -> anyhow::Result<ExitCode> {
     let (skel, link) = match loaded {
         Ok(x) => x,
         Err(e) => {
-            kill_jobs(&jobs);
+            jobs::kill_all(&jobs);
             return Err(e.context("cannot load our sched_ext BPF scheduler"));
         }
     };
@@ -188,21 +183,7 @@ pub fn run(opts: Opts) -> anyhow::Result<ExitCode> {
             // across CPUs: the model records a block, an expiry or a wake-up
             // when it happened, not when this process got to read it.
             event_time = e.ts.clamp(event_time, now);
-            let r = host.on_event(event_time, &e, |pid| {
-                let mut p = pid;
-                for _ in 0..8 {
-                    if let Some(w) = job_weight.get(&p) {
-                        return *w;
-                    }
-                    match tgid_ppid(p) {
-                        Some((tg, _)) if tg != p && job_weight.contains_key(&tg) => return job_weight[&tg],
-                        Some((_, pp)) if pp > 1 => p = pp,
-                        _ => break,
-                    }
-                }
-                // Not ours: a SCHED_EXT task of someone else; nice 0 = weight 1.
-                (e.weight as u64 / 100).max(1)
-            });
+            let r = host.on_event(event_time, &e, |pid| job_weight.of(pid, e.weight as u64));
             match r {
                 Ok(k) => kicks.extend(k),
                 Err(err) => {
@@ -216,28 +197,10 @@ pub fn run(opts: Opts) -> anyhow::Result<ExitCode> {
         }
         // Reap jobs (their EXIT message may come later: `exit` is idempotent).
         if job_mode {
-            loop {
-                // Read a finished job's CPU time before reaping it (WNOWAIT).
-                let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
-                let r =
-                    unsafe { libc::waitid(libc::P_ALL, 0, &mut info, libc::WEXITED | libc::WNOHANG | libc::WNOWAIT) };
-                let pid = unsafe { info.si_pid() };
-                if r != 0 || pid == 0 {
-                    break;
-                }
-                let cpu = sum_exec(pid).unwrap_or(0);
-                let mut status = 0;
-                unsafe { libc::waitpid(pid, &mut status, 0) };
-                if let Some(j) = jobs.iter_mut().find(|j| j.pid == pid) {
-                    j.done = true;
-                    j.cpu_ns = cpu;
-                    j.status = status;
-                }
-                if let Err(e) = host.exit(now, pid, 0) {
-                    error = Some(e.to_string());
-                }
+            if let Err(e) = jobs::reap(&mut jobs, |pid, _| host.exit(now, pid, 0)) {
+                error = Some(e.to_string());
             }
-            if jobs.iter().all(|j| j.done) {
+            if jobs::all_done(&jobs) {
                 break;
             }
         }
@@ -296,7 +259,7 @@ pub fn run(opts: Opts) -> anyhow::Result<ExitCode> {
     if let Some(e) = &error {
         eprintln!("propshare-scx: error: {e}");
         code = ExitCode::from(1);
-        kill_jobs(&jobs);
+        jobs::kill_all(&jobs);
     }
     if opts.stats || job_mode {
         let s = serde_json::json!({
@@ -311,16 +274,12 @@ pub fn run(opts: Opts) -> anyhow::Result<ExitCode> {
             "loops": loops,
             "host": host.stats,
             "bpf": counters,
-            "jobs": jobs.iter().map(|j| serde_json::json!({"name": j.name, "pid": j.pid, "weight": j.weight, "cpu_ns": j.cpu_ns, "done": j.done})).collect::<Vec<_>>(),
+            "jobs": jobs::json(&jobs),
         });
         eprintln!("PSCX_STATS {s}");
     }
     if job_mode && error.is_none() && ejected.is_none() {
-        if let Some(j) = jobs.iter().find(|j| j.done && j.status != 0) {
-            let st = j.status;
-            let c = if libc::WIFEXITED(st) { libc::WEXITSTATUS(st) } else { 128 + libc::WTERMSIG(st) };
-            code = ExitCode::from(c.clamp(1, 255) as u8);
-        }
+        code = jobs::failed_status(&jobs).unwrap_or(code);
     }
     Ok(code)
 }

@@ -59,10 +59,11 @@
 //! task's as its `join` weight, a waking task's by `set_weight` before its
 //! `wake`, and every other changed weight right after the event.
 
+use crate::clients::{self, weight, Clients};
 use crate::pscx_intf::{self as intf, pscx_event};
 use propshare::groups::{Flattener, GroupError, GroupId, GroupTree, ROOT};
 use propshare::model::{ClientId, CpuId, SchedError, StopReason, Time, Weight};
-use propshare::scheduler::{Decision, Scheduler};
+use propshare::scheduler::Scheduler;
 use std::collections::{BTreeMap, HashMap};
 
 /// Why the host stopped: the core or the group adapter refused an event.
@@ -226,8 +227,7 @@ pub struct OwnHost {
     sched: Box<dyn Scheduler>,
     weights: Weights,
     tasks: HashMap<i32, Task>,
-    pids: Vec<Option<i32>>,
-    free_ids: Vec<u32>,
+    clients: Clients,
     cpus: Vec<Option<Slot>>,
     /// Which physical CPUs hold a decision.
     phys_busy: Vec<bool>,
@@ -240,12 +240,6 @@ pub struct OwnHost {
     pub stats: Stats,
 }
 
-fn weight(w: u64) -> Weight {
-    // The kernel's weights are 1..10000 and job weights are validated by the
-    // parser, so this clamp never changes a value in practice.
-    Weight::new(w.clamp(1, Weight::MAX)).unwrap_or(Weight::ONE)
-}
-
 impl OwnHost {
     /// A host for `cpus` CPUs around `sched`.
     pub fn new(sched: Box<dyn Scheduler>, cpus: usize, weights: Weights) -> OwnHost {
@@ -253,8 +247,7 @@ impl OwnHost {
             sched,
             weights,
             tasks: HashMap::new(),
-            pids: Vec::new(),
-            free_ids: Vec::new(),
+            clients: Clients::default(),
             cpus: vec![None; cpus],
             phys_busy: vec![false; cpus],
             cgroups: None,
@@ -287,20 +280,9 @@ impl OwnHost {
         self.tasks.contains_key(&pid)
     }
 
-    fn alloc_id(&mut self, pid: i32) -> ClientId {
-        if let Some(id) = self.free_ids.pop() {
-            self.pids[id as usize] = Some(pid);
-            ClientId(id)
-        } else {
-            self.pids.push(Some(pid));
-            ClientId((self.pids.len() - 1) as u32)
-        }
-    }
-
     fn forget(&mut self, pid: i32) {
         if let Some(t) = self.tasks.remove(&pid) {
-            self.pids[t.client.index()] = None;
-            self.free_ids.push(t.client.0);
+            self.clients.free(t.client);
             self.stats.leaves += 1;
         }
     }
@@ -313,7 +295,7 @@ impl OwnHost {
 
     fn join(&mut self, now: Time, e: &pscx_event, w: u64, kicks: &mut Kicks) -> Result<(), HostError> {
         let pid = e.pid;
-        let c = self.alloc_id(pid);
+        let c = self.clients.alloc(pid);
         // In cgroup mode the core gets the task's effective weight.
         let mut effective = weight(w);
         let mut others = Vec::new();
@@ -333,8 +315,7 @@ impl OwnHost {
                 Err(err) => {
                     let _ = cg.flat.tree_mut().leave(c);
                     cg.flat.forget(c);
-                    self.pids[c.index()] = None;
-                    self.free_ids.push(c.0);
+                    self.clients.free(c);
                     return Err(err.into());
                 }
             }
@@ -342,8 +323,7 @@ impl OwnHost {
         match self.sched.join(now, c, effective) {
             Ok(k) => kicks.extend(k.map(|k| k.0 as usize)),
             Err(err) => {
-                self.pids[c.index()] = None;
-                self.free_ids.push(c.0);
+                self.clients.free(c);
                 return Err(err.into());
             }
         }
@@ -633,13 +613,7 @@ impl OwnHost {
             if self.cpus[k].is_some() {
                 continue;
             }
-            if let Decision::Run { client, slice } = self.sched.pick(now, CpuId(k as u32))? {
-                let Some(pid) = self.pids.get(client.index()).copied().flatten() else {
-                    // The core picked an id we never gave it (a core bug): hand
-                    // the CPU back so the protocol stays consistent.
-                    self.sched.stopped(now, CpuId(k as u32), client, 0, StopReason::Preempted)?;
-                    continue;
-                };
+            if let Some((client, pid, slice)) = clients::pick(self.sched.as_mut(), &self.clients, now, k)? {
                 let cpus = self.tasks.get(&pid).map_or(u64::MAX, |t| t.cpus);
                 let Some(phys) = self.place(k, cpus) else {
                     // No free CPU it may use: it waits for the next message.
