@@ -131,10 +131,14 @@ done
 # ---------------------------------------------------------------- 5. boot
 qemu() { # smp plan timeout accel-args...
   local smp=$1 plan=$2 to=$3; shift 3
-  timeout "$to" qemu-system-x86_64 "$@" -machine q35 -smp "$smp" -m 1024 -display none -serial stdio -monitor none -no-reboot \
+  timeout "$to" nice -n "${PROPSHARE_QEMU_NICE:-0}" qemu-system-x86_64 "$@" -machine q35 -smp "$smp" -m 1024 -display none -serial stdio -monitor none -no-reboot \
     -kernel "$K/vmlinuz" -initrd "$W/initramfs.cpio.gz" \
     -append "console=ttyS0 panic=-1 quiet loglevel=3 PS_PLAN=$plan" < /dev/null 2>&1
 }
+# PROPSHARE_QEMU_NICE=-10 runs qemu at that nice value: on a host shared
+# with other work, the host then deschedules the vCPU threads less, and a
+# descheduled vCPU's stolen time is charged by the guest to the task it was
+# running (docs/KERNEL.md, Round 4). Default 0.
 # Multi-threaded TCG by default (one host thread per vCPU: shares like a
 # real SMP machine). It races the kernel's int3-based text patching (static
 # keys flip at boot and when sched_ext is enabled or disabled): about one

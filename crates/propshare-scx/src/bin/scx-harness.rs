@@ -490,6 +490,9 @@ struct PhaseRow {
     /// Cgroup workloads: each group's share, and the largest error (pp).
     groups: Vec<GroupRow>,
     group_err_pp: Option<f64>,
+    /// Sample intervals in which a task was charged more CPU time than the
+    /// interval lasted: its vCPU was descheduled by the host (stolen time).
+    stalls: u64,
     delivered: f64,
     ctxt_per_s: f64,
     sched_cpu_pct: Option<f64>,
@@ -598,6 +601,15 @@ fn analyse(p: &Phase) -> Option<PhaseRow> {
     let n = p.tasks.len();
     let weights = weights_of(p, &wl);
     let k_max = p.tasks.iter().map(|t| t.samples.len()).min().unwrap_or(0);
+    // Intervals in which one task was charged more CPU time than the
+    // interval lasted (10 % slack): impossible for one thread, so its vCPU
+    // was descheduled by the host while it ran and the guest charged it the
+    // stolen time at once (TCG has no steal-time accounting).
+    let stalls = p
+        .tasks
+        .iter()
+        .map(|t| t.samples.windows(2).filter(|w| w[1].saturating_sub(w[0]) > GRID_MS * 1100).count() as u64)
+        .sum();
     let pool: Vec<usize> = (0..n).filter(|&i| !p.tasks[i].duty).collect();
     let total: f64 = p.tasks.iter().map(|t| t.cpu_us as f64).sum();
     let pool_total: f64 = pool.iter().map(|&i| p.tasks[i].cpu_us as f64).sum();
@@ -697,6 +709,7 @@ fn analyse(p: &Phase) -> Option<PhaseRow> {
         max_err_pp: max_err,
         groups,
         group_err_pp,
+        stalls,
         delivered: if secs > 0.0 { total / 1e6 / (secs * p.smp as f64) * 100.0 } else { 0.0 },
         ctxt_per_s: if p.wall_ms > 0 { p.ctxt as f64 / (p.wall_ms as f64 / 1000.0) } else { 0.0 },
         sched_cpu_pct,
@@ -779,7 +792,9 @@ fn report(out: &str, check: Option<&str>, logs: &[String]) -> ExitCode {
         md,
         "Share: % of the CPU time the spinners received (I/O-bound tasks: % of all). Ideal: fluid GMS with weight \
          readjustment (propshare-sim), on the axis of CPU time received. Max lag: largest |ideal - received| over \
-         {GRID_MS} ms samples, in ms. Delivered: CPU time of the tasks / (CPUs x time). EEVDF runs with weights mapped \
+         {GRID_MS} ms samples, in ms. Stalls: sample intervals in which a task was charged more CPU time than the \
+         interval lasted (its vCPU was descheduled by the host and the guest charged it the stolen time at once; \
+         a lag measured soon after one is the host's). Delivered: CPU time of the tasks / (CPUs x time). EEVDF runs with weights mapped \
          to nice; its ideal uses the nice weights. propshare-scx quantum {QUANTUM}.\n"
     );
     for w in &wls {
@@ -789,19 +804,20 @@ fn report(out: &str, check: Option<&str>, logs: &[String]) -> ExitCode {
         }
         let _ = writeln!(md, "## {} ({}, {} vCPUs)\n", w.id, w.what, w.smp);
         let names: Vec<&str> = rs[0].tasks.iter().map(|t| t.name.as_str()).collect();
-        let _ = write!(md, "| scheduler | max err (pp) | max lag (ms) | delivered | ctxt/s | sched CPU |");
+        let _ = write!(md, "| scheduler | max err (pp) | max lag (ms) | stalls | delivered | ctxt/s | sched CPU |");
         for nm in &names {
             let _ = write!(md, " {nm} |");
         }
         let _ = writeln!(md);
-        let _ = writeln!(md, "|{}", "---|".repeat(6 + names.len()));
+        let _ = writeln!(md, "|{}", "---|".repeat(7 + names.len()));
         for r in &rs {
             let _ = write!(
                 md,
-                "| {} | {:.2} | {:.1} | {:.1}% | {:.0} | {} |",
+                "| {} | {:.2} | {:.1} | {} | {:.1}% | {:.0} | {} |",
                 r.sched,
                 r.max_err_pp,
                 r.max_lag_ms,
+                r.stalls,
                 r.delivered,
                 r.ctxt_per_s,
                 r.sched_cpu_pct.map(|x| format!("{x:.1}%")).unwrap_or("-".into())
@@ -868,7 +884,7 @@ fn report(out: &str, check: Option<&str>, logs: &[String]) -> ExitCode {
         let _ = writeln!(md, "## Repeats: median (min - max)\n");
         let _ = writeln!(
             md,
-            "| vCPUs | workload | scheduler | runs | max err (pp) | max lag (ms) | delivered (%) |\n|---|---|---|---|---|---|---|"
+            "| vCPUs | workload | scheduler | runs | max err (pp) | max lag (ms) | stalls | delivered (%) |\n|---|---|---|---|---|---|---|---|"
         );
         for k in &keys {
             let rs = same(k);
@@ -880,13 +896,14 @@ fn report(out: &str, check: Option<&str>, logs: &[String]) -> ExitCode {
             };
             let _ = writeln!(
                 md,
-                "| {} | {} | {} | {} | {} | {} | {} |",
+                "| {} | {} | {} | {} | {} | {} | {} | {} |",
                 k.0,
                 k.1,
                 k.2,
                 rs.len(),
                 cell(&|r| r.max_err_pp, 2),
                 cell(&|r| r.max_lag_ms, 1),
+                cell(&|r| r.stalls as f64, 0),
                 cell(&|r| r.delivered, 1)
             );
         }
@@ -1209,6 +1226,26 @@ mod tests {
         let r = analyse(&phases[0]).unwrap();
         assert!(r.max_err_pp < 0.01, "{r:?}");
         assert!(r.max_lag_ms < 0.01, "{r:?}");
+    }
+
+    #[test]
+    fn a_task_charged_more_than_the_interval_is_a_stall() {
+        // Two equal spinners on 2 CPUs; t1's vCPU is descheduled by the host
+        // for 300 ms while it runs: its samples jump by 400 ms in one interval.
+        let mut text = String::from("GUEST cpus=2\nPHASE_BEGIN id=w123 sched=gr3mp\n");
+        let t1: Vec<u64> = (0..=10u64).map(|k| if k < 5 { k * 100_000 } else { (k + 3) * 100_000 }).collect();
+        let t2: Vec<u64> = (0..=10u64).map(|k| k * 100_000).collect();
+        for (name, s) in [("t1w1", &t1), ("t2w2", &t2)] {
+            let v: Vec<String> = s.iter().map(u64::to_string).collect();
+            text.push_str(&format!(
+                "RESULT name={name} pid=1 nice=0 renice=-1:0 duty=0:0 cpu_us={} samples={}\n",
+                s[10],
+                v.join(",")
+            ));
+        }
+        text.push_str("PHASE_END id=w123 sched=gr3mp rc=0 ctxt=10 ms=1000 state=disabled\n");
+        let (phases, _, _) = parse_log(&text, 2);
+        assert_eq!(analyse(&phases[0]).unwrap().stalls, 1);
     }
 
     #[test]
