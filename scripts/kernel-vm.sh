@@ -39,7 +39,7 @@ while [ $# -gt 0 ]; do
     --no-prun) PRUN=0; shift ;;
     --check) CHECK=$2; shift 2 ;;
     --grouprun) GROUPRUN=1; shift ;;
-    -h|--help) sed -n '2,27p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,25p' "$0"; exit 0 ;;
     *) echo "kernel-vm.sh: unknown argument $1 (try --help)" >&2; exit 2 ;;
   esac
 done
