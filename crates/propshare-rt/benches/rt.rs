@@ -12,7 +12,8 @@
 //!
 //! `cargo bench -p propshare-rt --bench rt` (about 5 minutes), or with
 //! `-- --quick` (a few seconds, tiny sizes: keeps it working, proves
-//! nothing). Prints Markdown tables; docs/EXECUTOR.md has a run.
+//! nothing); `-- --part 1` (or 2, 3) runs one part only. Prints Markdown
+//! tables; docs/EXECUTOR.md has a run.
 
 use std::hint::black_box;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -416,21 +417,37 @@ fn scaling(s: &Sizes) -> (f64, f64) {
 }
 
 fn main() {
-    let quick = std::env::args().any(|a| a == "--quick");
+    let args: Vec<String> = std::env::args().collect();
+    let quick = args.iter().any(|a| a == "--quick");
+    let part = match args.iter().position(|a| a == "--part").map(|i| args.get(i + 1).map(|p| p.parse::<u8>())) {
+        None => None,
+        Some(Some(Ok(p @ 1..=3))) => Some(p),
+        Some(_) => {
+            eprintln!("rt bench: --part takes 1, 2 or 3");
+            std::process::exit(2);
+        }
+    };
+    let runs = |p: u8| part.is_none_or(|q| q == p);
     let s = if quick { &QUICK } else { &FULL };
     println!("# propshare-rt benchmark{}\n", if quick { " (--quick: tiny sizes, figures mean nothing)" } else { "" });
-    let ratio = overhead(s);
-    let (share_pts, outside) = shares(s);
-    let (flat_dwrr, flat_gdq) = scaling(s);
+    let ratio = runs(1).then(|| overhead(s));
+    let shares = runs(2).then(|| shares(s));
+    let flat = runs(3).then(|| scaling(s));
     println!("## Targets (issue 19 item 5)\n");
-    println!("* per-task overhead, empty task, 1 group: {ratio:.2}x the crossbeam pool (target at most 2x)");
-    println!("* worst share error on 2 workers (gr3mp, sfs; 1:2:3 and 10:1:1): {share_pts:.2} points (target 1)");
-    if outside.is_empty() {
-        println!("* lag within the proven bound plus one slice in every row that has one");
-    } else {
-        println!("* lag outside the proven bound plus one slice: {}", outside.join(", "));
+    if let Some(ratio) = ratio {
+        println!("* per-task overhead, empty task, 1 group: {ratio:.2}x the crossbeam pool (target at most 2x)");
     }
-    println!(
-        "* decisions per CPU-second, max/min over the worker counts: DWRR {flat_dwrr:.2}x, GDQ {flat_gdq:.2}x (target: per-worker throughput within 2x)"
-    );
+    if let Some((share_pts, outside)) = shares {
+        println!("* worst share error on 2 workers (gr3mp, sfs; 1:2:3 and 10:1:1): {share_pts:.2} points (target 1)");
+        if outside.is_empty() {
+            println!("* lag within the proven bound plus one slice in every row that has one");
+        } else {
+            println!("* lag outside the proven bound plus one slice: {}", outside.join(", "));
+        }
+    }
+    if let Some((flat_dwrr, flat_gdq)) = flat {
+        println!(
+            "* decisions per CPU-second, max/min over the worker counts: DWRR {flat_dwrr:.2}x, GDQ {flat_gdq:.2}x (target: per-worker throughput within 2x)"
+        );
+    }
 }
