@@ -44,7 +44,7 @@
 //! only that CPU takes; before this, `chaos_loses_no_task` hung under load
 //! with eevdf on 4 workers).
 
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, AtomicUsize, Ordering::SeqCst};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, AtomicUsize, Ordering::Relaxed, Ordering::SeqCst};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
@@ -57,7 +57,7 @@ use crate::error::{BuildError, GroupError, SpawnError};
 use crate::host::{Host, SchedEvent, Stop, Target};
 use crate::lag::{LagBook, LagRange};
 use crate::stats::{GroupStats, Snapshot, Totals, WorkerStats};
-use crate::task::{self, JoinHandle, TaskGuard};
+use crate::task::{self, Deferred, JoinHandle, Runnable};
 
 /// The most workers a runtime may have.
 pub const MAX_WORKERS: usize = 1024;
@@ -65,8 +65,6 @@ pub const MAX_WORKERS: usize = 1024;
 const IDLE: u8 = 0;
 const ACTIVE: u8 = 1;
 const GONE: u8 = 2;
-
-type Runnable = async_task::Runnable;
 
 /// Settings for a [`Runtime`].
 #[derive(Clone, Debug)]
@@ -363,8 +361,8 @@ struct Transition {
 
 /// Per-group counters written by the worker serving the group (per slice,
 /// and per task for `completed` and `panicked`), kept on cache lines of
-/// their own ([`GroupInner::m`]) so a spawner's writes (`live`,
-/// `submitted`) and reads (`state`, `closed`) do not bounce them.
+/// their own ([`GroupInner::m`]) so a spawner's writes (`submitted`) and
+/// reads (`state`, `closed`) do not bounce them.
 #[derive(Default)]
 struct Counters {
     completed: AtomicU64,
@@ -388,11 +386,12 @@ pub(crate) struct GroupInner {
     state: AtomicU8,
     transition: Mutex<Transition>,
     closed: AtomicBool,
-    /// Tasks spawned and not yet ended (queued, running, or pending futures).
-    live: AtomicU64,
     weight: AtomicU64,
-    /// Tasks accepted (written by spawners, beside `live`).
-    submitted: AtomicU64,
+    /// Tasks accepted, on a line of its own: spawners write it, and
+    /// nothing else does per task. A task's end is counted only on the
+    /// worker's side (`m`), so no counter is written by both sides per
+    /// task; tasks live = submitted - ended ([`GroupInner::live`]).
+    submitted: CachePadded<AtomicU64>,
     /// `Transition::joined`, readable without the lock (statistics read it
     /// while holding the lag book, which comes after the transition lock).
     joined: AtomicBool,
@@ -400,8 +399,9 @@ pub(crate) struct GroupInner {
 }
 
 impl GroupInner {
-    /// async-task's schedule hook: a new or woken task is ready.
-    fn schedule(self: &Arc<Self>, r: Runnable) {
+    /// A new or woken task is ready (async-task's schedule hook,
+    /// [`task`]'s `schedule`).
+    pub(crate) fn schedule(self: &Arc<Self>, r: Runnable) {
         self.queue.push(r);
         if self.shared.stopping.load(SeqCst) {
             self.sweep();
@@ -465,11 +465,29 @@ impl GroupInner {
         self.m.cancelled.fetch_add(1, SeqCst);
     }
 
-    /// A task ended (any way): the last one of a closed group retires it.
+    /// A task ended (any way, counted just before): the last one of a
+    /// closed group retires it.
     pub(crate) fn task_gone(self: &Arc<Self>) {
-        if self.live.fetch_sub(1, SeqCst) == 1 && self.closed.load(SeqCst) {
+        if self.closed.load(SeqCst) && self.live() == 0 {
             self.try_retire();
         }
+    }
+
+    /// Tasks accepted and not ended yet (queued, running, or pending
+    /// futures): `submitted` less the ends. Exact when it reads 0: the
+    /// ends are read first, then `submitted`, each counter only grows
+    /// (but `submitted`, undone by a refused spawn that never ends), and a
+    /// task's end is counted after its `submitted`, so ends read ≤ ends at
+    /// the `submitted` read ≤ `submitted` then; equal means none was live
+    /// at that instant. A closed group with none live stays so (spawns are
+    /// refused once `closed` is seen, and a refused one undoes its count).
+    /// The zero is seen by someone (`SeqCst` on both sides): the last task
+    /// to end counts its end, then loads `closed`; `close` stores `closed`,
+    /// then reads the counts.
+    fn live(&self) -> u64 {
+        let m = &self.m;
+        let ended = m.completed.load(SeqCst) + m.panicked.load(SeqCst) + m.cancelled.load(SeqCst);
+        self.submitted.load(SeqCst).saturating_sub(ended)
     }
 
     /// A closed group with no task left, blocked in the scheduler (or
@@ -478,7 +496,7 @@ impl GroupInner {
     fn try_retire(self: &Arc<Self>) {
         let sh = &self.shared;
         let t = lock(&self.transition);
-        if self.state.load(SeqCst) != IDLE || !self.closed.load(SeqCst) || self.live.load(SeqCst) != 0 {
+        if self.state.load(SeqCst) != IDLE || !self.closed.load(SeqCst) || self.live() != 0 {
             return;
         }
         self.state.store(GONE, SeqCst);
@@ -513,7 +531,7 @@ impl GroupInner {
             completed: m.completed.load(SeqCst),
             panicked: m.panicked.load(SeqCst),
             cancelled: m.cancelled.load(SeqCst),
-            live: self.live.load(SeqCst),
+            live: self.live(),
             queue_len: self.queue.len(),
             cpu_ns: m.cpu_ns.load(SeqCst),
             run_ns: m.run_ns.load(SeqCst),
@@ -568,7 +586,9 @@ impl Group {
         if !sh.accepting.load(SeqCst) {
             return Err(SpawnError::ShuttingDown);
         }
-        g.live.fetch_add(1, SeqCst);
+        // Counted before `closed` is checked (see `GroupInner::live`), and
+        // undone if refused.
+        g.submitted.fetch_add(1, SeqCst);
         let refused = if g.closed.load(SeqCst) {
             Some(SpawnError::Closed(g.name.clone()))
         } else if !sh.accepting.load(SeqCst) {
@@ -577,15 +597,15 @@ impl Group {
             None
         };
         if let Some(e) = refused {
+            g.submitted.fetch_sub(1, SeqCst);
             g.task_gone();
             return Err(e);
         }
-        g.submitted.fetch_add(1, SeqCst);
-        let fut = task::wrap(fut, TaskGuard::new(g.clone()));
-        let home = g.clone();
-        let (runnable, handle) = async_task::spawn(fut, move |r| home.schedule(r));
-        runnable.schedule();
-        Ok(JoinHandle::new(handle.fallible()))
+        let (runnable, handle) = task::spawn(g.clone(), fut);
+        // Straight to the queue: `g` is alive here, so no waker need keep
+        // the task alive meanwhile (as async-task's `schedule` path does).
+        g.schedule(runnable);
+        Ok(handle)
     }
 
     /// Change its weight (takes effect at the scheduler at once; the fluid
@@ -673,9 +693,8 @@ impl Runtime {
             state: AtomicU8::new(IDLE),
             transition: Mutex::new(Transition { joined: false }),
             closed: AtomicBool::new(false),
-            live: AtomicU64::new(0),
             weight: AtomicU64::new(w.get()),
-            submitted: AtomicU64::new(0),
+            submitted: CachePadded::new(AtomicU64::new(0)),
             joined: AtomicBool::new(false),
             m: CachePadded::new(Counters::default()),
         });
@@ -926,6 +945,50 @@ fn worker_loop(sh: &Shared, k: usize, parker: &Parker) {
     }
 }
 
+/// When a slice's deadline is looked at: after every task at first, and
+/// after twice as many tasks each time the tasks since the last look took
+/// less than 1/[`SliceClock::FINE`] of the slice, up to every
+/// [`SliceClock::MAX_STRIDE`] tasks; back to every task once a batch took
+/// longer. Tiny tasks so pay one clock read per up to 64 tasks instead of
+/// one each, and the slice overruns its deadline by at most the batch
+/// being run when it passed: under 1/32 of the slice if tasks take as long
+/// as those of the batch before (the stride only doubled because that one
+/// took under 1/64), and otherwise at most 63 tasks more than a clock read
+/// after every task would allow. (Tasks that call `need_yield()` read the
+/// clock themselves.)
+struct SliceClock {
+    last: Instant,
+    fine: Duration,
+    stride: u32,
+    left: u32,
+}
+
+impl SliceClock {
+    const FINE: u32 = 64;
+    const MAX_STRIDE: u32 = 64;
+
+    fn new(start: Instant, slice: Time) -> SliceClock {
+        SliceClock { last: start, fine: Duration::from_nanos(slice / Self::FINE as u64), stride: 1, left: 1 }
+    }
+
+    /// One task ran: is the deadline past (looked at only when a batch ends)?
+    fn expired(&mut self, deadline: Instant) -> bool {
+        self.left -= 1;
+        if self.left > 0 {
+            return false;
+        }
+        let now = Instant::now();
+        if now >= deadline {
+            return true;
+        }
+        self.stride =
+            if now - self.last < self.fine { (self.stride * 2).min(Self::MAX_STRIDE) } else { 1 };
+        self.left = self.stride;
+        self.last = now;
+        false
+    }
+}
+
 /// Run one slice of group `g` on worker `k`, report it, pick the next.
 fn serve(sh: &Shared, k: usize, g: &Arc<GroupInner>, slice: Time) -> Option<(ClientId, Time)> {
     let slot = &sh.workers[k];
@@ -939,16 +1002,19 @@ fn serve(sh: &Shared, k: usize, g: &Arc<GroupInner>, slice: Time) -> Option<(Cli
     let deadline = t0 + Duration::from_nanos(slice);
     task::set_deadline(Some(deadline));
     let mut tasks = 0;
+    let mut clock = SliceClock::new(t0, slice);
+    Deferred::start();
     while let Some(r) = g.queue.pop() {
         // User panics are caught inside the task; this catches only a
         // panic in dropping its output or the like, so the worker goes on.
         let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| r.run()));
         tasks += 1;
-        if Instant::now() >= deadline || slot.kicked.load(SeqCst) || sh.stopping.load(SeqCst) {
+        if slot.kicked.load(Relaxed) || sh.stopping.load(Relaxed) || clock.expired(deadline) {
             break;
         }
     }
     task::set_deadline(None);
+    Deferred::flush(true);
     let ran = thread_cpu_ns().saturating_sub(cpu0);
     let wall = t0.elapsed().as_nanos() as Time;
     let kicked = slot.kicked.swap(false, SeqCst);
@@ -974,7 +1040,7 @@ fn serve(sh: &Shared, k: usize, g: &Arc<GroupInner>, slice: Time) -> Option<(Cli
             g.state.store(ACTIVE, SeqCst);
             StopReason::Expired
         } else {
-            let left = g.closed.load(SeqCst) && g.live.load(SeqCst) == 0;
+            let left = g.closed.load(SeqCst) && g.live() == 0;
             if left {
                 g.state.store(GONE, SeqCst);
             }
