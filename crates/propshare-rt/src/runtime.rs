@@ -34,15 +34,54 @@
 //! scheduler placed the group on, or any parked worker. With a
 //! work-conserving scheduler a parked worker sleeps until unparked; with
 //! one that may idle on purpose (DWRR, DFS) it also looks again after one
-//! slice while groups are runnable. After each slice end, if more groups
-//! are runnable than workers busy, one parked worker is unparked (the
-//! contract's "poll idle CPUs after an event that can make work appear");
-//! a worker of a work-conserving scheduler that finds nothing while more
-//! groups are runnable than workers busy unparks the next parked worker,
-//! so the poll goes round until the CPU holding the work is reached (a
-//! per-CPU scheduler may have queued it on an idle CPU's runqueue, which
-//! only that CPU takes; before this, `chaos_loses_no_task` hung under load
-//! with eevdf on 4 workers).
+//! slice while groups are runnable. The contract's "poll idle CPUs after
+//! an event that can make work appear" is one rule, [`Shared::poll_idle`]:
+//! while more groups are runnable than workers busy, unpark the next
+//! parked worker after this one. It runs at each slice end, and, with a
+//! work-conserving scheduler, when a worker's pick finds nothing, so the
+//! poll goes round until the CPU holding the work is reached (a per-CPU
+//! scheduler may have queued it on an idle CPU's runqueue, which only that
+//! CPU takes; without the second use, `chaos_loses_no_task` hung under
+//! load with eevdf on 4 workers).
+//!
+//! # Atomics and their orderings
+//!
+//! `SeqCst` where two sides each store then load (the store-load pairs,
+//! where weaker orders let both loads miss both stores):
+//!
+//! * group `state` against the queue (the wake-up protocol above; the
+//!   queue side is SegQueue's `SeqCst` tail CAS in `push` and tail load in
+//!   `is_empty`);
+//! * `stopping` against the queue: `schedule` pushes then loads
+//!   `stopping` (and sweeps); `stop` stores it, then sweeps every queue;
+//! * `closed` against the task counts: a spawn counts `submitted`, then
+//!   loads `closed` (and `accepting`); a task's end counts itself, then
+//!   loads `closed`; `close` stores `closed`, then reads the counts
+//!   ([`GroupInner::live`]);
+//! * a worker's `parked` against the scheduler's state: the worker stores
+//!   `parked`, then picks; a wake-up changes the scheduler, then loads
+//!   `parked` (a distributed scheduler's wake and pick may take different
+//!   locks, so no lock orders the two);
+//! * `busy`, `busy_workers` and `runnable_groups` (the poll rule reads
+//!   them against `parked`), `accepting`'s second load in a spawn.
+//!
+//! `Relaxed` everywhere else, each for a stated reason: statistics
+//! counters (read only by snapshots, each a monotone count; none decides
+//! anything); `kicked`, a hint (seen one task late, a preemption comes one
+//! task late); the `stopping` load between tasks and the first `accepting`
+//! load in a spawn (early exits; the `SeqCst` loads above decide);
+//! `weight`, `joined`, `runnable_since` and `on_worker`, whose writer and
+//! reader are ordered by a lock both take (the transition lock, the lag
+//! book, or the scheduler lock between one worker's slice end and the
+//! next worker's pick of that group).
+//!
+//! # Per-task cost
+//!
+//! A task costs its async-task allocation, one `Arc` clone of its group
+//! (dropped on the worker in batches: [`crate::task`]'s `Meta`), a
+//! SegQueue push and pop, the `submitted` count (the spawner's cache line)
+//! and the end count (the worker's), async-task's own state changes, and a
+//! clock read per batch of tasks, not per task ([`SliceClock`]).
 
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, AtomicUsize, Ordering::Relaxed, Ordering::SeqCst};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
@@ -293,7 +332,7 @@ impl Shared {
 
     fn unpark(&self, k: usize) -> bool {
         let w = &self.workers[k];
-        if w.parked.swap(false, SeqCst) {
+        if w.parked.load(SeqCst) && w.parked.swap(false, SeqCst) {
             w.unparker.unpark();
             true
         } else {
@@ -309,12 +348,23 @@ impl Shared {
         }
     }
 
-    /// Unpark the first parked worker after `k`, cyclically.
-    fn unpark_next(&self, k: usize) {
-        let n = self.workers.len();
-        for j in (1..n).map(|i| (k + i) % n) {
-            if self.unpark(j) {
-                return;
+    /// The contract's "poll idle CPUs after an event that can make work
+    /// appear", for worker `from`: while more groups are runnable than
+    /// workers are busy, some runnable group is on no worker, so unpark the
+    /// first parked worker after `from`, cyclically. Called at each slice
+    /// end (the group this worker stopped, or one its pick moved, may be
+    /// runnable and not running), and by a worker whose pick found nothing
+    /// (see [`worker_loop`]): the woken worker either takes the work or,
+    /// finding nothing itself, polls the next, so the poll goes round the
+    /// parked workers until it reaches the one whose CPU holds the work,
+    /// and stops there (runnable ≤ busy again).
+    fn poll_idle(&self, from: usize) {
+        if self.runnable_groups.load(SeqCst) > self.busy_workers.load(SeqCst) {
+            let n = self.workers.len();
+            for j in (1..n).map(|i| (from + i) % n) {
+                if self.unpark(j) {
+                    return;
+                }
             }
         }
     }
@@ -324,7 +374,7 @@ impl Shared {
         match t {
             Target::Kick(k) => {
                 if !self.unpark(k) {
-                    self.workers[k].kicked.store(true, SeqCst);
+                    self.workers[k].kicked.store(true, Relaxed);
                     self.unpark_any();
                 }
             }
@@ -426,8 +476,8 @@ impl GroupInner {
         self.state.store(ACTIVE, SeqCst);
         sh.runnable_groups.fetch_add(1, SeqCst);
         let now = || sh.now();
-        self.m.runnable_since.store(now(), SeqCst);
-        let w = Weight::new(self.weight.load(SeqCst)).expect("weights are checked when set");
+        self.m.runnable_since.store(now(), Relaxed);
+        let w = Weight::new(self.weight.load(Relaxed)).expect("weights are checked when set");
         let target = if t.joined {
             let r = sh.host.wake(now, self.id);
             if let Some(mut l) = sh.lag() {
@@ -436,7 +486,7 @@ impl GroupInner {
             r
         } else {
             t.joined = true;
-            self.joined.store(true, SeqCst);
+            self.joined.store(true, Relaxed);
             let r = sh.host.join(now, self.id, w);
             if let Some(mut l) = sh.lag() {
                 l.join(self.id, w);
@@ -516,28 +566,28 @@ impl GroupInner {
 
     fn stats(&self, lag: Option<&mut LagBook>) -> GroupStats {
         let m = &self.m;
-        let state = self.state.load(SeqCst);
+        let state = self.state.load(Relaxed);
         let (lag_ns, range, rate) = match lag {
-            Some(l) if state != GONE && self.joined.load(SeqCst) => (l.lag(self.id), l.range(self.id), l.rate(self.id)),
+            Some(l) if state != GONE && self.joined.load(Relaxed) => (l.lag(self.id), l.range(self.id), l.rate(self.id)),
             _ => (0, LagRange::default(), (0, 1)),
         };
         GroupStats {
             id: self.id.0,
             name: self.name.clone(),
-            weight: self.weight.load(SeqCst),
-            closed: self.closed.load(SeqCst),
+            weight: self.weight.load(Relaxed),
+            closed: self.closed.load(Relaxed),
             retired: state == GONE,
-            submitted: self.submitted.load(SeqCst),
-            completed: m.completed.load(SeqCst),
-            panicked: m.panicked.load(SeqCst),
-            cancelled: m.cancelled.load(SeqCst),
+            submitted: self.submitted.load(Relaxed),
+            completed: m.completed.load(Relaxed),
+            panicked: m.panicked.load(Relaxed),
+            cancelled: m.cancelled.load(Relaxed),
             live: self.live(),
             queue_len: self.queue.len(),
-            cpu_ns: m.cpu_ns.load(SeqCst),
-            run_ns: m.run_ns.load(SeqCst),
-            wait_ns: m.wait_ns.load(SeqCst),
-            slices: m.slices.load(SeqCst),
-            overlaps: m.overlaps.load(SeqCst),
+            cpu_ns: m.cpu_ns.load(Relaxed),
+            run_ns: m.run_ns.load(Relaxed),
+            wait_ns: m.wait_ns.load(Relaxed),
+            slices: m.slices.load(Relaxed),
+            overlaps: m.overlaps.load(Relaxed),
             lag_ns,
             max_lag_ns: range.max,
             min_lag_ns: range.min,
@@ -583,7 +633,7 @@ impl Group {
     {
         let g = &self.inner;
         let sh = &g.shared;
-        if !sh.accepting.load(SeqCst) {
+        if !sh.accepting.load(Relaxed) {
             return Err(SpawnError::ShuttingDown);
         }
         // Counted before `closed` is checked (see `GroupInner::live`), and
@@ -618,7 +668,7 @@ impl Group {
         if g.state.load(SeqCst) == GONE {
             return Err(GroupError::Closed(g.name.clone()));
         }
-        g.weight.store(w.get(), SeqCst);
+        g.weight.store(w.get(), Relaxed);
         if t.joined && !sh.stopping.load(SeqCst) {
             if let Err(e) = sh.host.set_weight(|| sh.now(), g.id, w) {
                 drop(t);
@@ -734,10 +784,10 @@ impl Runtime {
             .workers
             .iter()
             .map(|w| WorkerStats {
-                picks: w.picks.load(SeqCst),
-                pick_ns: w.pick_ns.load(SeqCst),
-                tasks: w.tasks.load(SeqCst),
-                cpu_ns: w.cpu_ns.load(SeqCst),
+                picks: w.picks.load(Relaxed),
+                pick_ns: w.pick_ns.load(Relaxed),
+                tasks: w.tasks.load(Relaxed),
+                cpu_ns: w.cpu_ns.load(Relaxed),
             })
             .collect()
     }
@@ -877,8 +927,8 @@ fn stop_and_pick(sh: &Shared, k: usize, prev: Option<Stop>) -> Option<(ClientId,
     let w = &sh.workers[k];
     let t0 = Instant::now();
     let r = sh.host.stop_and_pick(|| sh.now(), k, prev);
-    w.pick_ns.fetch_add(t0.elapsed().as_nanos() as u64, SeqCst);
-    w.picks.fetch_add(1, SeqCst);
+    w.pick_ns.fetch_add(t0.elapsed().as_nanos() as u64, Relaxed);
+    w.picks.fetch_add(1, Relaxed);
     match r {
         Ok(p) => p,
         Err(e) => {
@@ -910,11 +960,7 @@ fn worker_loop(sh: &Shared, k: usize, parker: &Parker) {
                     return;
                 };
                 next = serve(sh, k, &g, slice);
-                // Work may have appeared for a parked worker (a group this
-                // worker stopped is runnable and not running).
-                if sh.runnable_groups.load(SeqCst) > sh.busy_workers.load(SeqCst) {
-                    sh.unpark_any();
-                }
+                sh.poll_idle(k);
             }
             None => {
                 set_busy(sh, k, false);
@@ -926,11 +972,12 @@ fn worker_loop(sh: &Shared, k: usize, parker: &Parker) {
                 }
                 // Work this worker cannot take may sit on another idle CPU's
                 // queue (a per-CPU scheduler such as cfs or eevdf placed it
-                // there, or balanced it there): poll the next parked worker,
-                // as the contract's host polls every idle CPU. The baton
-                // stops where the work is taken (runnable ≤ busy again).
-                if sh.work_conserving && sh.runnable_groups.load(SeqCst) > sh.busy_workers.load(SeqCst) {
-                    sh.unpark_next(k);
+                // there, or balanced it there): pass the poll on. Not for a
+                // scheduler that may idle a CPU on purpose (DWRR, DFS): the
+                // poll would go round for ever while it holds work back;
+                // its parked workers look again after one slice instead.
+                if sh.work_conserving {
+                    sh.poll_idle(k);
                 }
                 if sh.work_conserving || sh.runnable_groups.load(SeqCst) == 0 {
                     parker.park();
@@ -938,7 +985,7 @@ fn worker_loop(sh: &Shared, k: usize, parker: &Parker) {
                     parker.park_timeout(Duration::from_nanos(sh.slice));
                 }
                 slot.parked.store(false, SeqCst);
-                slot.kicked.store(false, SeqCst);
+                slot.kicked.store(false, Relaxed);
                 next = stop_and_pick(sh, k, None);
             }
         }
@@ -992,13 +1039,13 @@ impl SliceClock {
 /// Run one slice of group `g` on worker `k`, report it, pick the next.
 fn serve(sh: &Shared, k: usize, g: &Arc<GroupInner>, slice: Time) -> Option<(ClientId, Time)> {
     let slot = &sh.workers[k];
-    if g.m.on_worker.swap(true, SeqCst) {
-        g.m.overlaps.fetch_add(1, SeqCst);
+    if g.m.on_worker.swap(true, Relaxed) {
+        g.m.overlaps.fetch_add(1, Relaxed);
     }
     let t0 = Instant::now();
     let cpu0 = thread_cpu_ns();
     let started = (t0 - sh.start).as_nanos() as Time;
-    g.m.wait_ns.fetch_add(started.saturating_sub(g.m.runnable_since.load(SeqCst)), SeqCst);
+    g.m.wait_ns.fetch_add(started.saturating_sub(g.m.runnable_since.load(Relaxed)), Relaxed);
     let deadline = t0 + Duration::from_nanos(slice);
     task::set_deadline(Some(deadline));
     let mut tasks = 0;
@@ -1017,13 +1064,13 @@ fn serve(sh: &Shared, k: usize, g: &Arc<GroupInner>, slice: Time) -> Option<(Cli
     Deferred::flush(true);
     let ran = thread_cpu_ns().saturating_sub(cpu0);
     let wall = t0.elapsed().as_nanos() as Time;
-    let kicked = slot.kicked.swap(false, SeqCst);
-    g.m.on_worker.store(false, SeqCst);
-    slot.tasks.fetch_add(tasks, SeqCst);
-    slot.cpu_ns.fetch_add(ran, SeqCst);
-    g.m.cpu_ns.fetch_add(ran, SeqCst);
-    g.m.run_ns.fetch_add(wall, SeqCst);
-    g.m.slices.fetch_add(1, SeqCst);
+    let kicked = slot.kicked.swap(false, Relaxed);
+    g.m.on_worker.store(false, Relaxed);
+    slot.tasks.fetch_add(tasks, Relaxed);
+    slot.cpu_ns.fetch_add(ran, Relaxed);
+    g.m.cpu_ns.fetch_add(ran, Relaxed);
+    g.m.run_ns.fetch_add(wall, Relaxed);
+    g.m.slices.fetch_add(1, Relaxed);
 
     // The idle handshake (module doc): decide Expired / Blocked / Left.
     let mut guard = None;
@@ -1061,7 +1108,7 @@ fn serve(sh: &Shared, k: usize, g: &Arc<GroupInner>, slice: Time) -> Option<(Cli
         }
     }
     if why.still_runnable() {
-        g.m.runnable_since.store(sh.now(), SeqCst);
+        g.m.runnable_since.store(sh.now(), Relaxed);
     } else {
         sh.runnable_groups.fetch_sub(1, SeqCst);
     }
