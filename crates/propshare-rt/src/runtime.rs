@@ -568,7 +568,9 @@ impl GroupInner {
         let m = &self.m;
         let state = self.state.load(Relaxed);
         let (lag_ns, range, rate) = match lag {
-            Some(l) if state != GONE && self.joined.load(Relaxed) => (l.lag(self.id), l.range(self.id), l.rate(self.id)),
+            Some(l) if state != GONE && self.joined.load(Relaxed) => {
+                (l.lag(self.id), l.range(self.id), l.rate(self.id))
+            }
             _ => (0, LagRange::default(), (0, 1)),
         };
         GroupStats {
@@ -1028,8 +1030,7 @@ impl SliceClock {
         if now >= deadline {
             return true;
         }
-        self.stride =
-            if now - self.last < self.fine { (self.stride * 2).min(Self::MAX_STRIDE) } else { 1 };
+        self.stride = if now - self.last < self.fine { (self.stride * 2).min(Self::MAX_STRIDE) } else { 1 };
         self.left = self.stride;
         self.last = now;
         false
