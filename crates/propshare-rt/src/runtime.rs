@@ -62,8 +62,13 @@
 //!   `parked`, then picks; a wake-up changes the scheduler, then loads
 //!   `parked` (a distributed scheduler's wake and pick may take different
 //!   locks, so no lock orders the two);
-//! * `busy`, `busy_workers` and `runnable_groups` (the poll rule reads
-//!   them against `parked`), `accepting`'s second load in a spawn.
+//! * `busy`, `busy_workers` and `runnable_groups`, which the poll rule
+//!   reads against `parked`.
+//!
+//! `accepting` (its store in `stop`, its second load in a spawn) stays
+//! `SeqCst` too, though no pair depends on it: a spawn that races a
+//! shutdown is refused, or queued and run, or queued after the drain and
+//! swept `Cancelled` (it sees `stopping`, or the final sweep sees it).
 //!
 //! `Relaxed` everywhere else, each for a stated reason: statistics
 //! counters (read only by snapshots, each a monotone count; none decides
@@ -1119,4 +1124,66 @@ fn serve(sh: &Shared, k: usize, g: &Arc<GroupInner>, slice: Time) -> Option<(Cli
         sh.retire(g);
     }
     next
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The stride doubles while batches are short, up to its cap, goes back
+    /// to 1 after a long batch, and a past deadline is seen at the next
+    /// batch end.
+    #[test]
+    fn slice_clock_stride_adapts() {
+        // A 10 s slice: "short" is under 156 ms, which a few calls are.
+        let slice = 10_000_000_000;
+        let start = Instant::now();
+        let far = start + Duration::from_secs(3600);
+        let mut c = SliceClock::new(start, slice);
+        let mut strides = Vec::new();
+        for _ in 0..1000 {
+            assert!(!c.expired(far));
+            strides.push(c.stride);
+        }
+        strides.dedup();
+        assert_eq!(strides, [2, 4, 8, 16, 32, 64], "doubling up to the cap");
+        // Finish the current batch after a long pause: back to 1.
+        std::thread::sleep(Duration::from_millis(200));
+        while c.left > 1 {
+            assert!(!c.expired(far));
+        }
+        assert!(!c.expired(far));
+        assert_eq!(c.stride, 1, "a batch longer than slice/64 resets the stride");
+        // A deadline already past: seen when the batch (of 1) ends.
+        assert!(c.expired(start));
+    }
+
+    /// The group references the finished tasks held are dropped by the
+    /// end of their slice (deferred, not leaked): once every task ended
+    /// and the worker is idle, only the handle and the runtime's slot hold
+    /// the group.
+    #[test]
+    fn deferred_group_references_are_released_at_the_slice_end() {
+        let rt = Runtime::builder().workers(2).track_lag(false).build().unwrap();
+        let g = rt.group("g", 1).unwrap();
+        let hs: Vec<_> = (0..10_000u64).map(|i| g.spawn(move || i).unwrap()).collect();
+        for (i, h) in hs.into_iter().enumerate() {
+            assert_eq!(h.join().unwrap(), i as u64);
+        }
+        let t = Instant::now();
+        while Arc::strong_count(&g.inner) != 2 || !rt.shared.quiescent() {
+            assert!(t.elapsed() < Duration::from_secs(20), "{} references left", Arc::strong_count(&g.inner));
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        // Detached tasks: freed on the worker, inside the slice.
+        for i in 0..10_000u64 {
+            drop(g.spawn(move || i).unwrap());
+        }
+        let t = Instant::now();
+        while Arc::strong_count(&g.inner) != 2 || !rt.shared.quiescent() {
+            assert!(t.elapsed() < Duration::from_secs(20), "{} references left", Arc::strong_count(&g.inner));
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        assert_eq!(rt.shutdown_drain().totals.completed, 20_000);
+    }
 }

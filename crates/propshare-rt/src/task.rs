@@ -79,35 +79,39 @@ impl Deferred {
     }
 
     /// Drop what was deferred; `stop`: and defer no more (the slice ends).
+    /// No drop runs while the cell is borrowed: a drop can free a group,
+    /// whose queue can hold tasks whose `Meta` drops come back here.
     pub(crate) fn flush(stop: bool) {
-        // Taken out before the drops: a drop can free a group, whose queue
-        // can hold tasks whose `Meta` drops come back here.
         let Some(mut batch) = DEFERRED.with_borrow_mut(|d| d.take()) else {
             return;
         };
         batch.clear();
         if !stop {
-            DEFERRED.with_borrow_mut(|d| {
-                if let Some(later) = d.replace(batch) {
-                    drop(later); // deferred during the drops above: rare
-                }
-            });
+            // Deferred during the drops above (none, as the cell was
+            // empty then): dropped here, outside the borrow.
+            let later = DEFERRED.with_borrow_mut(|d| d.replace(batch));
+            drop(later);
         }
     }
 
     fn release(group: Arc<GroupInner>) {
-        let full = DEFERRED.with_borrow_mut(|d| match d {
+        // `try_with`: a worker's thread-local may be gone when the last
+        // drops come from its own destructor; then drop at once.
+        let kept = DEFERRED.try_with(|d| match &mut *d.borrow_mut() {
             Some(batch) => {
                 batch.push(group);
-                batch.len() >= Self::BATCH
+                Ok(batch.len() >= Self::BATCH)
             }
-            None => {
-                drop(group);
-                false
-            }
+            None => Err(group),
         });
-        if full {
-            Self::flush(false);
+        match kept {
+            Ok(Ok(full)) => {
+                if full {
+                    Self::flush(false);
+                }
+            }
+            Ok(Err(group)) => drop(group),
+            Err(_) => {} // the closure did not run: `group` was dropped with it
         }
     }
 }
