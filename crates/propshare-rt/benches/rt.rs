@@ -12,10 +12,12 @@
 //!
 //! `cargo bench -p propshare-rt --bench rt` (about 5 minutes), or with
 //! `-- --quick` (a few seconds, tiny sizes: keeps it working, proves
-//! nothing). Prints Markdown tables; docs/EXECUTOR.md has a run.
+//! nothing); `-- --part 1` (or 2, 3) runs one part only; `-- --reps N`
+//! repeats part 1's runs N times (default 3; its figures are medians).
+//! Prints Markdown tables; docs/EXECUTOR.md has a run.
 
 use std::hint::black_box;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -23,6 +25,7 @@ use propshare_rt::{Runtime, Snapshot};
 
 struct Sizes {
     tasks: u64,
+    reps: usize,
     share_run: Duration,
     scale_run: Duration,
     scale_workers: &'static [usize],
@@ -30,12 +33,14 @@ struct Sizes {
 
 const FULL: Sizes = Sizes {
     tasks: 1_000_000,
+    reps: 3,
     share_run: Duration::from_secs(3),
     scale_run: Duration::from_secs(1),
     scale_workers: &[1, 2, 4, 8, 16],
 };
 const QUICK: Sizes = Sizes {
     tasks: 20_000,
+    reps: 1,
     share_run: Duration::from_millis(200),
     scale_run: Duration::from_millis(100),
     scale_workers: &[1, 2],
@@ -115,24 +120,19 @@ fn tokio_spawn(n: u64, work: fn() -> u64) -> Duration {
 }
 
 /// `groups` groups served round-robin by the submitter; handles dropped
-/// (detached), completion counted.
+/// (detached); timed until `shutdown_drain` has run them all and stopped
+/// the workers (as the crossbeam pool's row is timed until its threads
+/// are joined), so the tasks carry nothing the other rows' do not.
 fn propshare(spec: &str, groups: usize, n: u64, work: fn() -> u64) -> Duration {
     let rt = Runtime::builder().workers(2).scheduler(spec).track_lag(false).build().unwrap();
     let gs: Vec<_> = (0..groups).map(|i| rt.group(&format!("g{i}"), 1).unwrap()).collect();
-    let done = Arc::new(AtomicU64::new(0));
     let t = Instant::now();
     for i in 0..n {
-        let done = done.clone();
-        drop(gs[i as usize % groups].spawn(move || {
-            black_box(work());
-            done.fetch_add(1, Ordering::Relaxed);
-        }));
+        drop(gs[i as usize % groups].spawn(move || black_box(work())));
     }
-    while done.load(Ordering::Relaxed) < n {
-        std::thread::yield_now();
-    }
+    let snap = rt.shutdown_drain();
     let e = t.elapsed();
-    rt.shutdown_drain();
+    assert_eq!(snap.totals.completed, n, "{spec}: tasks lost");
     e
 }
 
@@ -150,12 +150,33 @@ fn propshare_joined(n: u64, work: fn() -> u64) -> Duration {
     e
 }
 
-fn overhead(s: &Sizes) -> f64 {
-    println!("## 1. Per-task overhead: {} tasks from one thread, 2 workers (ns per task)\n", s.tasks);
-    println!("| executor | empty task | small task (~1 µs) |");
-    println!("|---|---:|---:|");
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    let m = v.len() / 2;
+    if v.len() % 2 == 1 {
+        v[m]
+    } else {
+        (v[m - 1] + v[m]) / 2.0
+    }
+}
+
+/// Every row `reps` times, the rows interleaved within each repetition (so
+/// a change of machine load falls on all of them alike); each figure is
+/// the median over the repetitions, and the ratio the median of each
+/// repetition's own ratio to the crossbeam pool.
+fn overhead(s: &Sizes, reps: usize) -> f64 {
+    println!(
+        "## 1. Per-task overhead: {} tasks from one thread, 2 workers (ns per task, median of {reps} interleaved runs)\n",
+        s.tasks
+    );
+    println!(
+        "Wall: submit to done. CPU: this process's CPU time over the same run (all threads, an idle \
+         worker's spinning included) per task, which a loaded machine disturbs less.\n"
+    );
+    println!("| executor | empty task | ratio to crossbeam | empty, CPU | small task (~1 µs) |");
+    println!("|---|---:|---:|---:|---:|");
     let n = s.tasks;
-    let per = |d: Duration| d.as_nanos() as f64 / n as f64;
+    let per = |ns: u64| ns as f64 / n as f64;
     type Row = (&'static str, Box<dyn Fn(fn() -> u64) -> Duration>);
     let rows: Vec<Row> = vec![
         ("crossbeam-channel pool", Box::new(move |w| crossbeam_pool(n, w))),
@@ -167,21 +188,24 @@ fn overhead(s: &Sizes) -> f64 {
         ("propshare-rt dwrr, 1 group", Box::new(move |w| propshare("dwrr", 1, n, w))),
         ("propshare-rt dwrr, 100 groups round-robin", Box::new(move |w| propshare("dwrr", 100, n, w))),
     ];
-    let mut base = 0.0;
-    let mut ours = 0.0;
-    for (i, (name, f)) in rows.iter().enumerate() {
-        let e = per(f(empty));
-        let sm = per(f(small));
-        if i == 0 {
-            base = e;
+    // [row][rep]: (empty wall, empty CPU, small wall)
+    let mut runs = vec![Vec::new(); rows.len()];
+    for _ in 0..reps {
+        for (i, (_, f)) in rows.iter().enumerate() {
+            let cpu0 = process_cpu_ns();
+            let e = f(empty);
+            let cpu = process_cpu_ns() - cpu0;
+            let sm = f(small);
+            runs[i].push((per(e.as_nanos() as u64), per(cpu), per(sm.as_nanos() as u64)));
         }
-        if i == 3 {
-            ours = e;
-        }
-        println!("| {name} | {e:.0} | {sm:.0} |");
+    }
+    let ratio_of = |i: usize| median(runs[i].iter().zip(&runs[0]).map(|(r, b)| r.0 / b.0).collect());
+    for (i, (name, _)) in rows.iter().enumerate() {
+        let col = |f: fn(&(f64, f64, f64)) -> f64| median(runs[i].iter().map(f).collect());
+        println!("| {name} | {:.0} | {:.2} | {:.0} | {:.0} |", col(|r| r.0), ratio_of(i), col(|r| r.1), col(|r| r.2));
     }
     println!();
-    ours / base
+    ratio_of(3)
 }
 
 // ----- 2. shares and lag -----
@@ -416,21 +440,45 @@ fn scaling(s: &Sizes) -> (f64, f64) {
 }
 
 fn main() {
-    let quick = std::env::args().any(|a| a == "--quick");
+    let args: Vec<String> = std::env::args().collect();
+    let quick = args.iter().any(|a| a == "--quick");
+    let part = match args.iter().position(|a| a == "--part").map(|i| args.get(i + 1).map(|p| p.parse::<u8>())) {
+        None => None,
+        Some(Some(Ok(p @ 1..=3))) => Some(p),
+        Some(_) => {
+            eprintln!("rt bench: --part takes 1, 2 or 3");
+            std::process::exit(2);
+        }
+    };
+    let runs = |p: u8| part.is_none_or(|q| q == p);
     let s = if quick { &QUICK } else { &FULL };
+    let reps = match args.iter().position(|a| a == "--reps").map(|i| args.get(i + 1).map(|r| r.parse::<usize>())) {
+        None => s.reps,
+        Some(Some(Ok(r))) if r > 0 => r,
+        Some(_) => {
+            eprintln!("rt bench: --reps takes a count of at least 1");
+            std::process::exit(2);
+        }
+    };
     println!("# propshare-rt benchmark{}\n", if quick { " (--quick: tiny sizes, figures mean nothing)" } else { "" });
-    let ratio = overhead(s);
-    let (share_pts, outside) = shares(s);
-    let (flat_dwrr, flat_gdq) = scaling(s);
+    let ratio = runs(1).then(|| overhead(s, reps));
+    let shares = runs(2).then(|| shares(s));
+    let flat = runs(3).then(|| scaling(s));
     println!("## Targets (issue 19 item 5)\n");
-    println!("* per-task overhead, empty task, 1 group: {ratio:.2}x the crossbeam pool (target at most 2x)");
-    println!("* worst share error on 2 workers (gr3mp, sfs; 1:2:3 and 10:1:1): {share_pts:.2} points (target 1)");
-    if outside.is_empty() {
-        println!("* lag within the proven bound plus one slice in every row that has one");
-    } else {
-        println!("* lag outside the proven bound plus one slice: {}", outside.join(", "));
+    if let Some(ratio) = ratio {
+        println!("* per-task overhead, empty task, 1 group: {ratio:.2}x the crossbeam pool, wall (target at most 2x)");
     }
-    println!(
-        "* decisions per CPU-second, max/min over the worker counts: DWRR {flat_dwrr:.2}x, GDQ {flat_gdq:.2}x (target: per-worker throughput within 2x)"
-    );
+    if let Some((share_pts, outside)) = shares {
+        println!("* worst share error on 2 workers (gr3mp, sfs; 1:2:3 and 10:1:1): {share_pts:.2} points (target 1)");
+        if outside.is_empty() {
+            println!("* lag within the proven bound plus one slice in every row that has one");
+        } else {
+            println!("* lag outside the proven bound plus one slice: {}", outside.join(", "));
+        }
+    }
+    if let Some((flat_dwrr, flat_gdq)) = flat {
+        println!(
+            "* decisions per CPU-second, max/min over the worker counts: DWRR {flat_dwrr:.2}x, GDQ {flat_gdq:.2}x (target: per-worker throughput within 2x)"
+        );
+    }
 }

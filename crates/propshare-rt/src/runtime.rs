@@ -34,17 +34,61 @@
 //! scheduler placed the group on, or any parked worker. With a
 //! work-conserving scheduler a parked worker sleeps until unparked; with
 //! one that may idle on purpose (DWRR, DFS) it also looks again after one
-//! slice while groups are runnable. After each slice end, if more groups
-//! are runnable than workers busy, one parked worker is unparked (the
-//! contract's "poll idle CPUs after an event that can make work appear");
-//! a worker of a work-conserving scheduler that finds nothing while more
-//! groups are runnable than workers busy unparks the next parked worker,
-//! so the poll goes round until the CPU holding the work is reached (a
-//! per-CPU scheduler may have queued it on an idle CPU's runqueue, which
-//! only that CPU takes; before this, `chaos_loses_no_task` hung under load
-//! with eevdf on 4 workers).
+//! slice while groups are runnable. The contract's "poll idle CPUs after
+//! an event that can make work appear" is one rule, [`Shared::poll_idle`]:
+//! while more groups are runnable than workers busy, unpark the next
+//! parked worker after this one. It runs at each slice end, and, with a
+//! work-conserving scheduler, when a worker's pick finds nothing, so the
+//! poll goes round until the CPU holding the work is reached (a per-CPU
+//! scheduler may have queued it on an idle CPU's runqueue, which only that
+//! CPU takes; without the second use, `chaos_loses_no_task` hung under
+//! load with eevdf on 4 workers).
+//!
+//! # Atomics and their orderings
+//!
+//! `SeqCst` where two sides each store then load (the store-load pairs,
+//! where weaker orders let both loads miss both stores):
+//!
+//! * group `state` against the queue (the wake-up protocol above; the
+//!   queue side is SegQueue's `SeqCst` tail CAS in `push` and tail load in
+//!   `is_empty`);
+//! * `stopping` against the queue: `schedule` pushes then loads
+//!   `stopping` (and sweeps); `stop` stores it, then sweeps every queue;
+//! * `closed` against the task counts: a spawn counts `submitted`, then
+//!   loads `closed` (and `accepting`); a task's end counts itself, then
+//!   loads `closed`; `close` stores `closed`, then reads the counts
+//!   ([`GroupInner::live`]);
+//! * a worker's `parked` against the scheduler's state: the worker stores
+//!   `parked`, then picks; a wake-up changes the scheduler, then loads
+//!   `parked` (a distributed scheduler's wake and pick may take different
+//!   locks, so no lock orders the two);
+//! * `busy`, `busy_workers` and `runnable_groups`, which the poll rule
+//!   reads against `parked`.
+//!
+//! `accepting` (its store in `stop`, its second load in a spawn) stays
+//! `SeqCst` too, though no pair depends on it: a spawn that races a
+//! shutdown is refused, or queued and run, or queued after the drain and
+//! swept `Cancelled` (it sees `stopping`, or the final sweep sees it).
+//!
+//! `Relaxed` everywhere else, each for a stated reason: statistics
+//! counters (read only by snapshots, each a monotone count; none decides
+//! anything); `kicked`, a hint (seen one task late, a preemption comes one
+//! task late); the `stopping` load between tasks and the first `accepting`
+//! load in a spawn (early exits; the `SeqCst` loads above decide);
+//! `weight`, `joined`, `runnable_since` and `on_worker`, whose writer and
+//! reader are ordered by a lock both take (the transition lock, the lag
+//! book, or the scheduler lock between one worker's slice end and the
+//! next worker's pick of that group).
+//!
+//! # Per-task cost
+//!
+//! A task costs its async-task allocation, one `Arc` clone of its group
+//! (dropped on the worker in batches: [`crate::task`]'s `Meta`), a
+//! SegQueue push and pop, the `submitted` count (the spawner's cache line)
+//! and the end count (the worker's), async-task's own state changes, and a
+//! clock read per batch of tasks, not per task ([`SliceClock`]).
 
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, AtomicUsize, Ordering::SeqCst};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, AtomicUsize, Ordering::Relaxed, Ordering::SeqCst};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
@@ -57,7 +101,7 @@ use crate::error::{BuildError, GroupError, SpawnError};
 use crate::host::{Host, SchedEvent, Stop, Target};
 use crate::lag::{LagBook, LagRange};
 use crate::stats::{GroupStats, Snapshot, Totals, WorkerStats};
-use crate::task::{self, JoinHandle, TaskGuard};
+use crate::task::{self, Deferred, JoinHandle, Runnable};
 
 /// The most workers a runtime may have.
 pub const MAX_WORKERS: usize = 1024;
@@ -65,8 +109,6 @@ pub const MAX_WORKERS: usize = 1024;
 const IDLE: u8 = 0;
 const ACTIVE: u8 = 1;
 const GONE: u8 = 2;
-
-type Runnable = async_task::Runnable;
 
 /// Settings for a [`Runtime`].
 #[derive(Clone, Debug)]
@@ -295,7 +337,7 @@ impl Shared {
 
     fn unpark(&self, k: usize) -> bool {
         let w = &self.workers[k];
-        if w.parked.swap(false, SeqCst) {
+        if w.parked.load(SeqCst) && w.parked.swap(false, SeqCst) {
             w.unparker.unpark();
             true
         } else {
@@ -311,12 +353,23 @@ impl Shared {
         }
     }
 
-    /// Unpark the first parked worker after `k`, cyclically.
-    fn unpark_next(&self, k: usize) {
-        let n = self.workers.len();
-        for j in (1..n).map(|i| (k + i) % n) {
-            if self.unpark(j) {
-                return;
+    /// The contract's "poll idle CPUs after an event that can make work
+    /// appear", for worker `from`: while more groups are runnable than
+    /// workers are busy, some runnable group is on no worker, so unpark the
+    /// first parked worker after `from`, cyclically. Called at each slice
+    /// end (the group this worker stopped, or one its pick moved, may be
+    /// runnable and not running), and by a worker whose pick found nothing
+    /// (see [`worker_loop`]): the woken worker either takes the work or,
+    /// finding nothing itself, polls the next, so the poll goes round the
+    /// parked workers until it reaches the one whose CPU holds the work,
+    /// and stops there (runnable ≤ busy again).
+    fn poll_idle(&self, from: usize) {
+        if self.runnable_groups.load(SeqCst) > self.busy_workers.load(SeqCst) {
+            let n = self.workers.len();
+            for j in (1..n).map(|i| (from + i) % n) {
+                if self.unpark(j) {
+                    return;
+                }
             }
         }
     }
@@ -326,7 +379,7 @@ impl Shared {
         match t {
             Target::Kick(k) => {
                 if !self.unpark(k) {
-                    self.workers[k].kicked.store(true, SeqCst);
+                    self.workers[k].kicked.store(true, Relaxed);
                     self.unpark_any();
                 }
             }
@@ -363,8 +416,8 @@ struct Transition {
 
 /// Per-group counters written by the worker serving the group (per slice,
 /// and per task for `completed` and `panicked`), kept on cache lines of
-/// their own ([`GroupInner::m`]) so a spawner's writes (`live`,
-/// `submitted`) and reads (`state`, `closed`) do not bounce them.
+/// their own ([`GroupInner::m`]) so a spawner's writes (`submitted`) and
+/// reads (`state`, `closed`) do not bounce them.
 #[derive(Default)]
 struct Counters {
     completed: AtomicU64,
@@ -388,11 +441,12 @@ pub(crate) struct GroupInner {
     state: AtomicU8,
     transition: Mutex<Transition>,
     closed: AtomicBool,
-    /// Tasks spawned and not yet ended (queued, running, or pending futures).
-    live: AtomicU64,
     weight: AtomicU64,
-    /// Tasks accepted (written by spawners, beside `live`).
-    submitted: AtomicU64,
+    /// Tasks accepted, on a line of its own: spawners write it, and
+    /// nothing else does per task. A task's end is counted only on the
+    /// worker's side (`m`), so no counter is written by both sides per
+    /// task; tasks live = submitted - ended ([`GroupInner::live`]).
+    submitted: CachePadded<AtomicU64>,
     /// `Transition::joined`, readable without the lock (statistics read it
     /// while holding the lag book, which comes after the transition lock).
     joined: AtomicBool,
@@ -400,8 +454,9 @@ pub(crate) struct GroupInner {
 }
 
 impl GroupInner {
-    /// async-task's schedule hook: a new or woken task is ready.
-    fn schedule(self: &Arc<Self>, r: Runnable) {
+    /// A new or woken task is ready (async-task's schedule hook,
+    /// [`task`]'s `schedule`).
+    pub(crate) fn schedule(self: &Arc<Self>, r: Runnable) {
         self.queue.push(r);
         if self.shared.stopping.load(SeqCst) {
             self.sweep();
@@ -426,8 +481,8 @@ impl GroupInner {
         self.state.store(ACTIVE, SeqCst);
         sh.runnable_groups.fetch_add(1, SeqCst);
         let now = || sh.now();
-        self.m.runnable_since.store(now(), SeqCst);
-        let w = Weight::new(self.weight.load(SeqCst)).expect("weights are checked when set");
+        self.m.runnable_since.store(now(), Relaxed);
+        let w = Weight::new(self.weight.load(Relaxed)).expect("weights are checked when set");
         let target = if t.joined {
             let r = sh.host.wake(now, self.id);
             if let Some(mut l) = sh.lag() {
@@ -436,7 +491,7 @@ impl GroupInner {
             r
         } else {
             t.joined = true;
-            self.joined.store(true, SeqCst);
+            self.joined.store(true, Relaxed);
             let r = sh.host.join(now, self.id, w);
             if let Some(mut l) = sh.lag() {
                 l.join(self.id, w);
@@ -465,11 +520,29 @@ impl GroupInner {
         self.m.cancelled.fetch_add(1, SeqCst);
     }
 
-    /// A task ended (any way): the last one of a closed group retires it.
+    /// A task ended (any way, counted just before): the last one of a
+    /// closed group retires it.
     pub(crate) fn task_gone(self: &Arc<Self>) {
-        if self.live.fetch_sub(1, SeqCst) == 1 && self.closed.load(SeqCst) {
+        if self.closed.load(SeqCst) && self.live() == 0 {
             self.try_retire();
         }
+    }
+
+    /// Tasks accepted and not ended yet (queued, running, or pending
+    /// futures): `submitted` less the ends. Exact when it reads 0: the
+    /// ends are read first, then `submitted`, each counter only grows
+    /// (but `submitted`, undone by a refused spawn that never ends), and a
+    /// task's end is counted after its `submitted`, so ends read ≤ ends at
+    /// the `submitted` read ≤ `submitted` then; equal means none was live
+    /// at that instant. A closed group with none live stays so (spawns are
+    /// refused once `closed` is seen, and a refused one undoes its count).
+    /// The zero is seen by someone (`SeqCst` on both sides): the last task
+    /// to end counts its end, then loads `closed`; `close` stores `closed`,
+    /// then reads the counts.
+    fn live(&self) -> u64 {
+        let m = &self.m;
+        let ended = m.completed.load(SeqCst) + m.panicked.load(SeqCst) + m.cancelled.load(SeqCst);
+        self.submitted.load(SeqCst).saturating_sub(ended)
     }
 
     /// A closed group with no task left, blocked in the scheduler (or
@@ -478,7 +551,7 @@ impl GroupInner {
     fn try_retire(self: &Arc<Self>) {
         let sh = &self.shared;
         let t = lock(&self.transition);
-        if self.state.load(SeqCst) != IDLE || !self.closed.load(SeqCst) || self.live.load(SeqCst) != 0 {
+        if self.state.load(SeqCst) != IDLE || !self.closed.load(SeqCst) || self.live() != 0 {
             return;
         }
         self.state.store(GONE, SeqCst);
@@ -498,28 +571,30 @@ impl GroupInner {
 
     fn stats(&self, lag: Option<&mut LagBook>) -> GroupStats {
         let m = &self.m;
-        let state = self.state.load(SeqCst);
+        let state = self.state.load(Relaxed);
         let (lag_ns, range, rate) = match lag {
-            Some(l) if state != GONE && self.joined.load(SeqCst) => (l.lag(self.id), l.range(self.id), l.rate(self.id)),
+            Some(l) if state != GONE && self.joined.load(Relaxed) => {
+                (l.lag(self.id), l.range(self.id), l.rate(self.id))
+            }
             _ => (0, LagRange::default(), (0, 1)),
         };
         GroupStats {
             id: self.id.0,
             name: self.name.clone(),
-            weight: self.weight.load(SeqCst),
-            closed: self.closed.load(SeqCst),
+            weight: self.weight.load(Relaxed),
+            closed: self.closed.load(Relaxed),
             retired: state == GONE,
-            submitted: self.submitted.load(SeqCst),
-            completed: m.completed.load(SeqCst),
-            panicked: m.panicked.load(SeqCst),
-            cancelled: m.cancelled.load(SeqCst),
-            live: self.live.load(SeqCst),
+            submitted: self.submitted.load(Relaxed),
+            completed: m.completed.load(Relaxed),
+            panicked: m.panicked.load(Relaxed),
+            cancelled: m.cancelled.load(Relaxed),
+            live: self.live(),
             queue_len: self.queue.len(),
-            cpu_ns: m.cpu_ns.load(SeqCst),
-            run_ns: m.run_ns.load(SeqCst),
-            wait_ns: m.wait_ns.load(SeqCst),
-            slices: m.slices.load(SeqCst),
-            overlaps: m.overlaps.load(SeqCst),
+            cpu_ns: m.cpu_ns.load(Relaxed),
+            run_ns: m.run_ns.load(Relaxed),
+            wait_ns: m.wait_ns.load(Relaxed),
+            slices: m.slices.load(Relaxed),
+            overlaps: m.overlaps.load(Relaxed),
             lag_ns,
             max_lag_ns: range.max,
             min_lag_ns: range.min,
@@ -565,10 +640,12 @@ impl Group {
     {
         let g = &self.inner;
         let sh = &g.shared;
-        if !sh.accepting.load(SeqCst) {
+        if !sh.accepting.load(Relaxed) {
             return Err(SpawnError::ShuttingDown);
         }
-        g.live.fetch_add(1, SeqCst);
+        // Counted before `closed` is checked (see `GroupInner::live`), and
+        // undone if refused.
+        g.submitted.fetch_add(1, SeqCst);
         let refused = if g.closed.load(SeqCst) {
             Some(SpawnError::Closed(g.name.clone()))
         } else if !sh.accepting.load(SeqCst) {
@@ -577,15 +654,15 @@ impl Group {
             None
         };
         if let Some(e) = refused {
+            g.submitted.fetch_sub(1, SeqCst);
             g.task_gone();
             return Err(e);
         }
-        g.submitted.fetch_add(1, SeqCst);
-        let fut = task::wrap(fut, TaskGuard::new(g.clone()));
-        let home = g.clone();
-        let (runnable, handle) = async_task::spawn(fut, move |r| home.schedule(r));
-        runnable.schedule();
-        Ok(JoinHandle::new(handle.fallible()))
+        let (runnable, handle) = task::spawn(g.clone(), fut);
+        // Straight to the queue: `g` is alive here, so no waker need keep
+        // the task alive meanwhile (as async-task's `schedule` path does).
+        g.schedule(runnable);
+        Ok(handle)
     }
 
     /// Change its weight (takes effect at the scheduler at once; the fluid
@@ -598,7 +675,7 @@ impl Group {
         if g.state.load(SeqCst) == GONE {
             return Err(GroupError::Closed(g.name.clone()));
         }
-        g.weight.store(w.get(), SeqCst);
+        g.weight.store(w.get(), Relaxed);
         if t.joined && !sh.stopping.load(SeqCst) {
             if let Err(e) = sh.host.set_weight(|| sh.now(), g.id, w) {
                 drop(t);
@@ -673,9 +750,8 @@ impl Runtime {
             state: AtomicU8::new(IDLE),
             transition: Mutex::new(Transition { joined: false }),
             closed: AtomicBool::new(false),
-            live: AtomicU64::new(0),
             weight: AtomicU64::new(w.get()),
-            submitted: AtomicU64::new(0),
+            submitted: CachePadded::new(AtomicU64::new(0)),
             joined: AtomicBool::new(false),
             m: CachePadded::new(Counters::default()),
         });
@@ -715,10 +791,10 @@ impl Runtime {
             .workers
             .iter()
             .map(|w| WorkerStats {
-                picks: w.picks.load(SeqCst),
-                pick_ns: w.pick_ns.load(SeqCst),
-                tasks: w.tasks.load(SeqCst),
-                cpu_ns: w.cpu_ns.load(SeqCst),
+                picks: w.picks.load(Relaxed),
+                pick_ns: w.pick_ns.load(Relaxed),
+                tasks: w.tasks.load(Relaxed),
+                cpu_ns: w.cpu_ns.load(Relaxed),
             })
             .collect()
     }
@@ -858,8 +934,8 @@ fn stop_and_pick(sh: &Shared, k: usize, prev: Option<Stop>) -> Option<(ClientId,
     let w = &sh.workers[k];
     let t0 = Instant::now();
     let r = sh.host.stop_and_pick(|| sh.now(), k, prev);
-    w.pick_ns.fetch_add(t0.elapsed().as_nanos() as u64, SeqCst);
-    w.picks.fetch_add(1, SeqCst);
+    w.pick_ns.fetch_add(t0.elapsed().as_nanos() as u64, Relaxed);
+    w.picks.fetch_add(1, Relaxed);
     match r {
         Ok(p) => p,
         Err(e) => {
@@ -891,11 +967,7 @@ fn worker_loop(sh: &Shared, k: usize, parker: &Parker) {
                     return;
                 };
                 next = serve(sh, k, &g, slice);
-                // Work may have appeared for a parked worker (a group this
-                // worker stopped is runnable and not running).
-                if sh.runnable_groups.load(SeqCst) > sh.busy_workers.load(SeqCst) {
-                    sh.unpark_any();
-                }
+                sh.poll_idle(k);
             }
             None => {
                 set_busy(sh, k, false);
@@ -907,11 +979,12 @@ fn worker_loop(sh: &Shared, k: usize, parker: &Parker) {
                 }
                 // Work this worker cannot take may sit on another idle CPU's
                 // queue (a per-CPU scheduler such as cfs or eevdf placed it
-                // there, or balanced it there): poll the next parked worker,
-                // as the contract's host polls every idle CPU. The baton
-                // stops where the work is taken (runnable ≤ busy again).
-                if sh.work_conserving && sh.runnable_groups.load(SeqCst) > sh.busy_workers.load(SeqCst) {
-                    sh.unpark_next(k);
+                // there, or balanced it there): pass the poll on. Not for a
+                // scheduler that may idle a CPU on purpose (DWRR, DFS): the
+                // poll would go round for ever while it holds work back;
+                // its parked workers look again after one slice instead.
+                if sh.work_conserving {
+                    sh.poll_idle(k);
                 }
                 if sh.work_conserving || sh.runnable_groups.load(SeqCst) == 0 {
                     parker.park();
@@ -919,45 +992,91 @@ fn worker_loop(sh: &Shared, k: usize, parker: &Parker) {
                     parker.park_timeout(Duration::from_nanos(sh.slice));
                 }
                 slot.parked.store(false, SeqCst);
-                slot.kicked.store(false, SeqCst);
+                slot.kicked.store(false, Relaxed);
                 next = stop_and_pick(sh, k, None);
             }
         }
     }
 }
 
+/// When a slice's deadline is looked at: after every task at first, and
+/// after twice as many tasks each time the tasks since the last look took
+/// less than 1/[`SliceClock::FINE`] of the slice, up to every
+/// [`SliceClock::MAX_STRIDE`] tasks; back to every task once a batch took
+/// longer. Tiny tasks so pay one clock read per up to 64 tasks instead of
+/// one each, and the slice overruns its deadline by at most the batch
+/// being run when it passed: under 1/32 of the slice if tasks take as long
+/// as those of the batch before (the stride only doubled because that one
+/// took under 1/64), and otherwise at most 63 tasks more than a clock read
+/// after every task would allow. (Tasks that call `need_yield()` read the
+/// clock themselves.)
+struct SliceClock {
+    last: Instant,
+    fine: Duration,
+    stride: u32,
+    left: u32,
+}
+
+impl SliceClock {
+    const FINE: u32 = 64;
+    const MAX_STRIDE: u32 = 64;
+
+    fn new(start: Instant, slice: Time) -> SliceClock {
+        SliceClock { last: start, fine: Duration::from_nanos(slice / Self::FINE as u64), stride: 1, left: 1 }
+    }
+
+    /// One task ran: is the deadline past (looked at only when a batch ends)?
+    fn expired(&mut self, deadline: Instant) -> bool {
+        self.left -= 1;
+        if self.left > 0 {
+            return false;
+        }
+        let now = Instant::now();
+        if now >= deadline {
+            return true;
+        }
+        self.stride = if now - self.last < self.fine { (self.stride * 2).min(Self::MAX_STRIDE) } else { 1 };
+        self.left = self.stride;
+        self.last = now;
+        false
+    }
+}
+
 /// Run one slice of group `g` on worker `k`, report it, pick the next.
 fn serve(sh: &Shared, k: usize, g: &Arc<GroupInner>, slice: Time) -> Option<(ClientId, Time)> {
     let slot = &sh.workers[k];
-    if g.m.on_worker.swap(true, SeqCst) {
-        g.m.overlaps.fetch_add(1, SeqCst);
+    if g.m.on_worker.swap(true, Relaxed) {
+        g.m.overlaps.fetch_add(1, Relaxed);
     }
     let t0 = Instant::now();
     let cpu0 = thread_cpu_ns();
     let started = (t0 - sh.start).as_nanos() as Time;
-    g.m.wait_ns.fetch_add(started.saturating_sub(g.m.runnable_since.load(SeqCst)), SeqCst);
+    g.m.wait_ns.fetch_add(started.saturating_sub(g.m.runnable_since.load(Relaxed)), Relaxed);
     let deadline = t0 + Duration::from_nanos(slice);
     task::set_deadline(Some(deadline));
     let mut tasks = 0;
+    let mut clock = SliceClock::new(t0, slice);
+    Deferred::start();
     while let Some(r) = g.queue.pop() {
         // User panics are caught inside the task; this catches only a
         // panic in dropping its output or the like, so the worker goes on.
         let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| r.run()));
         tasks += 1;
-        if Instant::now() >= deadline || slot.kicked.load(SeqCst) || sh.stopping.load(SeqCst) {
+        if slot.kicked.load(Relaxed) || sh.stopping.load(Relaxed) || clock.expired(deadline) {
             break;
         }
     }
     task::set_deadline(None);
+    Deferred::flush(true);
     let ran = thread_cpu_ns().saturating_sub(cpu0);
     let wall = t0.elapsed().as_nanos() as Time;
-    let kicked = slot.kicked.swap(false, SeqCst);
-    g.m.on_worker.store(false, SeqCst);
-    slot.tasks.fetch_add(tasks, SeqCst);
-    slot.cpu_ns.fetch_add(ran, SeqCst);
-    g.m.cpu_ns.fetch_add(ran, SeqCst);
-    g.m.run_ns.fetch_add(wall, SeqCst);
-    g.m.slices.fetch_add(1, SeqCst);
+    let kicked = slot.kicked.swap(false, Relaxed);
+    g.m.on_worker.store(false, Relaxed);
+    slot.tasks.fetch_add(tasks, Relaxed);
+    slot.cpu_ns.fetch_add(ran, Relaxed);
+    g.m.cpu_ns.fetch_add(ran, Relaxed);
+    g.m.run_ns.fetch_add(wall, Relaxed);
+    g.m.slices.fetch_add(1, Relaxed);
 
     // The idle handshake (module doc): decide Expired / Blocked / Left.
     let mut guard = None;
@@ -974,7 +1093,7 @@ fn serve(sh: &Shared, k: usize, g: &Arc<GroupInner>, slice: Time) -> Option<(Cli
             g.state.store(ACTIVE, SeqCst);
             StopReason::Expired
         } else {
-            let left = g.closed.load(SeqCst) && g.live.load(SeqCst) == 0;
+            let left = g.closed.load(SeqCst) && g.live() == 0;
             if left {
                 g.state.store(GONE, SeqCst);
             }
@@ -995,7 +1114,7 @@ fn serve(sh: &Shared, k: usize, g: &Arc<GroupInner>, slice: Time) -> Option<(Cli
         }
     }
     if why.still_runnable() {
-        g.m.runnable_since.store(sh.now(), SeqCst);
+        g.m.runnable_since.store(sh.now(), Relaxed);
     } else {
         sh.runnable_groups.fetch_sub(1, SeqCst);
     }
@@ -1005,4 +1124,66 @@ fn serve(sh: &Shared, k: usize, g: &Arc<GroupInner>, slice: Time) -> Option<(Cli
         sh.retire(g);
     }
     next
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The stride doubles while batches are short, up to its cap, goes back
+    /// to 1 after a long batch, and a past deadline is seen at the next
+    /// batch end.
+    #[test]
+    fn slice_clock_stride_adapts() {
+        // A 10 s slice: "short" is under 156 ms, which a few calls are.
+        let slice = 10_000_000_000;
+        let start = Instant::now();
+        let far = start + Duration::from_secs(3600);
+        let mut c = SliceClock::new(start, slice);
+        let mut strides = Vec::new();
+        for _ in 0..1000 {
+            assert!(!c.expired(far));
+            strides.push(c.stride);
+        }
+        strides.dedup();
+        assert_eq!(strides, [2, 4, 8, 16, 32, 64], "doubling up to the cap");
+        // Finish the current batch after a long pause: back to 1.
+        std::thread::sleep(Duration::from_millis(200));
+        while c.left > 1 {
+            assert!(!c.expired(far));
+        }
+        assert!(!c.expired(far));
+        assert_eq!(c.stride, 1, "a batch longer than slice/64 resets the stride");
+        // A deadline already past: seen when the batch (of 1) ends.
+        assert!(c.expired(start));
+    }
+
+    /// The group references the finished tasks held are dropped by the
+    /// end of their slice (deferred, not leaked): once every task ended
+    /// and the worker is idle, only the handle and the runtime's slot hold
+    /// the group.
+    #[test]
+    fn deferred_group_references_are_released_at_the_slice_end() {
+        let rt = Runtime::builder().workers(2).track_lag(false).build().unwrap();
+        let g = rt.group("g", 1).unwrap();
+        let hs: Vec<_> = (0..10_000u64).map(|i| g.spawn(move || i).unwrap()).collect();
+        for (i, h) in hs.into_iter().enumerate() {
+            assert_eq!(h.join().unwrap(), i as u64);
+        }
+        let t = Instant::now();
+        while Arc::strong_count(&g.inner) != 2 || !rt.shared.quiescent() {
+            assert!(t.elapsed() < Duration::from_secs(20), "{} references left", Arc::strong_count(&g.inner));
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        // Detached tasks: freed on the worker, inside the slice.
+        for i in 0..10_000u64 {
+            drop(g.spawn(move || i).unwrap());
+        }
+        let t = Instant::now();
+        while Arc::strong_count(&g.inner) != 2 || !rt.shared.quiescent() {
+            assert!(t.elapsed() < Duration::from_secs(20), "{} references left", Arc::strong_count(&g.inner));
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        assert_eq!(rt.shutdown_drain().totals.completed, 20_000);
+    }
 }

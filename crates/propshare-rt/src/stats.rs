@@ -23,7 +23,9 @@ pub struct GroupStats {
     pub panicked: u64,
     /// Tasks dropped unrun or unfinished (their handles say `Cancelled`).
     pub cancelled: u64,
-    /// Tasks not ended yet: `submitted - completed - panicked - cancelled`.
+    /// Tasks not ended yet: `submitted - completed - panicked - cancelled`
+    /// (computed so, and 0 if the ends ever exceeded `submitted`, which
+    /// [`Totals::balanced`] would then report).
     pub live: u64,
     /// Ready tasks in its queue now.
     pub queue_len: usize,
@@ -72,7 +74,10 @@ pub struct Totals {
 }
 
 impl Totals {
-    /// `submitted = completed + panicked + cancelled + live`.
+    /// `submitted = completed + panicked + cancelled + live`. `live` is
+    /// derived from the others, so this fails only if a task's end was
+    /// counted more often than its spawn (a double count), or the counters
+    /// were read while tasks were spawned or ended.
     pub fn balanced(&self) -> bool {
         self.submitted == self.completed + self.panicked + self.cancelled + self.live
     }
