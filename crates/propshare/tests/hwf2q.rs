@@ -13,6 +13,18 @@ fn build(cpus: usize, q: Time, name: &str) -> Box<dyn Scheduler> {
     registry::build(name, SchedConfig::new(cpus, q)).unwrap()
 }
 
+/// H-WF2Q+ on `cpus` CPUs (quantum 10 ms) with groups added in order,
+/// each `(parent, weight)`, `parent` an index into the groups made so far
+/// (0: the root); the scheduler and the groups, the root first.
+fn with_groups(cpus: usize, groups: &[(usize, u64)]) -> (Box<dyn Scheduler>, Vec<GroupId>) {
+    let mut s = build(cpus, 10 * MS, "hwf2q");
+    let mut ids = vec![ROOT];
+    for &(parent, x) in groups {
+        ids.push(s.hierarchical().unwrap().add_group(ids[parent], w(x)).unwrap());
+    }
+    (s, ids)
+}
+
 /// Client `c` joins at time 0 with weight `x`, placed in group `g` first.
 fn join_in(s: &mut dyn Scheduler, c: u32, g: GroupId, x: Weight) {
     s.hierarchical().unwrap().place(0, ClientId(c), g).unwrap();
@@ -58,9 +70,8 @@ fn one_level_one_cpu_decides_as_wf2q() {
 /// the stops, all four would go to the first group.
 #[test]
 fn simultaneous_picks_spread_over_groups() {
-    let mut s = build(4, 10 * MS, "hwf2q");
-    let h = s.hierarchical().unwrap();
-    let (a, b) = (h.add_group(ROOT, w(1)).unwrap(), h.add_group(ROOT, w(1)).unwrap());
+    let (mut s, g) = with_groups(4, &[(0, 1), (0, 1)]);
+    let (a, b) = (g[1], g[2]);
     for c in 0..8u32 {
         join_in(s.as_mut(), c, if c < 4 { a } else { b }, w(1));
     }
@@ -79,10 +90,9 @@ fn simultaneous_picks_spread_over_groups() {
 #[test]
 fn moves_keep_the_books() {
     let q = 10 * MS;
-    let mut s = build(2, q, "hwf2q");
+    let (mut s, g) = with_groups(2, &[(0, 2), (1, 3)]);
+    let (a, b) = (g[1], g[2]);
     let h = s.hierarchical().unwrap();
-    let a = h.add_group(ROOT, w(2)).unwrap();
-    let b = h.add_group(a, w(3)).unwrap();
     assert_eq!(h.add_group(GroupId(9), w(1)), Err(GroupError::UnknownGroup(GroupId(9))));
     assert_eq!(h.set_group_weight(0, ROOT, w(1)), Err(GroupError::Root));
     for c in 0..4u32 {
@@ -113,11 +123,8 @@ fn moves_keep_the_books() {
 #[test]
 fn group_moves_keep_the_books() {
     let q = 10 * MS;
-    let mut s = build(2, q, "hwf2q");
-    let h = s.hierarchical().unwrap();
-    let a = h.add_group(ROOT, w(2)).unwrap();
-    let b = h.add_group(ROOT, w(1)).unwrap();
-    let a1 = h.add_group(a, w(3)).unwrap();
+    let (mut s, g) = with_groups(2, &[(0, 2), (0, 1), (1, 3)]);
+    let (a, b, a1) = (g[1], g[2], g[3]);
     for c in 0..6u32 {
         join_in(s.as_mut(), c, [a, a1, b][c as usize % 3], w(1 + c as u64));
     }

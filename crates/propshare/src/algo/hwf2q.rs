@@ -198,6 +198,25 @@ struct Node {
     busy: BTreeSet<(VTime, Child)>,
 }
 
+impl Node {
+    /// A group with nothing below it, at `depth` under `parent`.
+    fn new(parent: GroupId, depth: u32, tags: Tags) -> Node {
+        Node {
+            parent,
+            depth,
+            tags,
+            v: 0,
+            active_weight: 0,
+            capped_weight: 0,
+            runnable: 0,
+            available: 0,
+            pending: BTreeSet::new(),
+            eligible: BTreeSet::new(),
+            busy: BTreeSet::new(),
+        }
+    }
+}
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum State {
     Runnable,
@@ -233,23 +252,10 @@ pub struct Hwf2qPolicy {
 impl Hwf2qPolicy {
     /// An empty tree (the root only) for `cfg`.
     pub fn new(cfg: &SchedConfig, params: Hwf2qParams) -> Hwf2qPolicy {
-        let root = Node {
-            parent: ROOT,
-            depth: 0,
-            tags: Tags::new(Weight::ONE),
-            v: 0,
-            active_weight: 0,
-            capped_weight: 0,
-            runnable: 0,
-            available: 0,
-            pending: BTreeSet::new(),
-            eligible: BTreeSet::new(),
-            busy: BTreeSet::new(),
-        };
         Hwf2qPolicy {
             quantum: cfg.quantum,
             params,
-            nodes: vec![root],
+            nodes: vec![Node::new(ROOT, 0, Tags::new(Weight::ONE))],
             leaves: ClientTable::new(),
             placed: ClientTable::new(),
         }
@@ -625,19 +631,7 @@ impl Hierarchical for Hwf2qPolicy {
         }
         let g = GroupId(self.nodes.len() as u32);
         let v = self.nodes[parent.0 as usize].v;
-        self.nodes.push(Node {
-            parent,
-            depth,
-            tags: Tags { start: v, ..Tags::new(weight) },
-            v: 0,
-            active_weight: 0,
-            capped_weight: 0,
-            runnable: 0,
-            available: 0,
-            pending: BTreeSet::new(),
-            eligible: BTreeSet::new(),
-            busy: BTreeSet::new(),
-        });
+        self.nodes.push(Node::new(parent, depth, Tags { start: v, ..Tags::new(weight) }));
         Ok(g)
     }
 

@@ -517,24 +517,6 @@ pub struct Entity {
     pub moved_unrun: bool,
 }
 
-impl Entity {
-    fn new(weight: u64, cpu: usize) -> Entity {
-        Entity {
-            weight,
-            vruntime: 0,
-            deadline: 0,
-            vlag: 0,
-            slice: 0,
-            cpu,
-            stamp: 0,
-            sum_exec: 0,
-            exec_start: 0,
-            charged: 0,
-            moved_unrun: false,
-        }
-    }
-}
-
 /// Why an entity is enqueued.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Enqueue {
@@ -944,7 +926,7 @@ pub fn join<R: FairRq, P: Parts<Part = CpuPart<R>> + ?Sized>(
     readjust: impl FnOnce(&LinuxShared, &mut P),
 ) -> Kick {
     let k = select_cpu_new(parts);
-    let se = Entity { slice: sh.tun.base_slice, ..Entity::new(w.get(), k) };
+    let se = Entity { weight: w.get(), slice: sh.tun.base_slice, cpu: k, ..Entity::default() };
     let s = parts.with(k, |q| q.admit(sh, k, c, se));
     readjust(sh, parts);
     parts.with(k, |q| q.attach(sh, s, Enqueue::New)).then_some(CpuId(k as u32))
