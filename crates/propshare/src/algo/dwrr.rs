@@ -1264,36 +1264,3 @@ impl<L: LocalQueue> Policy for DwrrPolicy<L> {
         DwrrPolicy::check_invariants(self)
     }
 }
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::model::MS;
-    use crate::scheduler::{Decision, Scheduler};
-
-    fn w(x: u64) -> Weight {
-        Weight::new(x).unwrap()
-    }
-
-    #[test]
-    fn exact_slices_in_weight_units() {
-        // U = 1024, B = 30 ms: weight 820 gets 820/1024 · 30 ms = 24.0234375 ms.
-        let cfg = SchedConfig::new(1, 100 * MS);
-        let opts = DwrrOptions { round_unit: 30 * MS, weight_unit: 1024, carry_overrun: false };
-        let mut s = DwrrRr::new(cfg, opts);
-        s.join(0, ClientId(0), w(820)).unwrap();
-        let Decision::Run { slice, .. } = s.pick(0, CpuId(0)).unwrap() else { panic!() };
-        assert_eq!(slice, 24_023_438); // rounded up to whole ns
-        s.stopped(slice, CpuId(0), ClientId(0), slice - 1, StopReason::Preempted).unwrap();
-        let Decision::Run { slice, .. } = s.pick(slice, CpuId(0)).unwrap() else { panic!() };
-        assert_eq!(slice, 1);
-    }
-
-    #[test]
-    fn highest_only_rises() {
-        let h = Highest::default();
-        h.raise_to(3);
-        h.raise_to(2);
-        assert_eq!(h.get(), 3);
-    }
-}
