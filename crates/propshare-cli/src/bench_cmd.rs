@@ -115,26 +115,15 @@ pub fn bench(
     let vs_n = by(&|r| r.cpus == 8, &|r| r.clients as f64);
     let vs_p = by(&|r| r.clients == n_mid, &|r| r.cpus as f64);
     let plot_err = |e: Box<dyn std::error::Error>| anyhow::anyhow!("plot: {e}");
-    line_chart(
-        &out.join("bench_vs_n.svg"),
-        "ns per decision against N (P = 8)",
-        "clients N",
-        "ns per decision (median)",
-        &vs_n,
-        (Scale::Log, Scale::Log),
-    )
-    .map_err(plot_err)
-    .with_context(|| out.display().to_string())?;
-    line_chart(
-        &out.join("bench_vs_p.svg"),
-        &format!("ns per decision against P (N = {n_mid})"),
-        "CPUs P",
-        "ns per decision (median)",
-        &vs_p,
-        (Scale::Log, Scale::Log),
-    )
-    .map_err(plot_err)
-    .with_context(|| out.display().to_string())?;
+    for (file, title, x_label, series) in [
+        ("bench_vs_n.svg", "ns per decision against N (P = 8)".to_string(), "clients N", &vs_n),
+        ("bench_vs_p.svg", format!("ns per decision against P (N = {n_mid})"), "CPUs P", &vs_p),
+    ] {
+        let y_label = "ns per decision (median)";
+        line_chart(&out.join(file), &title, x_label, y_label, series, (Scale::Log, Scale::Log))
+            .map_err(plot_err)
+            .with_context(|| out.display().to_string())?;
+    }
     let mut html = String::new();
     let _ = write!(
         html,
@@ -167,19 +156,11 @@ pub fn bench(
              <th>steps per 1000 decisions</th><th>moved per step</th></tr>"
         );
         for b in &balancing {
-            let _ = write!(
-                html,
-                "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{:.2}</td><td>{:.2}</td></tr>",
-                b.scheduler,
-                b.clients,
-                b.cpus,
-                or_na(b.ordinary_median_ns, 0),
-                or_na(b.balancing_median_ns, 0),
-                or_na(b.balancing_p99_ns, 0),
-                or_na(b.balancing_median_ns / b.ordinary_median_ns.max(1.0), 1),
-                b.balancing_per_1000,
-                b.moved_per_step
-            );
+            html.push_str("<tr>");
+            for cell in balancing_cells(b) {
+                let _ = write!(html, "<td>{cell}</td>");
+            }
+            html.push_str("</tr>");
         }
         html.push_str("</table>");
     }
@@ -191,6 +172,23 @@ pub fn bench(
 }
 
 /// `v` with `decimals`, or "n/a" where nothing was measured (NaN).
+/// One row of the round-balancing table, as the console and the HTML
+/// report print it: scheduler, N, P, ordinary and balancing medians,
+/// balancing p99, their ratio, steps per 1000 decisions, moved per step.
+fn balancing_cells(b: &BalancingResult) -> [String; 9] {
+    [
+        b.scheduler.clone(),
+        b.clients.to_string(),
+        b.cpus.to_string(),
+        or_na(b.ordinary_median_ns, 0),
+        or_na(b.balancing_median_ns, 0),
+        or_na(b.balancing_p99_ns, 0),
+        or_na(b.balancing_median_ns / b.ordinary_median_ns.max(1.0), 1),
+        format!("{:.2}", b.balancing_per_1000),
+        format!("{:.2}", b.moved_per_step),
+    ]
+}
+
 fn or_na(v: f64, decimals: usize) -> String {
     if v.is_nan() {
         "n/a".into()
@@ -236,18 +234,8 @@ fn balancing(
                     "moved"
                 );
             }
-            println!(
-                "{:<10} {:>7} {:>5} {:>12} {:>13} {:>14} {:>7} {:>13.2} {:>9.2}",
-                r.scheduler,
-                r.clients,
-                r.cpus,
-                or_na(r.ordinary_median_ns, 0),
-                or_na(r.balancing_median_ns, 0),
-                or_na(r.balancing_p99_ns, 0),
-                or_na(r.balancing_median_ns / r.ordinary_median_ns.max(1.0), 1),
-                r.balancing_per_1000,
-                r.moved_per_step
-            );
+            let [scheduler, n, p, ordinary, balancing, p99, ratio, steps, moved] = balancing_cells(&r);
+            println!("{scheduler:<10} {n:>7} {p:>5} {ordinary:>12} {balancing:>13} {p99:>14} {ratio:>7} {steps:>13} {moved:>9}");
             results.push(r);
         }
     }

@@ -11,6 +11,17 @@ fn propshare(args: &[&str]) -> Output {
         .expect("runs")
 }
 
+/// The error `out` printed, checked: bad input exits 2 with a message that
+/// contains each of `says` (`case` names the case in a failure).
+fn refused(out: &Output, case: &str, says: &[&str]) -> String {
+    let err = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert_eq!(out.status.code(), Some(2), "{case}: {err}");
+    for s in says {
+        assert!(err.contains(s), "{case}: no {s:?} in {err}");
+    }
+    err
+}
+
 fn tmp(name: &str) -> PathBuf {
     let d = std::env::temp_dir().join(format!("propshare-cli-{}-{name}", std::process::id()));
     let _ = std::fs::remove_dir_all(&d);
@@ -34,6 +45,17 @@ weight = 3
 run = "3ms"
 sleep = { dist = "exponential", mean = "10ms" }
 "#;
+
+/// GOOD with `from` replaced by `to`, simulated from `dir/NAME.toml`: that
+/// file and the error it was refused with (exit 2, its path in the message).
+fn refused_edit(dir: &Path, name: &str, from: &str, to: &str) -> (PathBuf, String) {
+    assert!(GOOD.contains(from), "{name}: test text");
+    let file = dir.join(format!("{name}.toml"));
+    std::fs::write(&file, GOOD.replacen(from, to, 1)).unwrap();
+    let out = propshare(&["simulate", file.to_str().unwrap(), "--quiet", "--out", dir.join("o").to_str().unwrap()]);
+    let err = refused(&out, name, &[&format!("{}:", file.display())]);
+    (file, err)
+}
 
 /// Each bad input exits 2 with `file:line:column: field: message`, never a panic.
 #[test]
@@ -127,13 +149,7 @@ fn bad_scenarios_exit_2_with_file_line_and_field() {
     ];
     assert_eq!(cases.len(), expect_field.len());
     for ((name, from, to), field) in cases.iter().zip(expect_field) {
-        assert!(GOOD.contains(from), "{name}: test text");
-        let file = dir.join(format!("{name}.toml"));
-        std::fs::write(&file, GOOD.replacen(from, to, 1)).unwrap();
-        let out = propshare(&["simulate", file.to_str().unwrap(), "--quiet", "--out", dir.join("o").to_str().unwrap()]);
-        let err = String::from_utf8_lossy(&out.stderr);
-        assert_eq!(out.status.code(), Some(2), "{name}: {err}");
-        assert!(err.contains(&format!("{}:", file.display())), "{name}: no file in {err}");
+        let (file, err) = refused_edit(&dir, name, from, to);
         assert!(err.contains(field), "{name}: no field {field:?} in {err}");
         let line_col = err.split(&format!("{}:", file.display())).nth(1).unwrap_or("");
         let line: usize = line_col.split(':').next().unwrap_or("").parse().unwrap_or(0);
@@ -146,8 +162,7 @@ fn bad_scenarios_exit_2_with_file_line_and_field() {
     let good = dir.join("good.toml");
     std::fs::write(&good, GOOD).unwrap();
     let out = propshare(&["simulate", good.to_str().unwrap(), "--scheduler", "nosuch", "--quiet"]);
-    assert_eq!(out.status.code(), Some(2));
-    assert!(String::from_utf8_lossy(&out.stderr).contains("unknown scheduler"));
+    refused(&out, "--scheduler nosuch", &["unknown scheduler"]);
 }
 
 /// Typed parameters: from the command line (`name(param=value,...)`) and
@@ -172,30 +187,23 @@ fn scheduler_parameters_from_the_command_line_and_scenario_tables() {
         ("rr(k=1)", "its parameters: none"),
         ("wfq(readjust=1)", "not true or false"),
     ] {
-        let out = args(spec);
-        let err = String::from_utf8_lossy(&out.stderr);
-        assert_eq!(out.status.code(), Some(2), "{spec}: {err}");
-        assert!(err.contains(says), "{spec}: {err}");
+        refused(&args(spec), spec, &[says]);
     }
-    // A table in the scenario: the scheduler keeps its name.
-    let with = |table: &str| {
+    // A table in the scenario (which runs wfq and `also`): the scheduler keeps its name.
+    let with_table = |also: &str, table: &str| {
         let f = dir.join("table.toml");
-        std::fs::write(&f, format!("{}\n{table}\n", GOOD.replacen("[\"wfq\"]", "[\"wfq\", \"gdq\"]", 1))).unwrap();
+        let scenario = GOOD.replacen("[\"wfq\"]", &format!("[\"wfq\", \"{also}\"]"), 1);
+        std::fs::write(&f, format!("{scenario}\n{table}\n")).unwrap();
         propshare(&["simulate", f.to_str().unwrap(), "--quiet", "--out", o.to_str().unwrap()])
     };
+    let with = |table: &str| with_table("gdq", table);
     let ok = with("[scheduler.gdq]\ndelta = 8\nt = 40");
     assert_eq!(ok.status.code(), Some(0), "{}", String::from_utf8_lossy(&ok.stderr));
     // A choice parameter takes a name (gr3mp's charge).
-    let choice = |table: &str| {
-        let f = dir.join("choice.toml");
-        std::fs::write(&f, format!("{}\n{table}\n", GOOD.replacen("[\"wfq\"]", "[\"wfq\", \"gr3mp\"]", 1))).unwrap();
-        propshare(&["simulate", f.to_str().unwrap(), "--quiet", "--out", o.to_str().unwrap()])
-    };
-    let ok = choice("[scheduler.gr3mp]\ncharge = \"runtime\"");
+    let ok = with_table("gr3mp", "[scheduler.gr3mp]\ncharge = \"runtime\"");
     assert_eq!(ok.status.code(), Some(0), "{}", String::from_utf8_lossy(&ok.stderr));
-    let bad = choice("[scheduler.gr3mp]\ncharge = \"ns\"");
-    assert_eq!(bad.status.code(), Some(2));
-    assert!(String::from_utf8_lossy(&bad.stderr).contains("\"ns\" is not one of quantum, runtime"));
+    let bad = with_table("gr3mp", "[scheduler.gr3mp]\ncharge = \"ns\"");
+    refused(&bad, "charge", &["\"ns\" is not one of quantum, runtime"]);
     for (table, says) in [
         ("[scheduler.gdq]\ndelta = 99999999999", "\"delta\": 99999999999 is outside"),
         ("[scheduler.gdq]\ntee = 1", "no parameter \"tee\""),
@@ -204,10 +212,7 @@ fn scheduler_parameters_from_the_command_line_and_scenario_tables() {
         ("[scheduler.sfs]\nk = 3", "not in this scenario's schedulers"),
         ("[scheduler.nosuch]\nk = 3", "unknown scheduler"),
     ] {
-        let out = with(table);
-        let err = String::from_utf8_lossy(&out.stderr);
-        assert_eq!(out.status.code(), Some(2), "{table}: {err}");
-        assert!(err.contains(says) && err.contains("table.toml:"), "{table}: {err}");
+        refused(&with(table), table, &[says, "table.toml:"]);
     }
 }
 
@@ -583,9 +588,7 @@ fn unbounded_inputs_are_refused_before_work() {
         (big.to_str().unwrap(), "more than a scenario file may have"),
     ] {
         let out = propshare_watched(&["simulate", path, "--quiet", "--out", o.to_str().unwrap()], 60);
-        let err = String::from_utf8_lossy(&out.stderr);
-        assert_eq!(out.status.code(), Some(2), "{path}: {err}");
-        assert!(err.contains(path) && err.contains(says), "{path}: {err}");
+        refused(&out, path, &[path, says]);
     }
 
     // Sizes on the command line.
@@ -598,10 +601,7 @@ fn unbounded_inputs_are_refused_before_work() {
         ),
         (&["demo", "--cpus", "4294967295"][..], "between 1 and 65536"),
     ] {
-        let out = propshare_watched(args, 60);
-        let err = String::from_utf8_lossy(&out.stderr);
-        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
-        assert!(err.contains(says), "{args:?}: {err}");
+        refused(&propshare_watched(args, 60), &format!("{args:?}"), &[says]);
     }
 }
 
@@ -767,12 +767,7 @@ fn validation_gaps_are_located_errors() {
         ),
     ];
     for (name, from, to, field, says) in cases {
-        assert!(GOOD.contains(from), "{name}: test text");
-        let file = dir.join(format!("{name}.toml"));
-        std::fs::write(&file, GOOD.replacen(from, to, 1)).unwrap();
-        let out = propshare(&["simulate", file.to_str().unwrap(), "--quiet", "--out", dir.join("o").to_str().unwrap()]);
-        let err = String::from_utf8_lossy(&out.stderr);
-        assert_eq!(out.status.code(), Some(2), "{name}: {err}");
+        let (file, err) = refused_edit(&dir, name, from, to);
         let at = format!("{}:", file.display());
         let rest = err.split(&at).nth(1).unwrap_or_else(|| panic!("{name}: no file in {err}"));
         let mut parts = rest.splitn(4, ':');

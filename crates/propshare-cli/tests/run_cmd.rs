@@ -3,7 +3,7 @@
 //! or pinned. Needs root; skips with a printed reason otherwise.
 
 use std::process::{Child, Command, Stdio};
-use std::sync::Mutex;
+use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 static SERIAL: Mutex<()> = Mutex::new(());
@@ -13,6 +13,16 @@ fn is_root() -> bool {
         .ok()
         .and_then(|s| s.lines().find(|l| l.starts_with("Uid:")).map(|l| l.split_whitespace().nth(1) == Some("0")))
         .unwrap_or(false)
+}
+
+/// These tests need root and run one at a time: the lock, or `None` (with
+/// a printed reason) when not root.
+fn serial_as_root() -> Option<MutexGuard<'static, ()>> {
+    if !is_root() {
+        eprintln!("SKIPPED: not root");
+        return None;
+    }
+    Some(SERIAL.lock().unwrap_or_else(|e| e.into_inner()))
 }
 
 fn bin() -> Command {
@@ -66,6 +76,14 @@ impl Drop for Victim {
     }
 }
 
+/// A busy process to attach to, its CPU affinity, and its pid as an argument.
+fn victim() -> (Victim, Vec<String>, String) {
+    let v = Victim::new();
+    let orig = affinities(v.pid());
+    let p = v.pid().to_string();
+    (v, orig, p)
+}
+
 fn assert_released(v: &[Victim], orig: &[String], what: &str) {
     let t = Instant::now();
     let ok = |v: &Victim| state(v.pid()) != Some('T') && affinities(v.pid()) == orig;
@@ -108,11 +126,7 @@ fn start_run(v: &[Victim]) -> Child {
 }
 
 fn signal_test(sig: i32, name: &str) {
-    if !is_root() {
-        eprintln!("SKIPPED: not root");
-        return;
-    }
-    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let Some(_g) = serial_as_root() else { return };
     let v: Vec<Victim> = (0..3).map(|_| Victim::new()).collect();
     let orig = affinities(v[0].pid());
     let mut child = start_run(&v);
@@ -147,14 +161,8 @@ fn sigkill_releases_everything_through_the_guardian() {
 
 #[test]
 fn bad_input_exits_2() {
-    if !is_root() {
-        eprintln!("SKIPPED: not root");
-        return;
-    }
-    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    let v = Victim::new();
-    let orig = affinities(v.pid());
-    let p = v.pid().to_string();
+    let Some(_g) = serial_as_root() else { return };
+    let (v, orig, p) = victim();
     let cases: Vec<Vec<&str>> = vec![
         vec!["run", "-w", "1", "-p", &p, ":::", "-w", "1", "--", "/no/such/cmd"],
         vec!["run", "-w", "1", "-p", &p, ":::", "-w", "1", "-p", "999999999"],
@@ -177,14 +185,8 @@ fn bad_input_exits_2() {
 /// neither stopped nor pinned.
 #[test]
 fn bad_groups_exit_2() {
-    if !is_root() {
-        eprintln!("SKIPPED: not root");
-        return;
-    }
-    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    let v = Victim::new();
-    let orig = affinities(v.pid());
-    let p = v.pid().to_string();
+    let Some(_g) = serial_as_root() else { return };
+    let (v, orig, p) = victim();
     let dir = std::env::temp_dir().join(format!("propshare-badgroups-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let file = dir.join("jobs.toml");
@@ -229,11 +231,7 @@ fn bad_groups_exit_2() {
 
 #[test]
 fn report_prints_the_table() {
-    if !is_root() {
-        eprintln!("SKIPPED: not root");
-        return;
-    }
-    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let Some(_g) = serial_as_root() else { return };
     let cpu = first_cpu();
     let out = bin()
         .args([
@@ -284,11 +282,7 @@ fn bad_output_paths_are_refused_before_the_run() {
 /// names the path, and the status is 1.
 #[test]
 fn report_is_printed_when_an_output_file_fails() {
-    if !is_root() {
-        eprintln!("SKIPPED: not root");
-        return;
-    }
-    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let Some(_g) = serial_as_root() else { return };
     let dir = std::env::temp_dir().join(format!("propshare-cli-out-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let json = dir.join("r.json");
@@ -321,11 +315,7 @@ fn report_is_printed_when_an_output_file_fails() {
 /// the end, so a killed run left none.
 #[test]
 fn sigkill_leaves_the_last_json_snapshot_and_a_valid_trace() {
-    if !is_root() {
-        eprintln!("SKIPPED: not root");
-        return;
-    }
-    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let Some(_g) = serial_as_root() else { return };
     let dir = std::env::temp_dir().join(format!("propshare-cli-kill-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let (json, trace) = (dir.join("r.json"), dir.join("t.jsonl"));

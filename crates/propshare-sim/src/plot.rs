@@ -57,6 +57,35 @@ where
     Ok(())
 }
 
+/// The chart area of a plot (left of its legend column).
+type Area<'a> = DrawingArea<SVGBackend<'a>, Shift>;
+
+/// Draw a chart `height` px tall into `path`, whole or not at all: `draw`
+/// draws on the plot area and returns the legend's entries, drawn with
+/// `mark` in the column to its right.
+fn svg_chart(
+    path: &Path,
+    height: u32,
+    mark: Mark,
+    draw: impl FnOnce(&Area<'_>) -> Result<Vec<(String, RGBAColor)>, Box<dyn std::error::Error>>,
+) -> PlotResult {
+    let file = Pending::new(path)?;
+    let target = file.tmp_path().to_path_buf();
+    let root = SVGBackend::new(&target, (PLOT_WIDTH + LEGEND_WIDTH, height)).into_drawing_area();
+    root.fill(&WHITE)?;
+    let (plot, legend) = root.split_horizontally(PLOT_WIDTH);
+    let entries = draw(&plot)?;
+    side_legend(&legend, &entries, mark)?;
+    root.present()?;
+    file.keep()?;
+    Ok(())
+}
+
+/// Legend entries: each name in its series' palette colour.
+fn palette_entries<'a>(names: impl Iterator<Item = &'a String>) -> Vec<(String, RGBAColor)> {
+    names.enumerate().map(|(k, name)| (name.clone(), Palette99::pick(k).to_rgba())).collect()
+}
+
 /// A named series of (x, y) points.
 pub struct Series {
     /// Legend label.
@@ -143,46 +172,40 @@ pub fn line_chart(
     series: &[Series],
     scales: (Scale, Scale),
 ) -> PlotResult {
-    let file = Pending::new(path)?;
-    let target = file.tmp_path().to_path_buf();
-    let root = SVGBackend::new(&target, (PLOT_WIDTH + LEGEND_WIDTH, 480)).into_drawing_area();
-    root.fill(&WHITE)?;
-    let (plot, legend) = root.split_horizontally(PLOT_WIDTH);
-    let (x0, x1) = bounds(series, |p| p.0, scales.0);
-    let (y0, y1) = bounds(series, |p| p.1, scales.1);
-    let mut builder = ChartBuilder::on(&plot);
-    builder.caption(title, ("sans-serif", 20)).margin(12).x_label_area_size(40).y_label_area_size(70);
-    macro_rules! draw {
-        ($chart:expr) => {{
-            let mut chart = $chart;
-            chart.configure_mesh().x_desc(x_label).y_desc(y_label).draw()?;
-            for (k, s) in series.iter().enumerate() {
-                let color = Palette99::pick(k).to_rgba();
-                let pts: Vec<(f64, f64)> = s
-                    .points
-                    .iter()
-                    .copied()
-                    .filter(|p| (scales.0 == Scale::Linear || p.0 > 0.0) && (scales.1 == Scale::Linear || p.1 > 0.0))
-                    .collect();
-                chart.draw_series(LineSeries::new(pts.clone(), color.stroke_width(2)))?;
-                if pts.len() <= 40 {
-                    chart.draw_series(pts.iter().map(|&p| Circle::new(p, 3, color.filled())))?;
+    svg_chart(path, 480, Mark::Line, |plot| {
+        let (x0, x1) = bounds(series, |p| p.0, scales.0);
+        let (y0, y1) = bounds(series, |p| p.1, scales.1);
+        let mut builder = ChartBuilder::on(plot);
+        builder.caption(title, ("sans-serif", 20)).margin(12).x_label_area_size(40).y_label_area_size(70);
+        macro_rules! draw {
+            ($chart:expr) => {{
+                let mut chart = $chart;
+                chart.configure_mesh().x_desc(x_label).y_desc(y_label).draw()?;
+                for (k, s) in series.iter().enumerate() {
+                    let color = Palette99::pick(k).to_rgba();
+                    let pts: Vec<(f64, f64)> = s
+                        .points
+                        .iter()
+                        .copied()
+                        .filter(|p| {
+                            (scales.0 == Scale::Linear || p.0 > 0.0) && (scales.1 == Scale::Linear || p.1 > 0.0)
+                        })
+                        .collect();
+                    chart.draw_series(LineSeries::new(pts.clone(), color.stroke_width(2)))?;
+                    if pts.len() <= 40 {
+                        chart.draw_series(pts.iter().map(|&p| Circle::new(p, 3, color.filled())))?;
+                    }
                 }
-            }
-        }};
-    }
-    match scales {
-        (Scale::Linear, Scale::Linear) => draw!(builder.build_cartesian_2d(x0..x1, y0..y1)?),
-        (Scale::Log, Scale::Linear) => draw!(builder.build_cartesian_2d((x0..x1).log_scale(), y0..y1)?),
-        (Scale::Linear, Scale::Log) => draw!(builder.build_cartesian_2d(x0..x1, (y0..y1).log_scale())?),
-        (Scale::Log, Scale::Log) => draw!(builder.build_cartesian_2d((x0..x1).log_scale(), (y0..y1).log_scale())?),
-    }
-    let entries: Vec<(String, RGBAColor)> =
-        series.iter().enumerate().map(|(k, s)| (s.name.clone(), Palette99::pick(k).to_rgba())).collect();
-    side_legend(&legend, &entries, Mark::Line)?;
-    root.present()?;
-    file.keep()?;
-    Ok(())
+            }};
+        }
+        match scales {
+            (Scale::Linear, Scale::Linear) => draw!(builder.build_cartesian_2d(x0..x1, y0..y1)?),
+            (Scale::Log, Scale::Linear) => draw!(builder.build_cartesian_2d((x0..x1).log_scale(), y0..y1)?),
+            (Scale::Linear, Scale::Log) => draw!(builder.build_cartesian_2d(x0..x1, (y0..y1).log_scale())?),
+            (Scale::Log, Scale::Log) => draw!(builder.build_cartesian_2d((x0..x1).log_scale(), (y0..y1).log_scale())?),
+        }
+        Ok(palette_entries(series.iter().map(|s| &s.name)))
+    })
 }
 
 /// One run interval for a Gantt chart.
@@ -206,84 +229,69 @@ pub fn gantt(path: &Path, title: &str, x_label: &str, cpus: usize, bars: &[Bar],
     seen.dedup();
     seen.truncate(12);
     let height = (120 + 40 * cpus.min(32)).max(110 + 19 * seen.len());
-    let file = Pending::new(path)?;
-    let target = file.tmp_path().to_path_buf();
-    let root = SVGBackend::new(&target, (PLOT_WIDTH + LEGEND_WIDTH, height as u32)).into_drawing_area();
-    root.fill(&WHITE)?;
-    let (plot, legend) = root.split_horizontally(PLOT_WIDTH);
-    let x0 = bars.iter().map(|b| b.start).fold(f64::INFINITY, f64::min);
-    let x1 = bars.iter().map(|b| b.end).fold(f64::NEG_INFINITY, f64::max);
-    let (x0, x1) = if x0.is_finite() && x1 > x0 { (x0, x1) } else { (0.0, 1.0) };
-    let rows = cpus.min(32);
-    let mut chart = ChartBuilder::on(&plot)
-        .caption(title, ("sans-serif", 20))
-        .margin(12)
-        .x_label_area_size(40)
-        .y_label_area_size(60)
-        .build_cartesian_2d(x0..x1, 0f64..rows as f64)?;
-    chart
-        .configure_mesh()
-        .x_desc(x_label)
-        .y_labels(rows)
-        .y_label_formatter(&|y| format!("cpu {}", (*y as usize).min(rows.saturating_sub(1))))
-        .disable_y_mesh()
-        .draw()?;
-    chart.draw_series(bars.iter().filter(|b| b.cpu < rows).map(|b| {
-        let color = Palette99::pick(b.client).to_rgba();
-        Rectangle::new([(b.start, b.cpu as f64 + 0.1), (b.end, b.cpu as f64 + 0.9)], color.filled())
-    }))?;
-    let entries: Vec<(String, RGBAColor)> = seen
-        .iter()
-        .map(|&c| (names.get(c).cloned().unwrap_or_else(|| format!("#{c}")), Palette99::pick(c).to_rgba()))
-        .collect();
-    side_legend(&legend, &entries, Mark::Box)?;
-    root.present()?;
-    file.keep()?;
-    Ok(())
+    svg_chart(path, height as u32, Mark::Box, |plot| {
+        let x0 = bars.iter().map(|b| b.start).fold(f64::INFINITY, f64::min);
+        let x1 = bars.iter().map(|b| b.end).fold(f64::NEG_INFINITY, f64::max);
+        let (x0, x1) = if x0.is_finite() && x1 > x0 { (x0, x1) } else { (0.0, 1.0) };
+        let rows = cpus.min(32);
+        let mut chart = ChartBuilder::on(plot)
+            .caption(title, ("sans-serif", 20))
+            .margin(12)
+            .x_label_area_size(40)
+            .y_label_area_size(60)
+            .build_cartesian_2d(x0..x1, 0f64..rows as f64)?;
+        chart
+            .configure_mesh()
+            .x_desc(x_label)
+            .y_labels(rows)
+            .y_label_formatter(&|y| format!("cpu {}", (*y as usize).min(rows.saturating_sub(1))))
+            .disable_y_mesh()
+            .draw()?;
+        chart.draw_series(bars.iter().filter(|b| b.cpu < rows).map(|b| {
+            let color = Palette99::pick(b.client).to_rgba();
+            Rectangle::new([(b.start, b.cpu as f64 + 0.1), (b.end, b.cpu as f64 + 0.9)], color.filled())
+        }))?;
+        Ok(seen
+            .iter()
+            .map(|&c| (names.get(c).cloned().unwrap_or_else(|| format!("#{c}")), Palette99::pick(c).to_rgba()))
+            .collect())
+    })
 }
 
 /// A histogram of values (one series per label), `bins` equal-width bins.
 pub fn histogram(path: &Path, title: &str, x_label: &str, series: &[Series], bins: usize) -> PlotResult {
-    let file = Pending::new(path)?;
-    let target = file.tmp_path().to_path_buf();
-    let root = SVGBackend::new(&target, (PLOT_WIDTH + LEGEND_WIDTH, 480)).into_drawing_area();
-    root.fill(&WHITE)?;
-    let (plot, legend) = root.split_horizontally(PLOT_WIDTH);
-    let (lo, hi) = bounds(series, |p| p.0, Scale::Linear);
-    let width = (hi - lo) / bins.max(1) as f64;
-    let counts: Vec<Vec<u32>> = series
-        .iter()
-        .map(|s| {
-            let mut c = vec![0u32; bins.max(1)];
-            for p in &s.points {
-                let b = (((p.0 - lo) / width) as usize).min(bins.max(1) - 1);
-                c[b] += 1;
-            }
-            c
-        })
-        .collect();
-    let top = counts.iter().flatten().copied().max().unwrap_or(1).max(1) as f64;
-    let mut chart = ChartBuilder::on(&plot)
-        .caption(title, ("sans-serif", 20))
-        .margin(12)
-        .x_label_area_size(40)
-        .y_label_area_size(60)
-        .build_cartesian_2d(lo..hi, 0f64..top * 1.1)?;
-    chart.configure_mesh().x_desc(x_label).y_desc("count").draw()?;
-    let k = series.len().max(1) as f64;
-    for (si, count) in counts.iter().enumerate() {
-        let color = Palette99::pick(si).to_rgba();
-        chart.draw_series(count.iter().enumerate().filter(|(_, &n)| n > 0).map(|(b, &n)| {
-            let x = lo + b as f64 * width + si as f64 * width / k;
-            Rectangle::new([(x, 0.0), (x + width / k, n as f64)], color.filled())
-        }))?;
-    }
-    let entries: Vec<(String, RGBAColor)> =
-        series.iter().enumerate().map(|(k, s)| (s.name.clone(), Palette99::pick(k).to_rgba())).collect();
-    side_legend(&legend, &entries, Mark::Box)?;
-    root.present()?;
-    file.keep()?;
-    Ok(())
+    svg_chart(path, 480, Mark::Box, |plot| {
+        let (lo, hi) = bounds(series, |p| p.0, Scale::Linear);
+        let width = (hi - lo) / bins.max(1) as f64;
+        let counts: Vec<Vec<u32>> = series
+            .iter()
+            .map(|s| {
+                let mut c = vec![0u32; bins.max(1)];
+                for p in &s.points {
+                    let b = (((p.0 - lo) / width) as usize).min(bins.max(1) - 1);
+                    c[b] += 1;
+                }
+                c
+            })
+            .collect();
+        let top = counts.iter().flatten().copied().max().unwrap_or(1).max(1) as f64;
+        let mut chart = ChartBuilder::on(plot)
+            .caption(title, ("sans-serif", 20))
+            .margin(12)
+            .x_label_area_size(40)
+            .y_label_area_size(60)
+            .build_cartesian_2d(lo..hi, 0f64..top * 1.1)?;
+        chart.configure_mesh().x_desc(x_label).y_desc("count").draw()?;
+        let k = series.len().max(1) as f64;
+        for (si, count) in counts.iter().enumerate() {
+            let color = Palette99::pick(si).to_rgba();
+            chart.draw_series(count.iter().enumerate().filter(|(_, &n)| n > 0).map(|(b, &n)| {
+                let x = lo + b as f64 * width + si as f64 * width / k;
+                Rectangle::new([(x, 0.0), (x + width / k, n as f64)], color.filled())
+            }))?;
+        }
+        Ok(palette_entries(series.iter().map(|s| &s.name)))
+    })
 }
 
 /// A tick value with at most three significant digits and no float noise.
@@ -314,72 +322,64 @@ pub fn grouped_bars(
     series: &[BarSeries],
     y_scale: Scale,
 ) -> PlotResult {
-    let file = Pending::new(path)?;
-    let target = file.tmp_path().to_path_buf();
-    let root = SVGBackend::new(&target, (PLOT_WIDTH + LEGEND_WIDTH, 480)).into_drawing_area();
-    root.fill(&WHITE)?;
-    let (plot, legend) = root.split_horizontally(PLOT_WIDTH);
-    let n = groups.len().max(1);
-    let values = || series.iter().flat_map(|s| s.values.iter().flatten()).copied().filter(|v| v.is_finite());
-    let hi = values().fold(0.0, f64::max);
-    let lo = values().filter(|v| *v > 0.0).fold(f64::INFINITY, f64::min);
-    // Group k is centred on x = k, its bars share [k - 0.4, k + 0.4].
-    let x = -0.5f64..n as f64 - 0.5;
-    let mut builder = ChartBuilder::on(&plot);
-    builder.caption(title, ("sans-serif", 20)).margin(12).x_label_area_size(40).y_label_area_size(70);
-    let name_at = |x: &f64| {
-        let k = x.round();
-        if (x - k).abs() < 1e-6 && k >= 0.0 {
-            groups.get(k as usize).cloned().unwrap_or_default()
-        } else {
-            String::new()
-        }
-    };
-    let width = 0.8 / series.len().max(1) as f64;
-    let above = TextStyle::from(("sans-serif", 11).into_font()).pos(Pos::new(HPos::Center, VPos::Bottom));
-    macro_rules! draw {
-        ($chart:expr, $floor:expr) => {{
-            let mut chart = $chart;
-            let floor: f64 = $floor;
-            chart
-                .configure_mesh()
-                .disable_x_mesh()
-                .x_labels(n)
-                .x_label_formatter(&name_at)
-                .y_label_formatter(&tick)
-                .x_desc(x_label)
-                .y_desc(y_label)
-                .draw()?;
-            for (si, s) in series.iter().enumerate() {
-                let color = Palette99::pick(si).to_rgba();
-                let left = |g: usize| g as f64 - 0.4 + si as f64 * width;
-                let shown = |v: &Option<f64>| v.filter(|v| v.is_finite()).map(|v| v.max(floor));
-                chart.draw_series(s.values.iter().enumerate().filter_map(|(g, v)| {
-                    let v = shown(v).filter(|&v| v > floor)?;
-                    Some(Rectangle::new([(left(g), floor), (left(g) + width * 0.9, v)], color.filled()))
-                }))?;
-                chart.draw_series(s.values.iter().zip(&s.labels).enumerate().filter_map(|(g, (v, l))| {
-                    let v = shown(v).filter(|_| !l.is_empty())?;
-                    Some(Text::new(l.clone(), (left(g) + width * 0.45, v), above.clone()))
-                }))?;
+    svg_chart(path, 480, Mark::Box, |plot| {
+        let n = groups.len().max(1);
+        let values = || series.iter().flat_map(|s| s.values.iter().flatten()).copied().filter(|v| v.is_finite());
+        let hi = values().fold(0.0, f64::max);
+        let lo = values().filter(|v| *v > 0.0).fold(f64::INFINITY, f64::min);
+        // Group k is centred on x = k, its bars share [k - 0.4, k + 0.4].
+        let x = -0.5f64..n as f64 - 0.5;
+        let mut builder = ChartBuilder::on(plot);
+        builder.caption(title, ("sans-serif", 20)).margin(12).x_label_area_size(40).y_label_area_size(70);
+        let name_at = |x: &f64| {
+            let k = x.round();
+            if (x - k).abs() < 1e-6 && k >= 0.0 {
+                groups.get(k as usize).cloned().unwrap_or_default()
+            } else {
+                String::new()
             }
-        }};
-    }
-    // Headroom above the tallest bar for its label.
-    match y_scale {
-        Scale::Log if lo.is_finite() => {
-            // At most five decades: smaller values sit on the floor.
-            let floor = lo.max(hi * 1e-5) / 2.0;
-            draw!(builder.build_cartesian_2d(x, (floor..hi * 40.0).log_scale())?, floor)
+        };
+        let width = 0.8 / series.len().max(1) as f64;
+        let above = TextStyle::from(("sans-serif", 11).into_font()).pos(Pos::new(HPos::Center, VPos::Bottom));
+        macro_rules! draw {
+            ($chart:expr, $floor:expr) => {{
+                let mut chart = $chart;
+                let floor: f64 = $floor;
+                chart
+                    .configure_mesh()
+                    .disable_x_mesh()
+                    .x_labels(n)
+                    .x_label_formatter(&name_at)
+                    .y_label_formatter(&tick)
+                    .x_desc(x_label)
+                    .y_desc(y_label)
+                    .draw()?;
+                for (si, s) in series.iter().enumerate() {
+                    let color = Palette99::pick(si).to_rgba();
+                    let left = |g: usize| g as f64 - 0.4 + si as f64 * width;
+                    let shown = |v: &Option<f64>| v.filter(|v| v.is_finite()).map(|v| v.max(floor));
+                    chart.draw_series(s.values.iter().enumerate().filter_map(|(g, v)| {
+                        let v = shown(v).filter(|&v| v > floor)?;
+                        Some(Rectangle::new([(left(g), floor), (left(g) + width * 0.9, v)], color.filled()))
+                    }))?;
+                    chart.draw_series(s.values.iter().zip(&s.labels).enumerate().filter_map(|(g, (v, l))| {
+                        let v = shown(v).filter(|_| !l.is_empty())?;
+                        Some(Text::new(l.clone(), (left(g) + width * 0.45, v), above.clone()))
+                    }))?;
+                }
+            }};
         }
-        _ => draw!(builder.build_cartesian_2d(x, 0f64..if hi > 0.0 { hi * 1.4 } else { 1.0 })?, 0.0),
-    }
-    let entries: Vec<(String, RGBAColor)> =
-        series.iter().enumerate().map(|(k, s)| (s.name.clone(), Palette99::pick(k).to_rgba())).collect();
-    side_legend(&legend, &entries, Mark::Box)?;
-    root.present()?;
-    file.keep()?;
-    Ok(())
+        // Headroom above the tallest bar for its label.
+        match y_scale {
+            Scale::Log if lo.is_finite() => {
+                // At most five decades: smaller values sit on the floor.
+                let floor = lo.max(hi * 1e-5) / 2.0;
+                draw!(builder.build_cartesian_2d(x, (floor..hi * 40.0).log_scale())?, floor)
+            }
+            _ => draw!(builder.build_cartesian_2d(x, 0f64..if hi > 0.0 { hi * 1.4 } else { 1.0 })?, 0.0),
+        }
+        Ok(palette_entries(series.iter().map(|s| &s.name)))
+    })
 }
 
 #[cfg(test)]

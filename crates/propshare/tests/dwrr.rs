@@ -9,7 +9,7 @@
 //! (GPS on P CPUs) share `P·w/W` of every instant, integrated exactly in
 //! fixed point; the tests only use feasible weights for it.
 
-use propshare::algo::dwrr::{Dwrr, DwrrOptions, LocalQueue, RoundRobinQueue, VruntimeQueue};
+use propshare::algo::dwrr::{Dwrr, DwrrOptions, DwrrRr, Highest, LocalQueue, RoundRobinQueue, VruntimeQueue};
 use propshare::{ClientId, CpuId, Decision, SchedConfig, Scheduler, StopReason, Time, Weight, MS};
 use proptest::prelude::*;
 
@@ -776,4 +776,28 @@ fn measure_churn_lag() {
              frozen {frozen:?} of w_max·B, {frozen_w:?} of w·B (bounds 2000, -3000)"
         );
     }
+}
+
+/// Round slices in weight units are exact to the ns (rounded up), and a
+/// client that stops short of its slice is given the rest.
+#[test]
+fn exact_slices_in_weight_units() {
+    // U = 1024, B = 30 ms: weight 820 gets 820/1024 · 30 ms = 24.0234375 ms.
+    let cfg = SchedConfig::new(1, 100 * MS);
+    let opts = DwrrOptions { round_unit: 30 * MS, weight_unit: 1024, carry_overrun: false };
+    let mut s = DwrrRr::new(cfg, opts);
+    s.join(0, ClientId(0), w(820)).unwrap();
+    let Decision::Run { slice, .. } = s.pick(0, CpuId(0)).unwrap() else { panic!() };
+    assert_eq!(slice, 24_023_438); // rounded up to whole ns
+    s.stopped(slice, CpuId(0), ClientId(0), slice - 1, StopReason::Preempted).unwrap();
+    let Decision::Run { slice, .. } = s.pick(slice, CpuId(0)).unwrap() else { panic!() };
+    assert_eq!(slice, 1);
+}
+
+#[test]
+fn highest_only_rises() {
+    let h = Highest::default();
+    h.raise_to(3);
+    h.raise_to(2);
+    assert_eq!(h.get(), 3);
 }

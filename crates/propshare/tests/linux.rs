@@ -3,9 +3,12 @@
 //! host (CPU-bound clients, every slice runs to its end, service counted per
 //! client).
 
-use propshare::algo::cfs::Cfs;
+use propshare::algo::cfs::{Cfs, VRUNTIME_START};
 use propshare::algo::eevdf::Eevdf;
-use propshare::algo::linux::{FairRq, LinuxSched};
+use propshare::algo::linux::{
+    calc_delta_fair, inv_weight, nice_to_weight, nices_for_weights, real_for_virtual, weight_to_nice, FairRq,
+    LinuxSched, Tunables, NICE_0_LOAD, SCHED_PRIO_TO_WEIGHT, SCHED_PRIO_TO_WMULT,
+};
 use propshare::{registry, ClientId, CpuId, Decision, SchedConfig, Scheduler, StopReason, Time, Weight, MS};
 use proptest::prelude::*;
 
@@ -470,4 +473,241 @@ fn eevdf_off_table_weights_do_not_livelock() {
             s.stopped(now, CpuId(0), client, slice, StopReason::Expired).unwrap();
         }
     }
+}
+
+// The kernel arithmetic: nice weights, `__calc_delta`, the tunables.
+
+#[test]
+fn weight_table_matches_the_kernel() {
+    assert_eq!(nice_to_weight(0), 1024);
+    assert_eq!(nice_to_weight(-20), 88761);
+    assert_eq!(nice_to_weight(19), 15);
+    assert_eq!(nice_to_weight(-100), 88761);
+    for i in 0..40 {
+        // wmult is 2^32 / weight, rounded.
+        let exact = (1u64 << 32) as f64 / SCHED_PRIO_TO_WEIGHT[i] as f64;
+        assert!((SCHED_PRIO_TO_WMULT[i] as f64 - exact).abs() <= 1.0, "level {i}");
+        if i > 0 {
+            // Each nice step is about 1.25x (between 1.2 and 1.3).
+            let r = SCHED_PRIO_TO_WEIGHT[i - 1] * 100 / SCHED_PRIO_TO_WEIGHT[i];
+            assert!((119..=131).contains(&r), "step {i}: {r}");
+        }
+    }
+}
+
+#[test]
+fn nice_round_trips_and_nearest_level() {
+    for nice in -20..=19 {
+        assert_eq!(weight_to_nice(nice_to_weight(nice)), nice);
+    }
+    assert_eq!(weight_to_nice(1), 19);
+    assert_eq!(weight_to_nice(1 << 31), -20);
+    // 1100 is nearer (in ratio) to 1024 than to 1277; 1200 nearer to 1277.
+    assert_eq!(weight_to_nice(1100), 0);
+    assert_eq!(weight_to_nice(1200), -1);
+}
+
+#[test]
+fn nices_for_weights_keep_ratios() {
+    assert_eq!(nices_for_weights(&[1, 1, 1]), vec![0, 0, 0]);
+    // 2:1 is about three nice steps (1.25^3 = 1.95).
+    assert_eq!(nices_for_weights(&[2, 1]), vec![0, 3]);
+    // 10:1 is about ten steps.
+    assert_eq!(nices_for_weights(&[10, 1, 1]), vec![0, 10, 10]);
+    // A ratio beyond 1024/15 anchors the lightest at nice 19.
+    assert_eq!(nices_for_weights(&[1000, 1]), vec![-12, 19]);
+    assert!(nices_for_weights(&[]).is_empty());
+}
+
+#[test]
+fn nices_for_weights_keep_every_ratio_within_one_step() {
+    // Each weight is rounded by at most half a step (about ×1.12), so any
+    // ratio of two mapped weights is within one step (×1.25) of the
+    // original, as long as the set fits the table's 5917:1 range.
+    let mut x = 12345u64;
+    for _ in 0..2000 {
+        let n = 2 + (x % 6) as usize;
+        let ws: Vec<u64> = (0..n)
+            .map(|_| {
+                x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+                1 + (x >> 33) % 3000
+            })
+            .collect();
+        let nices = nices_for_weights(&ws);
+        for i in 0..n {
+            for j in 0..n {
+                let (a, b) =
+                    (ws[i] as f64 / ws[j] as f64, nice_to_weight(nices[i]) as f64 / nice_to_weight(nices[j]) as f64);
+                assert!(a / b <= 1.26 && b / a <= 1.26, "{ws:?} -> {nices:?}");
+            }
+        }
+    }
+}
+
+#[test]
+fn calc_delta_matches_exact_division() {
+    for &w in &[1u64, 2, 3, 15, 100, 1024, 1277, 88761, 1 << 20, (1 << 32) - 1] {
+        for &d in &[0u64, 1, 999, 1_000_000, 10_000_000_000] {
+            let exact = d as u128 * 1024 / w as u128;
+            let got = calc_delta_fair(d, w) as u128;
+            // Off by at most the 32-bit inverse's rounding, 1/inv relative.
+            assert!(got.abs_diff(exact) <= exact / inv_weight(w) as u128 + 2, "w {w} d {d}: {got} vs {exact}");
+        }
+    }
+    assert_eq!(calc_delta_fair(5, NICE_0_LOAD), 5);
+    // Weight 1's inverse is 2^32 − 1, so 1 ns gives 1023 of the 1024 units.
+    assert_eq!(calc_delta_fair(1, 1), 1023);
+    assert_eq!(real_for_virtual(1024, 1), 2);
+    // The exact quotient 2 falls short through the inverse weight: 3.
+    assert_eq!(calc_delta_fair(2, 2048), 0);
+    assert_eq!(real_for_virtual(1, 2048), 3);
+    // Always the least run that reaches the virtual amount.
+    for &w in &[1u64, 15, 1000, 1024, 2048, 3000, 10240, 88761, (1 << 32) - 1] {
+        for &v in &[1u64, 7, 1000, 4_999_986, 1 << 40] {
+            let t = real_for_virtual(v, w);
+            assert!(calc_delta_fair(t, w) >= v, "w {w} v {v}");
+            assert!(t == 1 || calc_delta_fair(t - 1, w) < v, "w {w} v {v}: {t} not the least");
+        }
+    }
+}
+
+#[test]
+fn kernel_defaults_scale_with_log_cpus() {
+    assert_eq!(Tunables::kernel_defaults(1).latency, 6 * MS);
+    assert_eq!(Tunables::kernel_defaults(8).latency, 24 * MS);
+    assert_eq!(Tunables::kernel_defaults(64).base_slice, 3 * MS);
+}
+
+// CFS on one runqueue: slices, sleeper credit, fork placement, wake-up preemption.
+
+fn run_one(s: &mut Cfs, now: &mut Time) -> (ClientId, Time) {
+    let Decision::Run { client, slice } = s.pick(*now, CpuId(0)).unwrap() else { panic!("idle") };
+    *now += slice;
+    s.stopped(*now, CpuId(0), client, slice, StopReason::Expired).unwrap();
+    (client, slice)
+}
+
+#[test]
+fn slices_follow_latency_and_weights() {
+    let mut s = Cfs::new(SchedConfig::new(1, MS));
+    s.join(0, ClientId(0), Weight::new(1024).unwrap()).unwrap();
+    s.join(0, ClientId(1), Weight::new(3072).unwrap()).unwrap();
+    // latency 8 ms split 1:3, and service 1:3.
+    let mut now = 0;
+    let mut served = [0; 2];
+    for _ in 0..400 {
+        let (c, slice) = run_one(&mut s, &mut now);
+        assert_eq!(slice, [2 * MS, 6 * MS][c.index()]);
+        served[c.index()] += slice;
+    }
+    // Off by at most the start-debit offset (6 ms virtual = 18 ms of client 1) and one round.
+    assert!(served[1].abs_diff(3 * served[0]) <= 30 * MS, "{served:?}");
+}
+
+#[test]
+fn sleeper_credit_is_half_a_latency() {
+    let mut s = Cfs::new(SchedConfig::new(1, MS));
+    for i in 0..2 {
+        s.join(0, ClientId(i), Weight::new(1024).unwrap()).unwrap();
+    }
+    s.block(0, ClientId(1)).unwrap();
+    let mut now = 0;
+    for _ in 0..20 {
+        run_one(&mut s, &mut now);
+    }
+    s.wake(now, ClientId(1)).unwrap();
+    let min = s.policy().rq(0).min_vruntime();
+    assert_eq!(s.policy().entity(ClientId(1)).unwrap().vruntime, min - 4 * MS);
+}
+
+#[test]
+fn new_clients_start_one_vslice_after_min_vruntime() {
+    let mut s = Cfs::new(SchedConfig::new(1, MS));
+    s.join(0, ClientId(0), Weight::new(1024).unwrap()).unwrap();
+    // Alone: slice = latency 8 ms, vslice the same at nice 0.
+    assert_eq!(s.policy().entity(ClientId(0)).unwrap().vruntime, VRUNTIME_START + 8 * MS);
+    s.join(0, ClientId(1), Weight::new(1024).unwrap()).unwrap();
+    // Two: 4 ms each.
+    assert_eq!(s.policy().entity(ClientId(1)).unwrap().vruntime, s.policy().rq(0).min_vruntime() + 4 * MS);
+}
+
+#[test]
+fn wakeup_preemption_needs_the_granularity() {
+    let mut s = Cfs::new(SchedConfig::new(1, MS));
+    s.join(0, ClientId(0), Weight::new(1024).unwrap()).unwrap();
+    s.join(0, ClientId(1), Weight::new(1024).unwrap()).unwrap();
+    s.block(0, ClientId(1)).unwrap();
+    let mut now = 0;
+    for _ in 0..3 {
+        run_one(&mut s, &mut now);
+    }
+    // Client 0 runs; client 1 wakes with credit: v = min − 4 ms, 4 ms > 4/3 ms behind.
+    let Decision::Run { client, .. } = s.pick(now, CpuId(0)).unwrap() else { panic!() };
+    assert_eq!(client, ClientId(0));
+    assert_eq!(s.wake(now, ClientId(1)).unwrap(), Some(CpuId(0)));
+}
+
+// EEVDF on one runqueue: placement at V, the saved and clamped lag.
+
+fn quarter_runs(s: &mut Eevdf, now: &mut Time, n: usize) {
+    for _ in 0..n {
+        let Decision::Run { client, slice } = s.pick(*now, CpuId(0)).unwrap() else { panic!("idle") };
+        let ran = slice / 4 + 1;
+        *now += ran;
+        s.stopped(*now, CpuId(0), client, ran, StopReason::Preempted).unwrap();
+    }
+}
+
+#[test]
+fn new_task_is_placed_at_v_with_half_a_slice() {
+    let mut s = Eevdf::new(SchedConfig::new(1, MS));
+    s.join(0, ClientId(0), Weight::new(1024).unwrap()).unwrap();
+    let mut now = 0;
+    quarter_runs(&mut s, &mut now, 3);
+    let v_avg = s.policy().rq(0).avg_vruntime();
+    s.join(now, ClientId(1), Weight::new(2048).unwrap()).unwrap();
+    let se = s.policy().entity(ClientId(1)).unwrap();
+    assert_eq!(se.vruntime, v_avg);
+    assert_eq!(se.deadline, v_avg + calc_delta_fair(MS, 2048) / 2);
+    assert_eq!(calc_delta_fair(MS, 2048), MS / 2 - 1, "the kernel's fixed point rounds down");
+    assert_eq!(se.vlag, 0);
+}
+
+#[test]
+fn lag_is_saved_on_sleep_and_restored_on_wake() {
+    let mut s = Eevdf::new(SchedConfig::new(1, MS));
+    for (i, w) in [1024u64, 2048, 1024, 3000].into_iter().enumerate() {
+        s.join(0, ClientId(i as u32), Weight::new(w).unwrap()).unwrap();
+    }
+    let mut now = 0;
+    quarter_runs(&mut s, &mut now, 7);
+    let mut checked = 0;
+    for c in (0..4).map(ClientId) {
+        if s.policy().rq(0).curr() == Some(c) {
+            continue;
+        }
+        let lag_before = s.policy().rq(0).avg_vruntime() as i128 - s.policy().entity(c).unwrap().vruntime as i128;
+        s.block(now, c).unwrap();
+        let saved = s.policy().entity(c).unwrap().vlag as i128;
+        assert_eq!(saved, lag_before, "{c}: lag within the clamp is saved exactly");
+        s.wake(now, c).unwrap();
+        let lag_after = s.policy().rq(0).avg_vruntime() as i128 - s.policy().entity(c).unwrap().vruntime as i128;
+        assert!((lag_after - saved).abs() <= 2, "{c}: saved {saved}, restored {lag_after}");
+        if saved != 0 {
+            checked += 1;
+        }
+    }
+    assert!(checked >= 2, "the history must create nonzero lags");
+}
+
+#[test]
+fn lag_is_clamped_to_two_slices() {
+    let mut s = Eevdf::new(SchedConfig::new(1, MS));
+    s.join(0, ClientId(0), Weight::new(1024).unwrap()).unwrap();
+    s.join(0, ClientId(1), Weight::new(1024).unwrap()).unwrap();
+    // Client 0 runs far beyond its request (a host that overruns).
+    let Decision::Run { client, .. } = s.pick(0, CpuId(0)).unwrap() else { panic!() };
+    s.stopped(100 * MS, CpuId(0), client, 100 * MS, StopReason::Blocked).unwrap();
+    // limit = max(2 r, TICK) = 4 ms at nice 0.
+    assert_eq!(s.policy().entity(client).unwrap().vlag, -4 * MS as i64);
 }

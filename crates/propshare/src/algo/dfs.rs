@@ -474,12 +474,6 @@ impl<A: AffinityParts> DfsPolicy<A> {
         Some(((k.a.saturating_add(k.budget as u128)).saturating_mul(k.phi.den as u128), k.phi.num as u128))
     }
 
-    /// `c`'s Rule 2 group deadline ⌈G⌉ (0 for light clients, `u128::MAX` at w ≥ 1).
-    pub fn group_deadline(&self, c: ClientId) -> Option<u128> {
-        let k = self.clients.get(c)?;
-        (self.phi_total.num > 0).then(|| self.group_of(k))
-    }
-
     // ----- the formulas -----
 
     fn eligible(&self, k: &Client) -> bool {

@@ -172,8 +172,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 pub use local::{LocalQueue, RoundRobinQueue, VruntimeQueue};
 
+use crate::percpu::{with_client, Owned, OwnerMap, Slab};
 pub use crate::percpu::{Locked, Slot};
-use crate::percpu::{Owned, OwnerMap, Slab};
 
 use crate::model::{ClientId, CpuId, StopReason, Time, Weight};
 use crate::roster::{Roster, Status};
@@ -836,16 +836,6 @@ pub trait Parts<L: LocalQueue>: crate::percpu::Parts<Part = CpuPart<L>> {}
 
 impl<L: LocalQueue, P: crate::percpu::Parts<Part = CpuPart<L>> + ?Sized> Parts<L> for P {}
 
-/// Run `f` on the part that holds client `c`'s entry, with its slot.
-fn with_client<L: LocalQueue, P: Parts<L> + ?Sized, R>(
-    sh: &DwrrShared,
-    parts: &mut P,
-    c: ClientId,
-    f: impl FnOnce(&mut CpuPart<L>, Slot) -> R,
-) -> Option<R> {
-    crate::percpu::with_client(&sh.owners, parts, c, f)
-}
-
 /// Arrival placement (3.2.3): the least loaded CPU that is idle or in
 /// round `highest` (ties: lowest id). The caller claims it
 /// ([`CpuPart::claim`]) under the lock it queues under, and chooses again
@@ -932,17 +922,17 @@ pub fn wake<L: LocalQueue, P: Parts<L> + ?Sized>(sh: &DwrrShared, parts: &mut P,
 
 /// Waiting client `c` blocks; false if it is not waiting.
 pub fn block<L: LocalQueue, P: Parts<L> + ?Sized>(sh: &DwrrShared, parts: &mut P, c: ClientId) -> bool {
-    with_client(sh, parts, c, |q, s| q.block(s)) == Some(true)
+    with_client(&sh.owners, parts, c, |q, s| q.block(s)) == Some(true)
 }
 
 /// Waiting or blocked client `c` leaves; false if it is running or unknown.
 pub fn leave<L: LocalQueue, P: Parts<L> + ?Sized>(sh: &DwrrShared, parts: &mut P, c: ClientId) -> bool {
-    with_client(sh, parts, c, |q, s| q.leave(sh, s)) == Some(true)
+    with_client(&sh.owners, parts, c, |q, s| q.leave(sh, s)) == Some(true)
 }
 
 /// Client `c`'s weight becomes `w`; false if `c` is unknown.
 pub fn set_weight<L: LocalQueue, P: Parts<L> + ?Sized>(sh: &DwrrShared, parts: &mut P, c: ClientId, w: Weight) -> bool {
-    with_client(sh, parts, c, |q, s| q.set_weight(sh, s, w)).is_some()
+    with_client(&sh.owners, parts, c, |q, s| q.set_weight(sh, s, w)).is_some()
 }
 
 /// CPU `k` (running nothing) picks: round balancing first if its
@@ -1262,38 +1252,5 @@ impl<L: LocalQueue> Policy for DwrrPolicy<L> {
     #[inline]
     fn check_invariants(&self, _r: &Roster) -> Result<(), String> {
         DwrrPolicy::check_invariants(self)
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::model::MS;
-    use crate::scheduler::{Decision, Scheduler};
-
-    fn w(x: u64) -> Weight {
-        Weight::new(x).unwrap()
-    }
-
-    #[test]
-    fn exact_slices_in_weight_units() {
-        // U = 1024, B = 30 ms: weight 820 gets 820/1024 · 30 ms = 24.0234375 ms.
-        let cfg = SchedConfig::new(1, 100 * MS);
-        let opts = DwrrOptions { round_unit: 30 * MS, weight_unit: 1024, carry_overrun: false };
-        let mut s = DwrrRr::new(cfg, opts);
-        s.join(0, ClientId(0), w(820)).unwrap();
-        let Decision::Run { slice, .. } = s.pick(0, CpuId(0)).unwrap() else { panic!() };
-        assert_eq!(slice, 24_023_438); // rounded up to whole ns
-        s.stopped(slice, CpuId(0), ClientId(0), slice - 1, StopReason::Preempted).unwrap();
-        let Decision::Run { slice, .. } = s.pick(slice, CpuId(0)).unwrap() else { panic!() };
-        assert_eq!(slice, 1);
-    }
-
-    #[test]
-    fn highest_only_rises() {
-        let h = Highest::default();
-        h.raise_to(3);
-        h.raise_to(2);
-        assert_eq!(h.get(), 3);
     }
 }

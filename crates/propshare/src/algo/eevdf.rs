@@ -539,7 +539,7 @@ impl FairRq for EevdfRq {
 mod tests {
     use super::*;
     use crate::roster::ClientTable;
-    use crate::{CpuId, Decision, SchedConfig, Scheduler, StopReason, Weight, MS};
+    use crate::MS;
 
     #[test]
     fn treap_keeps_order_and_subtree_minimum() {
@@ -565,69 +565,6 @@ mod tests {
             let want = model.iter().filter(|m| m.vruntime <= bound).min_by_key(|m| (m.deadline, m.client)).copied();
             assert_eq!(t.pick(|v| v <= bound), want, "bound {bound}");
         }
-    }
-
-    fn quarter_runs(s: &mut Eevdf, now: &mut Time, n: usize) {
-        for _ in 0..n {
-            let Decision::Run { client, slice } = s.pick(*now, CpuId(0)).unwrap() else { panic!("idle") };
-            let ran = slice / 4 + 1;
-            *now += ran;
-            s.stopped(*now, CpuId(0), client, ran, StopReason::Preempted).unwrap();
-        }
-    }
-
-    #[test]
-    fn new_task_is_placed_at_v_with_half_a_slice() {
-        let mut s = Eevdf::new(SchedConfig::new(1, MS));
-        s.join(0, ClientId(0), Weight::new(1024).unwrap()).unwrap();
-        let mut now = 0;
-        quarter_runs(&mut s, &mut now, 3);
-        let v_avg = s.policy().rq(0).avg_vruntime();
-        s.join(now, ClientId(1), Weight::new(2048).unwrap()).unwrap();
-        let se = s.policy().entity(ClientId(1)).unwrap();
-        assert_eq!(se.vruntime, v_avg);
-        assert_eq!(se.deadline, v_avg + calc_delta_fair(MS, 2048) / 2);
-        assert_eq!(calc_delta_fair(MS, 2048), MS / 2 - 1, "the kernel's fixed point rounds down");
-        assert_eq!(se.vlag, 0);
-    }
-
-    #[test]
-    fn lag_is_saved_on_sleep_and_restored_on_wake() {
-        let mut s = Eevdf::new(SchedConfig::new(1, MS));
-        for (i, w) in [1024u64, 2048, 1024, 3000].into_iter().enumerate() {
-            s.join(0, ClientId(i as u32), Weight::new(w).unwrap()).unwrap();
-        }
-        let mut now = 0;
-        quarter_runs(&mut s, &mut now, 7);
-        let mut checked = 0;
-        for c in (0..4).map(ClientId) {
-            if s.policy().rq(0).curr() == Some(c) {
-                continue;
-            }
-            let lag_before = s.policy().rq(0).avg_vruntime() as i128 - s.policy().entity(c).unwrap().vruntime as i128;
-            s.block(now, c).unwrap();
-            let saved = s.policy().entity(c).unwrap().vlag as i128;
-            assert_eq!(saved, lag_before, "{c}: lag within the clamp is saved exactly");
-            s.wake(now, c).unwrap();
-            let lag_after = s.policy().rq(0).avg_vruntime() as i128 - s.policy().entity(c).unwrap().vruntime as i128;
-            assert!((lag_after - saved).abs() <= 2, "{c}: saved {saved}, restored {lag_after}");
-            if saved != 0 {
-                checked += 1;
-            }
-        }
-        assert!(checked >= 2, "the history must create nonzero lags");
-    }
-
-    #[test]
-    fn lag_is_clamped_to_two_slices() {
-        let mut s = Eevdf::new(SchedConfig::new(1, MS));
-        s.join(0, ClientId(0), Weight::new(1024).unwrap()).unwrap();
-        s.join(0, ClientId(1), Weight::new(1024).unwrap()).unwrap();
-        // Client 0 runs far beyond its request (a host that overruns).
-        let Decision::Run { client, .. } = s.pick(0, CpuId(0)).unwrap() else { panic!() };
-        s.stopped(100 * MS, CpuId(0), client, 100 * MS, StopReason::Blocked).unwrap();
-        // limit = max(2 r, TICK) = 4 ms at nice 0.
-        assert_eq!(s.policy().entity(client).unwrap().vlag, -4 * MS as i64);
     }
 
     #[test]

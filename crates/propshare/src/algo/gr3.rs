@@ -932,13 +932,24 @@ mod tests {
         Weight::new(x).unwrap()
     }
 
+    /// A queue for `cpus` CPUs (the paper's rescale rule) of clients 0, 1, ...
+    /// with `weights`, inserted in that order.
+    fn queue_on(cpus: usize, weights: &[u64]) -> Gr3Queue {
+        let mut q = Gr3Queue::new(cpus, RescaleRule::Paper);
+        for (c, &x) in weights.iter().enumerate() {
+            q.insert(ClientId(c as u32), w(x));
+        }
+        q
+    }
+
+    fn queue(weights: &[u64]) -> Gr3Queue {
+        queue_on(1, weights)
+    }
+
     /// The paper's Figure 1: weights 5, 2, 1 give G1 G1 G2 G1 G1 G1 G2 G3.
     #[test]
     fn figure_1_intergroup_schedule() {
-        let mut q = Gr3Queue::new(1, RescaleRule::Paper);
-        for (c, x) in [5, 2, 1].into_iter().enumerate() {
-            q.insert(ClientId(c as u32), w(x));
-        }
+        let mut q = queue(&[5, 2, 1]);
         assert_eq!(q.group_list().iter().map(|g| g.0).collect::<Vec<_>>(), vec![2, 1, 0]);
         let seq: Vec<u32> = (0..24).map(|_| q.pick().unwrap().0 + 1).collect();
         let period = [1, 1, 2, 1, 1, 1, 2, 3];
@@ -949,27 +960,21 @@ mod tests {
     /// The paper's Figure 2: weights 12, 3, 3, 2, 2, 2.
     #[test]
     fn figure_2_intragroup_schedule() {
-        let mut q = Gr3Queue::new(1, RescaleRule::Paper);
-        for (c, x) in [12, 3, 3, 2, 2, 2].into_iter().enumerate() {
-            q.insert(ClientId(c as u32 + 1), w(x));
-        }
+        let mut q = queue(&[12, 3, 3, 2, 2, 2]);
         // Two groups of weight 12: order 1 first on the tie.
         let list = q.group_list();
         assert_eq!(list.iter().map(|g| (g.0, g.1)).collect::<Vec<_>>(), vec![(1, 12), (3, 12)]);
-        let seq: Vec<u32> = (0..24).map(|_| q.pick().unwrap().0).collect();
+        let seq: Vec<u32> = (0..24).map(|_| q.pick().unwrap().0 + 1).collect();
         #[rustfmt::skip]
         let expect = [2, 1, 3, 1, 4, 1, 5, 1, 6, 1, 2, 1, 2, 1, 3, 1, 3, 1, 4, 1, 5, 1, 6, 1];
         assert_eq!(seq, expect);
         // Deficits before round 2 (after the 10th pick) are .5 .5 0 0 0;
         // replay to check them.
-        let mut q2 = Gr3Queue::new(1, RescaleRule::Paper);
-        for (c, x) in [12, 3, 3, 2, 2, 2].into_iter().enumerate() {
-            q2.insert(ClientId(c as u32 + 1), w(x));
-        }
+        let mut q2 = queue(&[12, 3, 3, 2, 2, 2]);
         for _ in 0..10 {
             q2.pick();
         }
-        let d: Vec<u64> = (2..=6).map(|c| q2.deficit(ClientId(c)).unwrap()).collect();
+        let d: Vec<u64> = (1..=5).map(|c| q2.deficit(ClientId(c)).unwrap()).collect();
         assert_eq!(d, vec![ONE / 2, ONE / 2, 0, 0, 0]);
     }
 
@@ -977,11 +982,8 @@ mod tests {
     /// -1 < E_Gk ≤ (g - k)Φ_k/Φ_T, and E_G1 reaches exactly 8/7.
     #[test]
     fn lemma_3_integer_ratios() {
-        let mut q = Gr3Queue::new(1, RescaleRule::Paper);
+        let mut q = queue(&[4, 2, 1]);
         let weights = [4i128, 2, 1];
-        for (c, &x) in weights.iter().enumerate() {
-            q.insert(ClientId(c as u32), w(x as u64));
-        }
         let total: i128 = 7;
         let mut work = [0i128; 3];
         let mut max_e1 = i128::MIN; // in units of 1/7
@@ -1003,10 +1005,7 @@ mod tests {
     #[test]
     fn deficit_and_well_ordering_invariants() {
         let weights = [1000u64, 999, 700, 513, 300, 129, 64, 33, 17, 9, 5, 3, 2, 1, 1, 1];
-        let mut q = Gr3Queue::new(1, RescaleRule::Paper);
-        for (c, &x) in weights.iter().enumerate() {
-            q.insert(ClientId(c as u32), w(x));
-        }
+        let mut q = queue(&weights);
         let mut reset = 0;
         for t in 0..20_000 {
             q.pick().unwrap();
@@ -1026,20 +1025,9 @@ mod tests {
     /// alternate, and the first group runs 3, 2 as 0 1 | 0 0 1 | 0 1 | ...
     #[test]
     fn second_quantum_waits_for_the_next_selection() {
-        let mut q = Gr3Queue::new(1, RescaleRule::Paper);
-        q.insert(ClientId(0), w(3));
-        q.insert(ClientId(1), w(2));
-        q.insert(ClientId(2), w(5));
+        let mut q = queue(&[3, 2, 5]);
         let seq: Vec<u32> = (0..20).map(|_| q.pick().unwrap().0).collect();
         assert_eq!(seq, [0, 2, 1, 2, 0, 2, 0, 2, 1, 2].repeat(2));
-    }
-
-    fn queue(weights: &[u64]) -> Gr3Queue {
-        let mut q = Gr3Queue::new(1, RescaleRule::Paper);
-        for (c, &x) in weights.iter().enumerate() {
-            q.insert(ClientId(c as u32), w(x));
-        }
-        q
     }
 
     /// Notes test 11a: a client that blocks and wakes before the round
@@ -1136,10 +1124,7 @@ mod tests {
             (vec![5, 1, 1], 4),
             (vec![7], 8),
         ] {
-            let mut q = Gr3Queue::new(p, RescaleRule::Paper);
-            for (c, &x) in weights.iter().enumerate() {
-                q.insert(ClientId(c as u32), w(x));
-            }
+            let q = queue_on(p, &weights);
             q.check_invariants().unwrap();
             let expect = readjust_weights(&weights, p);
             for (c, e) in expect.iter().enumerate() {

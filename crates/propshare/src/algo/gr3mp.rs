@@ -176,11 +176,6 @@ impl Gr3MpPolicy {
         self.frontlogs.get(c).map_or((0, None), |f| (f.quanta, f.owner.map(|k| CpuId(k as u32))))
     }
 
-    /// Σ frontlog on each CPU.
-    pub fn cpu_frontlogs(&self) -> Vec<u64> {
-        self.cpus.iter().map(|p| p.frontlog).collect()
-    }
-
     /// Put `c` into the central queue and give it its arrival frontlog.
     fn arrive(&mut self, c: ClientId, w: Weight) {
         self.queue.insert(c, w);

@@ -517,24 +517,6 @@ pub struct Entity {
     pub moved_unrun: bool,
 }
 
-impl Entity {
-    fn new(weight: u64, cpu: usize) -> Entity {
-        Entity {
-            weight,
-            vruntime: 0,
-            deadline: 0,
-            vlag: 0,
-            slice: 0,
-            cpu,
-            stamp: 0,
-            sum_exec: 0,
-            exec_start: 0,
-            charged: 0,
-            moved_unrun: false,
-        }
-    }
-}
-
 /// Why an entity is enqueued.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Enqueue {
@@ -944,7 +926,7 @@ pub fn join<R: FairRq, P: Parts<Part = CpuPart<R>> + ?Sized>(
     readjust: impl FnOnce(&LinuxShared, &mut P),
 ) -> Kick {
     let k = select_cpu_new(parts);
-    let se = Entity { slice: sh.tun.base_slice, ..Entity::new(w.get(), k) };
+    let se = Entity { weight: w.get(), slice: sh.tun.base_slice, cpu: k, ..Entity::default() };
     let s = parts.with(k, |q| q.admit(sh, k, c, se));
     readjust(sh, parts);
     parts.with(k, |q| q.attach(sh, s, Enqueue::New)).then_some(CpuId(k as u32))
@@ -1359,108 +1341,5 @@ mod tests {
         assert_eq!(home(&s, b), (0, 1, 1));
         assert_eq!(s.policy().entity(a), None);
         s.policy().check_invariants(s.roster()).unwrap();
-    }
-
-    #[test]
-    fn weight_table_matches_the_kernel() {
-        assert_eq!(nice_to_weight(0), 1024);
-        assert_eq!(nice_to_weight(-20), 88761);
-        assert_eq!(nice_to_weight(19), 15);
-        assert_eq!(nice_to_weight(-100), 88761);
-        for i in 0..40 {
-            // wmult is 2^32 / weight, rounded.
-            let exact = (1u64 << 32) as f64 / SCHED_PRIO_TO_WEIGHT[i] as f64;
-            assert!((SCHED_PRIO_TO_WMULT[i] as f64 - exact).abs() <= 1.0, "level {i}");
-            if i > 0 {
-                // Each nice step is about 1.25x (between 1.2 and 1.3).
-                let r = SCHED_PRIO_TO_WEIGHT[i - 1] * 100 / SCHED_PRIO_TO_WEIGHT[i];
-                assert!((119..=131).contains(&r), "step {i}: {r}");
-            }
-        }
-    }
-
-    #[test]
-    fn nice_round_trips_and_nearest_level() {
-        for nice in -20..=19 {
-            assert_eq!(weight_to_nice(nice_to_weight(nice)), nice);
-        }
-        assert_eq!(weight_to_nice(1), 19);
-        assert_eq!(weight_to_nice(1 << 31), -20);
-        // 1100 is nearer (in ratio) to 1024 than to 1277; 1200 nearer to 1277.
-        assert_eq!(weight_to_nice(1100), 0);
-        assert_eq!(weight_to_nice(1200), -1);
-    }
-
-    #[test]
-    fn nices_for_weights_keep_ratios() {
-        assert_eq!(nices_for_weights(&[1, 1, 1]), vec![0, 0, 0]);
-        // 2:1 is about three nice steps (1.25^3 = 1.95).
-        assert_eq!(nices_for_weights(&[2, 1]), vec![0, 3]);
-        // 10:1 is about ten steps.
-        assert_eq!(nices_for_weights(&[10, 1, 1]), vec![0, 10, 10]);
-        // A ratio beyond 1024/15 anchors the lightest at nice 19.
-        assert_eq!(nices_for_weights(&[1000, 1]), vec![-12, 19]);
-        assert!(nices_for_weights(&[]).is_empty());
-    }
-
-    #[test]
-    fn nices_for_weights_keep_every_ratio_within_one_step() {
-        // Each weight is rounded by at most half a step (about ×1.12), so any
-        // ratio of two mapped weights is within one step (×1.25) of the
-        // original, as long as the set fits the table's 5917:1 range.
-        let mut x = 12345u64;
-        for _ in 0..2000 {
-            let n = 2 + (x % 6) as usize;
-            let ws: Vec<u64> = (0..n)
-                .map(|_| {
-                    x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
-                    1 + (x >> 33) % 3000
-                })
-                .collect();
-            let nices = nices_for_weights(&ws);
-            for i in 0..n {
-                for j in 0..n {
-                    let (a, b) = (
-                        ws[i] as f64 / ws[j] as f64,
-                        nice_to_weight(nices[i]) as f64 / nice_to_weight(nices[j]) as f64,
-                    );
-                    assert!(a / b <= 1.26 && b / a <= 1.26, "{ws:?} -> {nices:?}");
-                }
-            }
-        }
-    }
-
-    #[test]
-    fn calc_delta_matches_exact_division() {
-        for &w in &[1u64, 2, 3, 15, 100, 1024, 1277, 88761, 1 << 20, (1 << 32) - 1] {
-            for &d in &[0u64, 1, 999, 1_000_000, 10_000_000_000] {
-                let exact = d as u128 * 1024 / w as u128;
-                let got = calc_delta_fair(d, w) as u128;
-                // Off by at most the 32-bit inverse's rounding, 1/inv relative.
-                assert!(got.abs_diff(exact) <= exact / inv_weight(w) as u128 + 2, "w {w} d {d}: {got} vs {exact}");
-            }
-        }
-        assert_eq!(calc_delta_fair(5, NICE_0_LOAD), 5);
-        // Weight 1's inverse is 2^32 − 1, so 1 ns gives 1023 of the 1024 units.
-        assert_eq!(calc_delta_fair(1, 1), 1023);
-        assert_eq!(real_for_virtual(1024, 1), 2);
-        // The exact quotient 2 falls short through the inverse weight: 3.
-        assert_eq!(calc_delta_fair(2, 2048), 0);
-        assert_eq!(real_for_virtual(1, 2048), 3);
-        // Always the least run that reaches the virtual amount.
-        for &w in &[1u64, 15, 1000, 1024, 2048, 3000, 10240, 88761, (1 << 32) - 1] {
-            for &v in &[1u64, 7, 1000, 4_999_986, 1 << 40] {
-                let t = real_for_virtual(v, w);
-                assert!(calc_delta_fair(t, w) >= v, "w {w} v {v}");
-                assert!(t == 1 || calc_delta_fair(t - 1, w) < v, "w {w} v {v}: {t} not the least");
-            }
-        }
-    }
-
-    #[test]
-    fn kernel_defaults_scale_with_log_cpus() {
-        assert_eq!(Tunables::kernel_defaults(1).latency, 6 * MS);
-        assert_eq!(Tunables::kernel_defaults(8).latency, 24 * MS);
-        assert_eq!(Tunables::kernel_defaults(64).base_slice, 3 * MS);
     }
 }

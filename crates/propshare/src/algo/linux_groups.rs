@@ -292,16 +292,12 @@ impl<R: FairRq + Send + 'static> Scheduler for LinuxGroups<R> {
 
     fn block(&mut self, now: Time, c: ClientId) -> Result<(), SchedError> {
         self.inner.block(now, c)?;
-        self.advance(now);
-        self.tree.set_runnable(c, false).expect("a joined client");
-        self.update(now)
+        self.set_runnable(now, c, false)
     }
 
     fn wake(&mut self, now: Time, c: ClientId) -> Result<Kick, SchedError> {
         let kick = self.inner.wake(now, c)?;
-        self.advance(now);
-        self.tree.set_runnable(c, true).expect("a joined client");
-        self.update(now)?;
+        self.set_runnable(now, c, true)?;
         Ok(kick)
     }
 
@@ -344,6 +340,14 @@ impl<R: FairRq + Send + 'static> Scheduler for LinuxGroups<R> {
 }
 
 impl<R: FairRq> LinuxGroups<R> {
+    /// `c` blocked or woke (the inner scheduler has been told): its group
+    /// entities' loads follow.
+    fn set_runnable(&mut self, now: Time, c: ClientId, runnable: bool) -> Result<(), SchedError> {
+        self.advance(now);
+        self.tree.set_runnable(c, runnable).expect("a joined client");
+        self.update(now)
+    }
+
     fn gone(&mut self, c: ClientId) {
         self.tree.leave(c).expect("a joined client");
         self.issued.remove(c);

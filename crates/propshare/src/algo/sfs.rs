@@ -508,11 +508,6 @@ impl Sfs {
         Sfs::with_options(cfg, SfsOptions::EXACT)
     }
 
-    /// SFS with the section 3.2 heuristic, k = 20 (`sfs+heuristic`).
-    pub fn with_heuristic(cfg: SchedConfig) -> Sfs {
-        Sfs::with_options(cfg, SfsOptions { heuristic: Some(Heuristic::default()), ..SfsOptions::EXACT })
-    }
-
     /// SFS with processor affinity bias B = 4, an affine client being
     /// preferred only within one quantum of the least surplus (`sfs+affinity`).
     pub fn with_affinity(cfg: SchedConfig) -> Sfs {
