@@ -22,13 +22,18 @@
 //! in the core alone.
 //!
 //! * **GDQ distributed** (`gdq`): the core's split ([`propshare::algo::gdq`]):
-//!   the global part [`GdqShared`] (the group table, MFQ state, readjustment,
-//!   owner map) behind one lock and each run queue behind its own, reached
-//!   through [`Locked`]. As the core's module doc says, every step holds the
-//!   global lock for its whole length (any pick may make an MFQ decision),
-//!   so GDQ's steps are still serialised; the queue locks guard the entries,
-//!   and a cross-queue step (steal) takes two in queue id order. `now` is
-//!   read under the global lock, so it is monotone across steps. With
+//!   the global part [`GdqShared`] (the group table, readjustment, owner
+//!   map) behind one lock, each run queue behind its own, reached through
+//!   [`Locked`], and each worker's CPU part ([`GdqCpu`]: its MFQ state)
+//!   behind its own. A worker's stop and pick first try the local steps
+//!   (`gdq::try_stopped`, `gdq::try_pick`: its CPU part and its queue's
+//!   lock only); when GDQ's rules need the global part (an MFQ decision, an
+//!   end of round, a block or departure) the step runs again under the
+//!   global lock, taken after the CPU part's and before any queue's. A
+//!   cross-queue step (steal) takes two queue locks in queue id order.
+//!   `now` is read under the CPU part's lock for a local step and under the
+//!   global lock for a global one (GDQ compares it only with the CPU's own
+//!   decision times and the schedule's epoch). With
 //!   [`crate::Builder::central`] GDQ runs behind the one central lock
 //!   instead, as the registry builds it.
 //!
@@ -41,7 +46,7 @@ use crossbeam_utils::CachePadded;
 use propshare::algo::dwrr::{
     self, CpuPart, DwrrOptions, DwrrShared, LocalQueue, Locked, RoundRobinQueue, VruntimeQueue,
 };
-use propshare::algo::gdq::{self, GdqParams, GdqShared, RunQueue};
+use propshare::algo::gdq::{self, GdqCpu, GdqParams, GdqShared, NeedsGlobal, RunQueue};
 use propshare::registry::{self, SchedSpec};
 use propshare::{ClientId, CpuId, Decision, SchedConfig, SchedError, Scheduler, StopReason, Time, Weight};
 
@@ -122,17 +127,19 @@ impl<L: LocalQueue> Distributed<L> {
     }
 }
 
-/// GDQ's global part under one lock, each run queue under its own.
+/// GDQ's global part under one lock, each run queue and each CPU part under its own.
 pub(crate) struct GdqHost {
     sh: Mutex<GdqShared>,
     queues: Vec<Mutex<RunQueue>>,
+    cpus: Vec<Mutex<GdqCpu>>,
 }
 
 impl GdqHost {
     fn new(cfg: SchedConfig, params: GdqParams, capacity: usize) -> Self {
         let sh = GdqShared::new(cfg, params, capacity);
         let queues = sh.queue_parts().into_iter().map(Mutex::new).collect();
-        GdqHost { sh: Mutex::new(sh), queues }
+        let cpus = sh.cpu_parts().into_iter().map(Mutex::new).collect();
+        GdqHost { sh: Mutex::new(sh), queues, cpus }
     }
 
     /// One step: the global lock for its whole length (taken first), the
@@ -186,14 +193,22 @@ impl GdqHost {
         k: usize,
         prev: Option<Stop>,
     ) -> Result<Option<(ClientId, Time)>, SchedError> {
-        self.step(now, |sh, q, t| {
-            if let Some(s) = prev {
-                if gdq::stopped(sh, q, t, k, s.ran, s.why) != Some(s.client) {
-                    return Err(SchedError::NotRunningThere { client: s.client, cpu: CpuId(k as u32) });
-                }
+        let mut cpu = lock(&self.cpus[k]);
+        let cpu = &mut *cpu;
+        let mut queues = Locked(&self.queues);
+        if let Some(s) = prev {
+            let was = match gdq::try_stopped(cpu, &mut queues, s.ran, s.why) {
+                Ok(was) => was,
+                Err(NeedsGlobal) => self.step(&now, |sh, q, t| gdq::stopped(cpu, sh, q, t, s.ran, s.why)),
+            };
+            if was != Some(s.client) {
+                return Err(SchedError::NotRunningThere { client: s.client, cpu: CpuId(k as u32) });
             }
-            Ok(gdq::pick(sh, q, t, k))
-        })
+        }
+        match gdq::try_pick(cpu, &mut queues, now()) {
+            Ok(got) => Ok(Some(got)),
+            Err(NeedsGlobal) => Ok(self.step(&now, |sh, q, t| gdq::pick(cpu, sh, q, t))),
+        }
     }
 }
 

@@ -1,12 +1,24 @@
 //! GDQ's state split, proved with threads: the global part ([`GdqShared`]:
-//! the group table, the MFQ state of every CPU, the readjustment, the owner
-//! map) behind one lock, and every run queue of the arena ([`RunQueue`],
-//! with the entries of its clients) behind its own lock ([`Locked`]),
-//! driven by one thread per CPU through the same step functions the
-//! single-threaded policy calls (`gdq::pick`, `gdq::stopped`, and the
-//! client events `gdq::join`, `leave`, `block`, `wake`, `set_weight`).
-//! A step takes the global lock first, then queue locks (two in queue id
-//! order for MOVE-PROCESS), so no two steps wait for each other in a cycle.
+//! the group table, the readjustment, the owner map) behind one lock, every
+//! run queue of the arena ([`RunQueue`], with the entries of its clients)
+//! behind its own lock ([`Locked`]), and every CPU's part ([`GdqCpu`]: its
+//! MFQ state) behind its own, driven by one thread per CPU through the same
+//! step functions the single-threaded policy calls. A CPU thread first
+//! tries the local step (`gdq::try_pick`, `gdq::try_stopped`: its CPU part
+//! and its own queue's lock, no global lock), and runs the step with the
+//! global part (`gdq::pick`, `gdq::stopped`) only when GDQ's rules need it
+//! (an MFQ decision, an end of round, a pull, a block, a regroup). The
+//! client events (`gdq::join`, `leave`, `block`, `wake`, `set_weight`)
+//! take the global lock. Lock order: a CPU part, then the global lock,
+//! then queue locks (two in queue id order for MOVE-PROCESS), so no two
+//! steps wait for each other in a cycle.
+//!
+//! Concurrency really happens: the hosts count the picks and stops that
+//! ran without the global lock and require them to be most of the steps
+//! ([`threads_keep_theorem_3_6_bound`]) or many
+//! ([`threads_drive_cpus_under_churn`]), and
+//! [`local_steps_run_while_the_global_lock_is_held`] holds the global lock
+//! while every CPU thread runs quanta on its own.
 //!
 //! Under churn ([`threads_drive_cpus_under_churn`]): every CPU thread runs
 //! a virtual clock in ticks of the quantum Q, picking, "running" the client
@@ -14,7 +26,8 @@
 //! ends; a churn thread meanwhile joins, leaves, blocks, wakes and reweighs
 //! random clients. Every `EPOCH` ticks all threads meet at a barrier (no
 //! client runs) and one checks `gdq::check_invariants` over the global part
-//! and every queue under all the locks. Checked: no client is ever on two
+//! and every queue under all the locks (every CPU part's, the global, every
+//! queue's, in that order). Checked: no client is ever on two
 //! CPUs at once (a per-client atomic flag, set after `pick` and cleared
 //! before `stopped`), every refused event is one the churn thread's own
 //! record says must be refused, and the invariants at every quiescent point.
@@ -29,7 +42,7 @@
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Barrier, Mutex, MutexGuard};
 
-use propshare::algo::gdq::{self, GdqParams, GdqShared, Locked, RunQueue};
+use propshare::algo::gdq::{self, GdqCpu, GdqParams, GdqShared, Locked, RunQueue};
 use propshare::{ClientId, SchedConfig, StopReason, Time, Weight, MS};
 use proptest::prelude::*;
 use proptest::test_runner::TestRng;
@@ -48,55 +61,117 @@ fn w(x: u64) -> Weight {
 /// What every thread shares.
 struct World {
     global: Mutex<GdqShared>,
+    cpus: Vec<Mutex<GdqCpu>>,
     queues: Vec<Mutex<RunQueue>>,
     /// Per client: on a CPU now.
     on_cpu: Vec<AtomicBool>,
     /// Per client: quanta received.
     work: Vec<AtomicU64>,
+    /// Picks and stops that ran without the global lock, and with it.
+    steps: Steps,
+}
+
+/// How many CPU steps ran without the global lock and with it.
+#[derive(Default)]
+struct Steps {
+    local_picks: AtomicU64,
+    global_picks: AtomicU64,
+    local_stops: AtomicU64,
+    global_stops: AtomicU64,
+}
+
+impl Steps {
+    /// (local picks, all picks, local stops, all stops).
+    fn counts(&self) -> (u64, u64, u64, u64) {
+        let get = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        let (lp, ls) = (get(&self.local_picks), get(&self.local_stops));
+        (lp, lp + get(&self.global_picks), ls, ls + get(&self.global_stops))
+    }
 }
 
 impl World {
     fn new(cpus: usize, params: GdqParams, n: usize) -> World {
         let sh = GdqShared::new(SchedConfig::new(cpus, Q), params, n);
         let queues = sh.queue_parts().into_iter().map(Mutex::new).collect();
+        let cpus = sh.cpu_parts().into_iter().map(Mutex::new).collect();
         World {
             global: Mutex::new(sh),
+            cpus,
             queues,
             on_cpu: (0..n).map(|_| AtomicBool::new(false)).collect(),
             work: (0..n).map(|_| AtomicU64::new(0)).collect(),
+            steps: Steps::default(),
         }
     }
 
-    /// Run one step: the global lock, then the queues' as the step needs them.
+    /// Run one step with the global part: the global lock, then the
+    /// queues' as the step needs them.
     fn step<R>(&self, f: impl FnOnce(&mut GdqShared, &mut Locked<'_, RunQueue>) -> R) -> R {
         let mut sh = self.global.lock().expect("a step panicked");
         f(&mut sh, &mut Locked(&self.queues))
     }
 
+    /// Run CPU `k`'s step: `local` on its CPU part and the queues (no
+    /// global lock), else `global` with the global part too.
+    fn cpu_step<R>(
+        &self,
+        k: usize,
+        (local_count, global_count): (&AtomicU64, &AtomicU64),
+        local: impl FnOnce(&mut GdqCpu, &mut Locked<'_, RunQueue>) -> Result<R, gdq::NeedsGlobal>,
+        global: impl FnOnce(&mut GdqCpu, &mut GdqShared, &mut Locked<'_, RunQueue>) -> R,
+    ) -> R {
+        let mut cpu = self.cpus[k].lock().expect("a step panicked");
+        if let Ok(r) = local(&mut cpu, &mut Locked(&self.queues)) {
+            local_count.fetch_add(1, Ordering::Relaxed);
+            return r;
+        }
+        global_count.fetch_add(1, Ordering::Relaxed);
+        self.step(|sh, q| global(&mut cpu, sh, q))
+    }
+
     /// CPU `k` picks at `now`; marks the client on a CPU.
     fn pick(&self, k: usize, now: Time) -> Option<(ClientId, Time)> {
-        let got = self.step(|sh, q| gdq::pick(sh, q, now, k));
+        let got = self.cpu_step(
+            k,
+            (&self.steps.local_picks, &self.steps.global_picks),
+            |cpu, q| gdq::try_pick(cpu, q, now).map(Some),
+            |cpu, sh, q| gdq::pick(cpu, sh, q, now),
+        );
+        let next = self.cpus[k].lock().unwrap().next_decision();
+        assert!(next.is_some_and(|t| t > now), "cpu {k} picked at {now} past its MFQ decision time {next:?}");
         if let Some((c, _)) = got {
-            assert!(!self.on_cpu[c.index()].swap(true, Ordering::AcqRel), "{c} is on two CPUs at once");
+            self.mark_running(c);
         }
         got
+    }
+
+    fn mark_running(&self, c: ClientId) {
+        assert!(!self.on_cpu[c.index()].swap(true, Ordering::AcqRel), "{c} is on two CPUs at once");
     }
 
     /// CPU `k` stops `c` at `now` after `ran` ns.
     fn stop(&self, k: usize, c: ClientId, now: Time, ran: Time, why: StopReason) {
         self.work[c.index()].fetch_add(1, Ordering::Relaxed);
         self.on_cpu[c.index()].store(false, Ordering::Release);
-        let was = self.step(|sh, q| gdq::stopped(sh, q, now, k, ran, why));
+        let was = self.cpu_step(
+            k,
+            (&self.steps.local_stops, &self.steps.global_stops),
+            |cpu, q| gdq::try_stopped(cpu, q, ran, why),
+            |cpu, sh, q| gdq::stopped(cpu, sh, q, now, ran, why),
+        );
         assert_eq!(was, Some(c), "cpu {k} stopped the wrong client");
     }
 
-    /// GDQ's invariants under every lock (the global lock first). Every
-    /// step holds the global lock throughout, so this is a consistent
-    /// snapshot between two steps even while the CPU threads run.
+    /// GDQ's invariants under every lock: every CPU part's (in CPU order),
+    /// then the global lock, then every queue's. A CPU step holds its CPU
+    /// part's lock throughout and any other step the global lock
+    /// throughout, so this is a consistent snapshot between steps even
+    /// while the CPU threads run.
     fn check_snapshot(&self) {
+        let cpus: Vec<MutexGuard<'_, GdqCpu>> = self.cpus.iter().map(|m| m.lock().unwrap()).collect();
         let sh = self.global.lock().unwrap();
         let guards: Vec<MutexGuard<'_, RunQueue>> = self.queues.iter().map(|m| m.lock().unwrap()).collect();
-        if let Err(e) = gdq::check_invariants(&sh, guards.iter().map(|g| &**g)) {
+        if let Err(e) = gdq::check_invariants(&sh, cpus.iter().map(|g| &**g), guards.iter().map(|g| &**g)) {
             panic!("invariant broken: {e}");
         }
     }
@@ -189,6 +264,11 @@ fn run_churn(cpus: usize, n: usize, params: GdqParams, seed: u64, epochs: u64) {
         |_, _, r| churn(&world, &mut known, 30, r),
         |_| world.check(),
     );
+    // Concurrency really happened: picks and stops ran without the global
+    // lock (an MFQ decision, an end of round, a block or a regroup need it).
+    let (local_picks, picks, local_stops, stops) = world.steps.counts();
+    assert!(local_picks * 10 >= picks, "{local_picks} of {picks} picks ran without the global lock");
+    assert!(local_stops * 2 >= stops, "{local_stops} of {stops} stops ran without the global lock");
 }
 
 /// Theorem 3.6's bounds in quanta: (−2(2δ+2) − T, 2(2δ+2) + g·T).
@@ -238,6 +318,11 @@ fn run_static(cpus: usize, weights: &[u64], params: GdqParams, quanta: u64) -> (
         }
     });
     world.check();
+    // Concurrency really happened: every stop (nothing blocks or changes
+    // weight) and many picks ran without the global lock.
+    let (local_picks, picks, local_stops, stops) = world.steps.counts();
+    assert_eq!(local_stops, stops, "a static mix's stops all run without the global lock");
+    assert!(local_picks * 10 >= picks, "{local_picks} of {picks} picks ran without the global lock");
     let ex = *extremes.lock().unwrap();
     ex
 }
@@ -306,4 +391,58 @@ fn stress_long_churn() {
     for seed in 0..2 {
         run_churn(4, 24, GdqParams { delta: 1, interval: 4 }, seed, 200);
     }
+}
+
+/// While another thread holds the global lock (as a long MFQ decision or a
+/// client event would), the CPU threads still run quanta: their picks and
+/// stops take only their CPU part's lock and their own queue's. 16 equal
+/// clients on 4 CPUs run 200 quanta on one thread (the queues level out
+/// to 4 clients each); then the test thread takes the global lock, and
+/// every CPU thread runs quanta from tick 201 (no MFQ decision is due
+/// before 205) through `World::pick` and `World::stop`, which take the
+/// global lock only when a step needs it. The test thread counts the
+/// quanta each CPU reports while it holds the lock, then lets go.
+#[test]
+fn local_steps_run_while_the_global_lock_is_held() {
+    let (cpus, n, warm) = (4, 16, 201);
+    let world = World::new(cpus, GdqParams::default(), n);
+    for i in 0..n {
+        assert!(world.step(|sh, q| gdq::join(sh, q, 0, ClientId(i as u32), w(1))));
+    }
+    for t in 0..warm {
+        let run: Vec<_> = (0..cpus).map(|k| world.pick(k, t * Q).expect("N > P: no CPU idles")).collect();
+        for (k, (c, _)) in run.into_iter().enumerate() {
+            world.stop(k, c, (t + 1) * Q, Q, StopReason::Expired);
+        }
+    }
+    let (tx, rx) = std::sync::mpsc::channel();
+    let while_held = std::thread::scope(|scope| {
+        let held = world.global.lock().unwrap();
+        for k in 0..cpus {
+            let (world, tx) = (&world, tx.clone());
+            scope.spawn(move || {
+                for t in warm..warm + 20 {
+                    let (c, _) = world.pick(k, t * Q).expect("N > P: no CPU idles");
+                    world.stop(k, c, (t + 1) * Q, Q, StopReason::Expired);
+                    tx.send(k).unwrap();
+                }
+            });
+        }
+        // Every CPU runs a few quanta before it needs the global part;
+        // wait for them (a CPU thread blocked on the global lock sends no more).
+        // Patient (10 s) while some CPU has reported nothing, on a busy machine.
+        let mut quanta = vec![0u32; cpus];
+        loop {
+            let wait = if quanta.contains(&0) { 10_000 } else { 300 };
+            match rx.recv_timeout(std::time::Duration::from_millis(wait)) {
+                Ok(k) => quanta[k] += 1,
+                Err(_) => break,
+            }
+        }
+        drop(held);
+        quanta
+    });
+    world.check();
+    eprintln!("quanta run while the global lock was held: {while_held:?}");
+    assert!(while_held.iter().all(|&q| q >= 1), "a CPU ran no quantum while the global lock was held: {while_held:?}");
 }

@@ -78,42 +78,88 @@
 //!   CPU leaves its queue stalled in its old group and takes a stalled queue
 //!   of the new one, or a new queue): no client moves. A blocked client has
 //!   no entry (nothing of it outlives a sleep, Gap GDQ-14).
+//! * **The CPU parts** ([`GdqCpu`], one per CPU: [`GdqShared::cpu_parts`]):
+//!   each CPU's MFQ state (its group, its queue, dedicated or floating, its
+//!   next MFQ time, the work it delivered since its last decision) and the
+//!   client it runs. Only the CPU's own steps read or change it.
 //! * **The global part** ([`GdqShared`]): what the paper keeps global,
 //!   because MFQ compares groups and every arrival changes every group's
 //!   share (§2.2.1): the group table (members and weight sums Φ_k, P̲^k,
 //!   P̄^k, ψ_k, the CPUs assigned and dedicated, the group's queue list, the
-//!   VFT F_k), each CPU's MFQ state (its group, its queue, dedicated or
-//!   floating, its next MFQ time, the work it delivered since its last
-//!   decision, the client it runs), the readjustment (a function of every
-//!   runnable weight: the weight classes and the capped list), every
-//!   client's weight (a blocked client wakes with it), the arena's free
-//!   list, and the owner map (client → (queue, slot),
+//!   VFT F_k), the decision schedule's epoch, the readjustment (a function
+//!   of every runnable weight: the weight classes and the capped list),
+//!   every client's weight (a blocked client wakes with it), the arena's
+//!   free list, and the owner map (client → (queue, slot),
 //!   [`crate::percpu::OwnerMap`]).
-//! * **Steps** ([`pick`], [`stopped`], [`join`], [`leave`], [`block`],
-//!   [`wake`], [`set_weight`], [`check_invariants`]): functions of the
-//!   global part, `&mut`, and the queue parts through [`Queues`]: the
-//!   policy calls them over its arena (a slice); a concurrent host keeps the
-//!   global part behind one lock and each queue behind its own
-//!   ([`Locked`]), and holds the global lock for the whole step (taken
-//!   before any queue's). Each step validates its event first (a refused
-//!   one changes nothing and returns false or None). INTRAGROUP's common
-//!   path touches one queue; the cross-queue step MOVE-PROCESS is `steal`,
-//!   a function of the owner map and two queue parts (`with_two`: two locks
-//!   in queue id order); `pull` (fill an empty queue) and the end-of-round
-//!   steal find their source with GET-MIN-QUEUE, which reads nv_Q and the
-//!   length of each queue of the group, one at a time. MFQ decisions,
-//!   `reassign` (= `leave_group` then `enter_group`), arrivals and
-//!   departures change the group table. Since any pick may make an MFQ
-//!   decision, the global lock serialises the steps of a concurrent host:
-//!   the queue locks guard the entries, but two CPUs' INTRAGROUP steps do
-//!   not yet run in parallel (that needs the common path to run on a CPU's
-//!   own state and queue alone). tests/gdq_threaded.rs drives it with one
-//!   thread per CPU. `check_invariants` checks every part (its numbered
-//!   list).
+//!
+//! # Steps and locks
+//!
+//! The steps are functions of the parts: the queue parts through
+//! [`Queues`] (the policy's arena, a slice; or each queue behind its own
+//! lock, [`Locked`]), a CPU part `&mut`, and the global part `&mut` when
+//! the step needs it. Each step validates its event first (a refused one
+//! changes nothing and returns false or None). `check_invariants` checks
+//! every part (its numbered list).
+//!
+//! * **Local steps** ([`try_pick`], [`try_stopped`]): a CPU part and its
+//!   own queue, no global part. A pick is local when no MFQ decision is
+//!   due, the CPU has a queue and INTRAGROUP takes its common path (lines
+//!   1-3: C(Q), or next(C(Q)) when C(Q) has caught up with nv_Q, in the
+//!   same round); a stop is local when the client expired or was preempted
+//!   and stays in its group (line 10: nv_C += 2^k/φ, and the CPU's floating
+//!   work for MFQ). Otherwise they answer [`NeedsGlobal`] having changed
+//!   nothing, and the host runs [`pick`] or [`stopped`] instead, which
+//!   decide the same where the local step would have decided (the
+//!   single-threaded policy does exactly this, so the simulator's decisions
+//!   are the ones of the fully global steps).
+//! * **Steps with the global part**, because the rule reads or changes it:
+//!   an MFQ decision (§2.2.1, lines 1-9: F_k of every group, the group's
+//!   CPU counts; REASSIGN = `leave_group` then `enter_group` changes two
+//!   groups' queue lists), the end of a round and a pull (§2.2.2:
+//!   GET-MIN-QUEUE reads every queue of the group, found through the
+//!   group's queue list, and MOVE-PROCESS may free an emptied stalled
+//!   queue), a block or departure at a stop and a client that must change
+//!   group (Gap GDQ-18: Φ_k, the readjustment), and every client event
+//!   ([`join`], [`leave`], [`block`], [`wake`], [`set_weight`]: the
+//!   readjustment and every group's share change, §2.3). The cross-queue
+//!   step MOVE-PROCESS is `steal`, a function of the owner map and two
+//!   queue parts (`with_two`: two locks in queue id order). The end of a
+//!   round is a group step, not a global one: the paper reads the group's
+//!   queues without a lock (its §5, racily, as a heuristic); it runs under
+//!   the global lock here only because the group's queue list lives in the
+//!   group table. A lock per group (its queue list, with the owner map
+//!   outside the global lock) would let it run beside other groups' steps:
+//!   not done. So a CPU whose queue holds one client ends a round at every
+//!   pick, and every such pick takes the global lock.
+//! * **Protocol for a concurrent host** (tests/gdq_threaded.rs,
+//!   propshare-rt): the global part behind one lock, each queue behind its
+//!   own, each CPU part behind its own (held by its CPU's thread for the
+//!   whole pick or stop; others take it only to check invariants). Lock
+//!   order: a CPU part, then the global lock, then queue locks, one at a
+//!   time or two in queue id order. A CPU tries the local step under its
+//!   part's lock and one queue lock; on [`NeedsGlobal`] it releases the
+//!   queue lock, takes the global lock and runs the step again from the
+//!   start (it re-reads everything, so what changed in between counts).
+//!   No step holds a queue lock while it waits for the global lock.
+//! * **Why local steps and global steps may overlap.** A local step
+//!   changes only its CPU part and, in the CPU's own active queue, C(Q)
+//!   (within the round) and its running client's entry (running, nv_C).
+//!   A global step never relies on these across two holds of a queue's
+//!   lock: MOVE-PROCESS chooses next(C(Q)) under both queue locks, and
+//!   never the running client (a running client is C(Q) of its CPU's queue,
+//!   an active queue it steals from has ≥ 2 clients, and no CPU runs a
+//!   client of a stalled queue); DEQUEUE decides whether
+//!   the client runs in the same hold as it unlinks it (`unlink_if`: a
+//!   local pick may start it between two holds), and so does a regroup
+//!   deferred while the client runs. Nothing else a global step reads (a
+//!   queue's nv_Q, weight, length, CPU; an entry's weight, φ, order) is
+//!   changed by a local step. An active queue is never freed, and only its
+//!   CPU's steps hand it over, so a CPU's queue stays its own between two
+//!   of its steps.
 //!
 //! # Cost
 //!
-//! * pick: O(1) on the common path; O(P) at the end of a round
+//! * pick: O(1) on the common path (local); O(P) at the end of a round
 //!   (GET-MIN-QUEUE scans the group's ≤ P̄^k + 1 queues); O(g + P) at an MFQ
 //!   decision, once per T per CPU.
 //! * stopped (expired): O(1).
@@ -371,6 +417,25 @@ impl RunQueue {
         self.procs.remove(s)
     }
 
+    /// INTRAGROUP's common path (lines 1-3; the queue must not be empty):
+    /// C(Q) if the round goes on, after moving past a C(Q) that has caught
+    /// up with nv_Q; None, changing nothing, at the end of a round (the
+    /// next client has caught up too).
+    #[inline]
+    fn round_goes_on(&mut self) -> Option<Slot> {
+        let nv_q = self.nv as u128 * NV_ONE;
+        let cur = self.current.expect("non-empty");
+        if self.procs.get(cur).nv < nv_q {
+            return Some(cur);
+        }
+        let next = self.ring.next_cyclic(&self.procs, cur);
+        if self.procs.get(next).nv >= nv_q {
+            return None;
+        }
+        self.current = Some(next);
+        Some(next)
+    }
+
     /// Whether GET-MIN-QUEUE may take a process from it: an active queue
     /// with ≥ 2 processes or a non-empty stalled queue.
     fn has_spare(&self) -> bool {
@@ -382,18 +447,52 @@ impl RunQueue {
     }
 }
 
-/// The per-CPU MFQ state.
-#[derive(Clone, Debug, Default)]
-struct Cpu {
+/// One CPU's part: its MFQ state (§2.2.1: its group and queue, dedicated
+/// or floating, its next decision time, the work it delivered since its
+/// last decision) and the client it runs. Only its own CPU's steps read or
+/// change it, so a concurrent host keeps it with its CPU (behind a lock
+/// of its own only for invariant checks).
+#[derive(Clone, Debug)]
+pub struct GdqCpu {
+    /// Its CPU's index.
+    id: usize,
+    /// Q (a copy of the global part's: the CPU's own steps read it).
+    quantum: Time,
     group: Option<u32>,
     queue: Option<usize>,
     dedicated: bool,
-    next_mfq: Time,
+    /// Its next MFQ time; None until its first pick, which sets it from
+    /// the schedule's epoch (Gap GDQ-6).
+    next_mfq: Option<Time>,
     /// Work (ns) delivered as a non-dedicated processor since the last decision.
     float_work: Time,
     /// The client it runs (picked, not yet stopped).
     running: Option<ClientId>,
 }
+
+impl GdqCpu {
+    /// CPU `id`'s part, with no group, on a machine of quantum `quantum`.
+    fn new(id: usize, quantum: Time) -> GdqCpu {
+        GdqCpu { id, quantum, group: None, queue: None, dedicated: false, next_mfq: None, float_work: 0, running: None }
+    }
+
+    /// The CPU this part belongs to.
+    pub fn id(&self) -> usize {
+        self.id
+    }
+
+    /// Its next MFQ decision time (None before its first pick). After a
+    /// pick at `now` it is later than `now`: no decision is skipped.
+    pub fn next_decision(&self) -> Option<Time> {
+        self.next_mfq
+    }
+}
+
+/// What a local step ([`try_pick`], [`try_stopped`]) answers when GDQ's
+/// rules need the global part: it changed nothing, and the host runs the
+/// step again with the global part ([`pick`], [`stopped`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct NeedsGlobal;
 
 /// One group: part of the global table.
 #[derive(Clone, Debug, Default)]
@@ -449,8 +548,8 @@ pub type Gdq = Shell<GdqPolicy>;
 /// The global part: what the paper keeps global (§2.2.1: the group table,
 /// the group-to-processor assignment and the groups' VFTs, which MFQ
 /// decisions compare across groups), the readjustment (a function of every
-/// runnable weight), the per-CPU MFQ state, every client's weight, the
-/// queue arena's free list and the owner map, client → (queue, slot).
+/// runnable weight), every client's weight, the decision schedule's epoch,
+/// the queue arena's free list and the owner map, client → (queue, slot).
 #[derive(Clone, Debug)]
 pub struct GdqShared {
     quantum: Time,
@@ -458,6 +557,8 @@ pub struct GdqShared {
     /// T in ns.
     interval_ns: Time,
     epoch: Option<Time>,
+    /// P.
+    cpu_count: usize,
     /// The runnable clients by order of original weight, for readjustment.
     feasible: WeightClasses,
     readjustment: Readjustment,
@@ -469,7 +570,6 @@ pub struct GdqShared {
     /// Per client id: its weight, 0 if it has not joined (or has left).
     /// A blocked client has no entry; it wakes with this weight.
     weights: Vec<u64>,
-    cpus: Vec<Cpu>,
     free_queues: Vec<usize>,
     /// The first arena place never used.
     fresh: usize,
@@ -490,6 +590,8 @@ pub struct GdqShared {
 #[derive(Clone, Debug)]
 pub struct GdqPolicy {
     sh: GdqShared,
+    /// The CPU parts.
+    cpus: Vec<GdqCpu>,
     /// The queue parts, grown as queues open (`make_room`).
     queues: Vec<RunQueue>,
 }
@@ -503,19 +605,28 @@ impl Gdq {
     /// GDQ with explicit δ and T (δ ≥ 0, T ≥ 1 quantum; T = 0 is taken as 1).
     pub fn with_params(cfg: SchedConfig, params: GdqParams) -> Gdq {
         let sh = GdqShared::new(cfg, params, 0);
-        let queues = sh.queue_parts();
-        Shell::build("gdq", &cfg, GdqPolicy { sh, queues })
+        let (cpus, queues) = (sh.cpu_parts(), sh.queue_parts());
+        Shell::build("gdq", &cfg, GdqPolicy { sh, cpus, queues })
     }
 }
 
 /// How GDQ's steps reach the queue parts: directly (one thread: the
 /// policy's arena, a slice) or each behind its own lock
-/// ([`crate::percpu::Locked`]). The global part is handed to every step
-/// `&mut`: a concurrent host keeps it behind its own lock, taken before
-/// any queue's (see "Steps" in the module documentation).
+/// ([`crate::percpu::Locked`]). The global part is handed `&mut` to every
+/// step that needs it: a concurrent host keeps it behind its own lock,
+/// taken after a CPU part's and before any queue's (see "Steps and locks"
+/// in the module documentation).
 pub trait Queues: Parts<Part = RunQueue> {}
 
 impl<P: Parts<Part = RunQueue> + ?Sized> Queues for P {}
+
+/// (ran / Q) · 2^k / φ in units of NV_ONE, rounded up.
+fn nv_charge(quantum: Time, ran: Time, k: u32, phi: Phi) -> u128 {
+    let a = (ran as u128) << k;
+    let b = (phi.den.max(1) as u128) << 64;
+    let d = (quantum as u128).saturating_mul(phi.num.max(1) as u128);
+    mul_div(a, b, d, true)
+}
 
 /// φ in 2^-32 units (a queue's weight).
 fn phi_fp(phi: Phi) -> u128 {
@@ -550,13 +661,13 @@ impl GdqShared {
             params,
             interval_ns: params.interval.saturating_mul(cfg.quantum),
             epoch: None,
+            cpu_count: cfg.cpus,
             feasible: WeightClasses::default(),
             readjustment: Readjustment::EMPTY,
             capped: Vec::new(),
             spare_capped: Vec::new(),
             owners: OwnerMap::new(capacity),
             weights: vec![0; capacity],
-            cpus: vec![Cpu::default(); cfg.cpus],
             free_queues: Vec::new(),
             fresh: 0,
             groups: vec![Group::default(); ORDERS],
@@ -573,7 +684,12 @@ impl GdqShared {
     /// queue holds a runnable client (an emptied one is freed). The
     /// single-threaded policy grows its arena as it goes instead.
     pub fn queue_parts(&self) -> Vec<RunQueue> {
-        (0..self.cpus.len() + self.weights.len()).map(RunQueue::vacant).collect()
+        (0..self.cpu_count + self.weights.len()).map(RunQueue::vacant).collect()
+    }
+
+    /// The CPU parts, one per CPU, none assigned yet.
+    pub fn cpu_parts(&self) -> Vec<GdqCpu> {
+        (0..self.cpu_count).map(|j| GdqCpu::new(j, self.quantum)).collect()
     }
 
     /// The parameters in use.
@@ -598,21 +714,15 @@ impl GdqShared {
     fn start_clock(&mut self, now: Time) {
         if self.epoch.is_none() {
             self.epoch = Some(now);
-            let p = self.cpus.len() as u128;
-            let t = self.interval_ns as u128;
-            for (j, cpu) in self.cpus.iter_mut().enumerate() {
-                let offset = (t * j as u128 / p) as Time;
-                cpu.next_mfq = now.saturating_add(offset);
-            }
         }
     }
 
-    /// (ran / Q) · 2^k / φ in units of NV_ONE, rounded up.
-    fn nv_charge(&self, ran: Time, k: u32, phi: Phi) -> u128 {
-        let a = (ran as u128) << k;
-        let b = (phi.den.max(1) as u128) << 64;
-        let d = (self.quantum as u128).saturating_mul(phi.num.max(1) as u128);
-        mul_div(a, b, d, true)
+    /// CPU j's first decision time, epoch + j·T/P (Gap GDQ-6); the
+    /// schedule must have started.
+    fn first_decision(&self, j: usize) -> Time {
+        let (p, t) = (self.cpu_count as u128, self.interval_ns as u128);
+        let offset = (t * j as u128 / p) as Time;
+        self.epoch.expect("the schedule has started").saturating_add(offset)
     }
 
     fn add_contribution(&mut self, p: &Proc) {
@@ -766,7 +876,7 @@ impl GdqPolicy {
 
     /// The group a CPU serves and whether it is dedicated there.
     pub fn cpu_assignment(&self, cpu: CpuId) -> Option<(u32, bool)> {
-        let k = self.sh.cpus.get(cpu.index())?;
+        let k = self.cpus.get(cpu.index())?;
         k.group.map(|g| (g, k.dedicated))
     }
 
@@ -777,22 +887,22 @@ impl GdqPolicy {
     /// freed places are used first. It keeps 2P + 8.
     #[inline]
     fn make_room(&mut self) {
-        let want = self.sh.fresh + 2 * self.sh.cpus.len() + 8;
+        let want = self.sh.fresh + 2 * self.sh.cpu_count + 8;
         if self.queues.len() < want {
             let have = self.queues.len();
             self.queues.extend((have..want).map(RunQueue::vacant));
         }
     }
 
-    /// The steps over this policy's own parts.
+    /// The steps over this policy's own parts, and its CPU parts.
     #[cfg(test)]
-    fn steps(&mut self) -> Steps<'_, [RunQueue]> {
-        Steps { sh: &mut self.sh, queues: self.queues.as_mut_slice() }
+    fn steps(&mut self) -> (Steps<'_, [RunQueue]>, &mut [GdqCpu]) {
+        (Steps { sh: &mut self.sh, queues: self.queues.as_mut_slice() }, &mut self.cpus)
     }
 }
 
-/// Check GDQ's invariants over the global part and every queue part (the
-/// whole arena, in place order):
+/// Check GDQ's invariants over the global part, every CPU part (in CPU
+/// order) and every queue part (the whole arena, in place order):
 ///
 /// 1. every assigned CPU serves a live queue of its group that names it;
 /// 2. group CPU counts, member counts and weight sums match the queues;
@@ -803,12 +913,21 @@ impl GdqPolicy {
 ///    entry is (no client on two CPUs).
 ///
 /// Smoothness is checked by the tests themselves.
-pub fn check_invariants<'a>(sh: &GdqShared, queues: impl IntoIterator<Item = &'a RunQueue>) -> Result<(), String> {
+pub fn check_invariants<'a, 'b>(
+    sh: &GdqShared,
+    cpus: impl IntoIterator<Item = &'b GdqCpu>,
+    queues: impl IntoIterator<Item = &'a RunQueue>,
+) -> Result<(), String> {
     let queues: Vec<&RunQueue> = queues.into_iter().collect();
     let mut assigned = vec![0usize; ORDERS];
     let mut dedicated = vec![0usize; ORDERS];
     let mut running = 0;
-    for (j, cpu) in sh.cpus.iter().enumerate() {
+    let mut count = 0;
+    for (j, cpu) in cpus.into_iter().enumerate() {
+        count += 1;
+        if cpu.id != j {
+            return Err(format!("cpu {j}'s part says it is cpu {}", cpu.id));
+        }
         match (cpu.group, cpu.queue) {
             (None, None) => {}
             (Some(k), Some(q)) => {
@@ -846,6 +965,9 @@ pub fn check_invariants<'a>(sh: &GdqShared, queues: impl IntoIterator<Item = &'a
     }
     if running != 0 {
         return Err(format!("{} more entries marked running than CPUs running them", -running));
+    }
+    if count != sh.cpu_count {
+        return Err(format!("{count} CPU parts for {} CPUs", sh.cpu_count));
     }
     sh.owners.check_count(entries)?;
     for k in 0..ORDERS {
@@ -913,7 +1035,7 @@ impl<Q: Queues + ?Sized> Steps<'_, Q> {
     }
 
     /// Change runnable client `c`'s entry.
-    #[inline]
+    #[cfg(test)]
     fn with_proc<R>(&mut self, c: ClientId, f: impl FnOnce(&mut Proc) -> R) -> Option<R> {
         let (q, s) = self.sh.owners.get(c)?;
         Some(self.queue(q, |rq| f(rq.procs.get_mut(s))))
@@ -954,16 +1076,31 @@ impl<Q: Queues + ?Sized> Steps<'_, Q> {
         self.sh.owners.set(p.client, q, s);
     }
 
-    /// Unlink client `c` from its queue and take its entry out (C(Q) passes
-    /// to next(C)). Frees an emptied stalled queue.
-    fn unlink(&mut self, c: ClientId) -> Proc {
+    /// Unlink queued client `c` from its queue and take its entry out, if
+    /// `take` says so (C(Q) passes to next(C)). Frees an emptied stalled
+    /// queue. `take` decides under the queue's lock, in the same hold as
+    /// the unlink: a local pick may start `c` between two holds.
+    fn unlink_if(&mut self, c: ClientId, take: impl FnOnce(&mut Proc) -> bool) -> Option<Proc> {
         let (q, s) = self.sh.owners.get(c).expect("queued");
-        let (p, emptied) = self.queue(q, |rq| (rq.unlink(s), rq.ring.is_empty() && rq.cpu.is_none()));
-        self.sh.owners.clear(c);
+        let (p, emptied) = self.queue(q, |rq| {
+            if !take(rq.procs.get_mut(s)) {
+                return (None, false);
+            }
+            (Some(rq.unlink(s)), rq.ring.is_empty() && rq.cpu.is_none())
+        });
+        if p.is_some() {
+            self.sh.owners.clear(c);
+        }
         if emptied {
             self.free_queue(q);
         }
         p
+    }
+
+    /// Unlink client `c` and take its entry out (see [`Steps::unlink_if`]).
+    #[cfg(test)]
+    fn unlink(&mut self, c: ClientId) -> Proc {
+        self.unlink_if(c, |_| true).expect("taken")
     }
 
     /// ENQUEUE (§2.4): into the smallest-weight queue of its group, just
@@ -982,27 +1119,36 @@ impl<Q: Queues + ?Sized> Steps<'_, Q> {
         self.sh.add_contribution(&p);
     }
 
-    /// DEQUEUE (§2.4): returns the entry, if `c` was queued.
-    fn dequeue(&mut self, c: ClientId) -> Option<Proc> {
-        let p = self.proc(c)?;
+    /// DEQUEUE (§2.4) of queued client `c` if `take` says so (deciding
+    /// under its queue's lock, as [`Steps::unlink_if`]): returns its entry.
+    fn dequeue_if(&mut self, c: ClientId, take: impl FnOnce(&mut Proc) -> bool) -> Option<Proc> {
+        let p = self.unlink_if(c, take)?;
         self.sh.remove_contribution(&p);
-        let p = self.unlink(c);
         self.sh.update_presence(p.order as usize);
         Some(p)
     }
 
-    /// Move `c` to the group of its current order if it changed (deferred while it runs).
+    /// DEQUEUE (§2.4) of client `c`, if it is queued and not running:
+    /// returns its entry.
+    fn dequeue(&mut self, c: ClientId) -> Option<Proc> {
+        self.sh.owners.get(c)?;
+        self.dequeue_if(c, |p| !p.running)
+    }
+
+    /// Move `c` to the group of its current order if it changed (deferred
+    /// while it runs: it moves when it stops).
     fn settle(&mut self, c: ClientId) {
-        let Some(p) = self.proc(c) else { return };
-        if order_of(p.phi) == p.order {
+        if self.sh.owners.get(c).is_none() {
             return;
         }
-        if p.running {
-            self.with_proc(c, |p| p.regroup = true);
-            return;
+        let moved = self.dequeue_if(c, |p| {
+            let moves = order_of(p.phi) != p.order;
+            p.regroup |= moves && p.running;
+            moves && !p.running
+        });
+        if let Some(p) = moved {
+            self.enqueue(p);
         }
-        let p = self.dequeue(c).expect("queued");
-        self.enqueue(p);
     }
 
     /// Give queued `c` a new (weight, capped, φ), keeping group sums and queue weights right.
@@ -1029,7 +1175,7 @@ impl<Q: Queues + ?Sized> Steps<'_, Q> {
         // classes in O(g + P log P) instead of an ordered set's O(log N)
         // updates; the capped clients in the order of its `heaviest`.
         let Steps { sh, queues } = self;
-        let cpus = sh.cpus.len();
+        let cpus = sh.cpu_count;
         let owners = &sh.owners;
         let mut weight = |c: ClientId| {
             let (q, s) = owners.get(c).expect("runnable");
@@ -1108,25 +1254,22 @@ impl<Q: Queues + ?Sized> Steps<'_, Q> {
         true
     }
 
-    /// INTRAGROUP(℘) (§2.2.2, lines 1-9): the client ℘ runs next, if any.
+    /// INTRAGROUP(℘) (§2.2.2, lines 1-9) on ℘'s queue `q`: the client ℘
+    /// runs next, if any.
     #[inline]
-    fn intragroup(&mut self, cpu: usize) -> Option<ClientId> {
-        let q = self.sh.cpus[cpu].queue?;
+    fn intragroup(&mut self, q: usize) -> Option<ClientId> {
         if self.queue(q, |rq| rq.ring.is_empty()) && !self.pull(q) {
             return None;
         }
-        // The common path, on the queue alone: Ok(C(Q)), or Err at the end of a round.
-        let step = self.queue(q, |rq| {
-            let (k, nv_q) = (rq.group, rq.nv as u128 * NV_ONE);
-            let mut s = rq.current.expect("non-empty");
-            if rq.procs.get(s).nv >= nv_q {
-                s = rq.ring.next_cyclic(&rq.procs, s);
-                rq.current = Some(s);
-                if rq.procs.get(s).nv >= nv_q {
-                    return Err((k, rq.nv));
-                }
+        // The common path, on the queue alone: Ok(C(Q)), or Err at the end
+        // of a round, C(Q) moved on to next(C(Q)).
+        let step = self.queue(q, |rq| match rq.round_goes_on() {
+            Some(s) => Ok(rq.client(s)),
+            None => {
+                let cur = rq.current.expect("non-empty");
+                rq.current = Some(rq.ring.next_cyclic(&rq.procs, cur));
+                Err((rq.group, rq.nv))
             }
-            Ok(rq.client(s))
         });
         let (k, nv_q) = match step {
             Ok(c) => return Some(c),
@@ -1145,15 +1288,15 @@ impl<Q: Queues + ?Sized> Steps<'_, Q> {
 
     /// ℘ leaves its group: its queue becomes a stalled queue of that group
     /// (freed if empty).
-    fn leave_group(&mut self, cpu: usize) {
-        let Some(k) = self.sh.cpus[cpu].group.take() else { return };
-        let q = self.sh.cpus[cpu].queue.take().expect("assigned CPU has a queue");
+    fn leave_group(&mut self, cpu: &mut GdqCpu) {
+        let Some(k) = cpu.group.take() else { return };
+        let q = cpu.queue.take().expect("assigned CPU has a queue");
         let g = &mut self.sh.groups[k as usize];
         g.assigned -= 1;
-        if std::mem::take(&mut self.sh.cpus[cpu].dedicated) {
+        if std::mem::take(&mut cpu.dedicated) {
             g.dedicated -= 1;
         }
-        self.sh.cpus[cpu].float_work = 0;
+        cpu.float_work = 0;
         if self.queue(q, |rq| {
             rq.cpu = None;
             rq.ring.is_empty()
@@ -1165,10 +1308,10 @@ impl<Q: Queues + ?Sized> Steps<'_, Q> {
 
     /// ℘ joins G^k: it takes a stalled queue of G^k, or a new queue that
     /// pulls one process.
-    fn enter_group(&mut self, cpu: usize, k: u32, dedicated: bool) {
+    fn enter_group(&mut self, cpu: &mut GdqCpu, k: u32, dedicated: bool) {
         let Steps { sh, queues } = self;
         let stalled = sh.groups[k as usize].queues.iter().copied().find(|&q| queues.with(q, |rq| rq.cpu.is_none()));
-        let id = CpuId(cpu as u32);
+        let id = CpuId(cpu.id as u32);
         let q = match stalled {
             Some(q) => {
                 self.queue(q, |rq| rq.cpu = Some(id));
@@ -1186,42 +1329,41 @@ impl<Q: Queues + ?Sized> Steps<'_, Q> {
         g.assigned += 1;
         g.dedicated += dedicated as usize;
         self.sh.present |= 1 << k;
-        let c = &mut self.sh.cpus[cpu];
-        c.group = Some(k);
-        c.queue = Some(q);
-        c.dedicated = dedicated;
-        c.float_work = 0;
+        cpu.group = Some(k);
+        cpu.queue = Some(q);
+        cpu.dedicated = dedicated;
+        cpu.float_work = 0;
     }
 
     /// REASSIGN(℘, G^k, G^i).
-    fn reassign(&mut self, cpu: usize, to: u32, dedicated: bool) {
+    fn reassign(&mut self, cpu: &mut GdqCpu, to: u32, dedicated: bool) {
         self.leave_group(cpu);
         self.enter_group(cpu, to, dedicated);
     }
 
     /// MFQ(℘) (§2.2.1). `forced`: ℘ has no work in its group (or no group)
     /// and must leave it.
-    fn mfq(&mut self, cpu: usize, forced: bool) {
+    fn mfq(&mut self, cpu: &mut GdqCpu, forced: bool) {
         let sh = &mut *self.sh;
-        let own = sh.cpus[cpu].group;
+        let own = cpu.group;
         let groups = &mut sh.groups;
         if let Some(k) = own {
             let ku = k as usize;
             let (dedicated, floor) = (groups[ku].dedicated, groups[ku].floor as usize);
-            if sh.cpus[cpu].dedicated {
+            if cpu.dedicated {
                 if !forced && dedicated <= floor {
                     return; // lines 1-2: dedicated processors stay
                 }
-                sh.cpus[cpu].dedicated = false; // demote (Gap)
+                cpu.dedicated = false; // demote (Gap)
                 groups[ku].dedicated -= 1;
             } else if groups[ku].psi > 0 {
                 // line 3: charge the work delivered, with φ̂.
-                let w = sh.cpus[cpu].float_work as u128;
+                let w = cpu.float_work as u128;
                 groups[ku].vft_work = groups[ku].vft_work.saturating_add(w);
             }
-            sh.cpus[cpu].float_work = 0;
+            cpu.float_work = 0;
             if !forced && groups[ku].dedicated < floor {
-                sh.cpus[cpu].dedicated = true; // promote (Gap)
+                cpu.dedicated = true; // promote (Gap)
                 groups[ku].dedicated += 1;
                 return;
             }
@@ -1233,7 +1375,7 @@ impl<Q: Queues + ?Sized> Steps<'_, Q> {
             let held = g.assigned - (own == Some(i)) as usize;
             if held < g.floor as usize && !(forced && own == Some(i)) {
                 if own == Some(i) {
-                    sh.cpus[cpu].dedicated = true;
+                    cpu.dedicated = true;
                     sh.groups[i as usize].dedicated += 1;
                 } else {
                     self.reassign(cpu, i, true);
@@ -1263,22 +1405,24 @@ impl<Q: Queues + ?Sized> Steps<'_, Q> {
         }
     }
 
+    /// ℘ picks (the schedule must have started): an MFQ decision if one
+    /// is due or ℘ has no group, then INTRAGROUP, and MFQ again if ℘ found
+    /// no work in its group.
     #[inline]
-    fn pick(&mut self, now: Time, cpu: usize) -> Option<ClientId> {
-        if self.sh.cpus[cpu].group.is_none() {
+    fn pick(&mut self, now: Time, cpu: &mut GdqCpu) -> Option<ClientId> {
+        let next = *cpu.next_mfq.get_or_insert_with(|| self.sh.first_decision(cpu.id));
+        if cpu.group.is_none() {
             self.mfq(cpu, true);
-        } else if now >= self.sh.cpus[cpu].next_mfq {
+        } else if now >= next {
             self.mfq(cpu, false);
         }
-        let next = self.sh.cpus[cpu].next_mfq;
         if now >= next {
             let t = self.sh.interval_ns.max(1);
             let behind = (now - next) / t + 1;
-            self.sh.cpus[cpu].next_mfq = next.saturating_add(behind.saturating_mul(t));
+            cpu.next_mfq = Some(next.saturating_add(behind.saturating_mul(t)));
         }
         for _ in 0..2 {
-            self.sh.cpus[cpu].queue?;
-            if let Some(c) = self.intragroup(cpu) {
+            if let Some(c) = self.intragroup(cpu.queue?) {
                 return Some(c);
             }
             self.mfq(cpu, true);
@@ -1286,10 +1430,12 @@ impl<Q: Queues + ?Sized> Steps<'_, Q> {
         None
     }
 
-    /// `c`, runnable, leaves the runnable set (it blocks or leaves).
-    fn remove(&mut self, c: ClientId) {
-        let p = self.dequeue(c).expect("a runnable client is queued");
+    /// `c`, runnable, leaves the runnable set (it blocks or leaves);
+    /// false, changing nothing, if it runs.
+    fn remove(&mut self, c: ClientId) -> bool {
+        let Some(p) = self.dequeue(c) else { return false };
         self.sh.feasible.remove(c, p.weight.get());
+        true
     }
 
     /// `c` joins the runnable set with its weight.
@@ -1337,13 +1483,10 @@ fn joined(sh: &GdqShared, c: ClientId) -> bool {
 /// Client `c`, not running, leaves. False if it has not joined or runs.
 pub fn leave<Q: Queues + ?Sized>(sh: &mut GdqShared, queues: &mut Q, now: Time, c: ClientId) -> bool {
     let mut st = Steps { sh, queues };
-    if !joined(st.sh, c) || st.proc(c).is_some_and(|p| p.running) {
+    if !joined(st.sh, c) || (st.sh.owners.get(c).is_some() && !st.remove(c)) {
         return false;
     }
     st.sh.start_clock(now);
-    if st.sh.owners.get(c).is_some() {
-        st.remove(c);
-    }
     st.sh.weights[c.index()] = 0;
     st.refresh();
     true
@@ -1352,11 +1495,10 @@ pub fn leave<Q: Queues + ?Sized>(sh: &mut GdqShared, queues: &mut Q, now: Time, 
 /// Client `c`, runnable and not running, blocks. False otherwise.
 pub fn block<Q: Queues + ?Sized>(sh: &mut GdqShared, queues: &mut Q, now: Time, c: ClientId) -> bool {
     let mut st = Steps { sh, queues };
-    if st.proc(c).is_none_or(|p| p.running) {
+    if st.sh.owners.get(c).is_none() || !st.remove(c) {
         return false;
     }
     st.sh.start_clock(now);
-    st.remove(c);
     st.refresh();
     true
 }
@@ -1394,46 +1536,120 @@ pub fn set_weight<Q: Queues + ?Sized>(sh: &mut GdqShared, queues: &mut Q, now: T
     true
 }
 
-/// CPU `k`, running nothing, picks: the client it runs and its slice (one
-/// quantum), or None to idle.
+/// The local pick of CPU part `cpu` (see "Steps and locks" in the module
+/// documentation): INTRAGROUP's common path on its own queue alone,
+/// without the global part. The client it runs and its slice (one
+/// quantum); [`NeedsGlobal`], changing nothing, if an MFQ decision is due,
+/// the CPU has no group or queue, its queue is empty (a pull) or its round
+/// ends (GET-MIN-QUEUE): then [`pick`] decides.
 #[inline]
-pub fn pick<Q: Queues + ?Sized>(sh: &mut GdqShared, queues: &mut Q, now: Time, k: usize) -> Option<(ClientId, Time)> {
-    debug_assert!(sh.cpus[k].running.is_none(), "cpu {k} picks while it runs a client");
+pub fn try_pick<Q: Queues + ?Sized>(
+    cpu: &mut GdqCpu,
+    queues: &mut Q,
+    now: Time,
+) -> Result<(ClientId, Time), NeedsGlobal> {
+    debug_assert!(cpu.running.is_none(), "cpu {} picks while it runs a client", cpu.id);
+    let (Some(q), Some(next)) = (cpu.queue, cpu.next_mfq) else { return Err(NeedsGlobal) };
+    if now >= next {
+        return Err(NeedsGlobal);
+    }
+    let c = queues.with(q, |rq| {
+        if rq.ring.is_empty() {
+            return None;
+        }
+        let s = rq.round_goes_on()?;
+        rq.procs.get_mut(s).running = true;
+        Some(rq.client(s))
+    });
+    let c = c.ok_or(NeedsGlobal)?;
+    cpu.running = Some(c);
+    Ok((c, cpu.quantum))
+}
+
+/// CPU part `cpu`, running nothing, picks with the global part: the
+/// client it runs and its slice (one quantum), or None to idle. Decides
+/// the same as [`try_pick`] where that one decides.
+#[inline]
+pub fn pick<Q: Queues + ?Sized>(
+    cpu: &mut GdqCpu,
+    sh: &mut GdqShared,
+    queues: &mut Q,
+    now: Time,
+) -> Option<(ClientId, Time)> {
+    debug_assert!(cpu.running.is_none(), "cpu {} picks while it runs a client", cpu.id);
     sh.start_clock(now);
     let mut st = Steps { sh, queues };
-    let c = st.pick(now, k)?;
+    let c = st.pick(now, cpu)?;
     // The client picked is C(Q) of the CPU's queue.
-    let q = st.sh.cpus[k].queue.expect("a CPU that runs a client has a queue");
+    let q = cpu.queue.expect("a CPU that runs a client has a queue");
     st.queue(q, |rq| {
         let cur = rq.current.expect("non-empty");
         debug_assert_eq!(rq.client(cur), c);
         rq.procs.get_mut(cur).running = true;
     });
-    st.sh.cpus[k].running = Some(c);
+    cpu.running = Some(c);
     Some((c, st.sh.quantum))
 }
 
-/// The client CPU `k` runs stopped after `ran` ns for `why`; returns it
-/// (None if `k` ran nothing). A client that stops `Left` leaves.
+/// The local stop of CPU part `cpu` (see "Steps and locks" in the module
+/// documentation): the client it runs, C(Q) of its queue, stopped after
+/// `ran` ns, expired or preempted, is charged on its queue alone and stays
+/// there. Returns it (None if the CPU ran nothing); [`NeedsGlobal`],
+/// changing nothing, if it blocked or left, or must move to another group
+/// (Gap GDQ-18): then [`stopped`] does it.
+#[inline]
+pub fn try_stopped<Q: Queues + ?Sized>(
+    cpu: &mut GdqCpu,
+    queues: &mut Q,
+    ran: Time,
+    why: StopReason,
+) -> Result<Option<ClientId>, NeedsGlobal> {
+    let Some(c) = cpu.running else { return Ok(None) };
+    if !matches!(why, StopReason::Expired | StopReason::Preempted) {
+        return Err(NeedsGlobal);
+    }
+    let q = cpu.queue.ok_or(NeedsGlobal)?;
+    let quantum = cpu.quantum;
+    let charged = queues.with(q, |rq| {
+        let p = rq.procs.get_mut(rq.current?);
+        if p.client != c || !p.running || p.regroup {
+            return None;
+        }
+        p.nv = p.nv.saturating_add(nv_charge(quantum, ran, p.order, p.phi));
+        p.running = false;
+        Some(())
+    });
+    charged.ok_or(NeedsGlobal)?;
+    cpu.running = None;
+    if cpu.group.is_some() && !cpu.dedicated {
+        cpu.float_work = cpu.float_work.saturating_add(ran);
+    }
+    Ok(Some(c))
+}
+
+/// The client CPU part `cpu` runs stopped after `ran` ns for `why`, with
+/// the global part; returns it (None if the CPU ran nothing). A client
+/// that stops `Left` leaves. Decides the same as [`try_stopped`] where
+/// that one decides.
 #[inline]
 pub fn stopped<Q: Queues + ?Sized>(
+    cpu: &mut GdqCpu,
     sh: &mut GdqShared,
     queues: &mut Q,
     now: Time,
-    k: usize,
     ran: Time,
     why: StopReason,
 ) -> Option<ClientId> {
-    let c = sh.cpus[k].running.take()?;
+    let c = cpu.running.take()?;
     sh.start_clock(now);
-    let cpu = &mut sh.cpus[k];
     if cpu.group.is_some() && !cpu.dedicated {
         cpu.float_work = cpu.float_work.saturating_add(ran);
     }
     let (q, s) = sh.owners.get(c).expect("a running client is queued");
+    let quantum = sh.quantum;
     let regroup = queues.with(q, |rq| {
         let p = rq.procs.get_mut(s);
-        p.nv = p.nv.saturating_add(sh.nv_charge(ran, p.order, p.phi));
+        p.nv = p.nv.saturating_add(nv_charge(quantum, ran, p.order, p.phi));
         p.running = false;
         std::mem::take(&mut p.regroup)
     });
@@ -1446,7 +1662,8 @@ pub fn stopped<Q: Queues + ?Sized>(
             }
         }
         StopReason::Blocked | StopReason::Left => {
-            st.remove(c);
+            let removed = st.remove(c);
+            debug_assert!(removed, "{c} stopped and still runs");
             if why == StopReason::Left {
                 st.sh.weights[c.index()] = 0;
             }
@@ -1501,22 +1718,35 @@ impl Policy for GdqPolicy {
         set_weight(&mut self.sh, self.queues.as_mut_slice(), now, c, w);
     }
 
+    /// The local pick, else the pick with the global part, as a concurrent
+    /// host does.
     #[inline]
     fn pick(&mut self, _r: &Roster, now: Time, cpu: CpuId) -> Option<(ClientId, Time)> {
+        let (part, queues) = (&mut self.cpus[cpu.index()], self.queues.as_mut_slice());
+        if let Ok(got) = try_pick(part, queues, now) {
+            return Some(got);
+        }
         self.make_room();
-        pick(&mut self.sh, self.queues.as_mut_slice(), now, cpu.index())
+        pick(&mut self.cpus[cpu.index()], &mut self.sh, self.queues.as_mut_slice(), now)
     }
 
+    /// The local stop, else the stop with the global part.
     #[inline]
     fn stopped(&mut self, _r: &Roster, now: Time, cpu: CpuId, c: ClientId, _w: Weight, ran: Time, why: StopReason) {
-        self.make_room();
-        let was = stopped(&mut self.sh, self.queues.as_mut_slice(), now, cpu.index(), ran, why);
+        let (part, queues) = (&mut self.cpus[cpu.index()], self.queues.as_mut_slice());
+        let was = match try_stopped(part, queues, ran, why) {
+            Ok(was) => was,
+            Err(NeedsGlobal) => {
+                self.make_room();
+                stopped(&mut self.cpus[cpu.index()], &mut self.sh, self.queues.as_mut_slice(), now, ran, why)
+            }
+        };
         debug_assert_eq!(was, Some(c));
     }
 
     #[inline]
     fn check_invariants(&self, roster: &Roster) -> Result<(), String> {
-        check_invariants(&self.sh, &self.queues)?;
+        check_invariants(&self.sh, &self.cpus, &self.queues)?;
         let entries: usize = self.queues.iter().map(|q| q.procs.len()).sum();
         if entries != roster.runnable() {
             return Err(format!("{entries} queued vs {} runnable", roster.runnable()));
@@ -1604,8 +1834,8 @@ mod tests {
         // Each CPU took a queue and pulled a process into it (or kept the stalled one).
         let (q_a, q_b) = (where_is(&s, client.0), where_is(&s, other.0));
         assert_ne!(q_a, q_b);
-        assert_eq!(s.policy().sh.cpus[0].queue, Some(q_a));
-        assert_eq!(s.policy().sh.cpus[1].queue, Some(q_b));
+        assert_eq!(s.policy().cpus[0].queue, Some(q_a));
+        assert_eq!(s.policy().cpus[1].queue, Some(q_b));
         let p = s.policy_mut();
         assert_eq!(cpu_of(&p.sh, p.queues.as_mut_slice(), client), Some(0));
         assert_eq!(cpu_of(&p.sh, p.queues.as_mut_slice(), other), Some(1));
@@ -1624,19 +1854,19 @@ mod tests {
         let t = 20;
         {
             let s = s.policy_mut();
-            let mut st = s.steps();
-            st.enter_group(0, 2, true);
-            st.enter_group(2, 2, true);
-            st.enter_group(1, 2, false);
-            st.enter_group(3, 3, false);
+            let (mut st, cpus) = s.steps();
+            st.enter_group(&mut cpus[0], 2, true);
+            st.enter_group(&mut cpus[2], 2, true);
+            st.enter_group(&mut cpus[1], 2, false);
+            st.enter_group(&mut cpus[3], 3, false);
             for j in 0..4 {
-                s.sh.cpus[j].next_mfq = (t + 5 * j as u64) * Q;
+                s.cpus[j].next_mfq = Some((t + 5 * j as u64) * Q);
             }
             // F = (2/7, 1/6, 2/9) at t: G¹ and G³ completed one interval each.
             s.sh.groups[1].vft_work = 20 * Q as u128;
             s.sh.groups[3].vft_work = 20 * Q as u128;
             // ℘3 has served G² for 10 quanta of its current interval at t-5, ℘4 has just decided.
-            s.sh.cpus[1].float_work = 10 * Q;
+            s.cpus[1].float_work = 10 * Q;
         }
         assert_eq!(s.sh.vft(1), frac(2, 7, VFT_ONE));
         assert_eq!(s.sh.vft(2), frac(1, 6, VFT_ONE));
@@ -1645,19 +1875,19 @@ mod tests {
 
         let mut log = Vec::new();
         for tau in 15..50u64 {
-            let before: Vec<_> = (0..4).map(|j| s.sh.cpus[j].group).collect();
+            let before: Vec<_> = (0..4).map(|j| s.cpus[j].group).collect();
             for j in 0..4 {
                 let d = s.pick(tau * Q, CpuId(j)).unwrap();
                 let Decision::Run { client, .. } = d else { panic!("cpu {j} idle at {tau}") };
-                assert_eq!(Some(s.proc_of(client).unwrap().order), s.sh.cpus[j as usize].group);
+                assert_eq!(Some(s.proc_of(client).unwrap().order), s.cpus[j as usize].group);
             }
             for j in 0..4 {
                 let c = s.roster().on_cpu(CpuId(j)).unwrap();
                 s.stopped((tau + 1) * Q, CpuId(j), c, Q, StopReason::Expired).unwrap();
             }
             for (j, b) in before.iter().enumerate() {
-                if s.sh.cpus[j].group != *b {
-                    log.push((tau as i64 - t as i64, j, s.sh.cpus[j].group.unwrap()));
+                if s.cpus[j].group != *b {
+                    log.push((tau as i64 - t as i64, j, s.cpus[j].group.unwrap()));
                 }
             }
             match tau as i64 - t as i64 {
@@ -1680,7 +1910,7 @@ mod tests {
 
     /// Replace G^k's queues: CPU `cpu` (or none: stalled) serves `clients` with nv_Q = `nv`.
     fn install_queue(s: &mut GdqPolicy, cpu: Option<usize>, k: u32, clients: &[u32], nv: u64) -> usize {
-        let mut st = s.steps();
+        let (mut st, _) = s.steps();
         let q = st.new_queue(k, cpu.map(|j| CpuId(j as u32)), nv);
         for &c in clients {
             let c = ClientId(c);
@@ -1689,8 +1919,8 @@ mod tests {
             st.link(p, q, false);
         }
         if let Some(j) = cpu {
-            s.sh.cpus[j].group = Some(k);
-            s.sh.cpus[j].queue = Some(q);
+            s.cpus[j].group = Some(k);
+            s.cpus[j].queue = Some(q);
             s.sh.groups[k as usize].assigned += 1;
         }
         q
@@ -1706,10 +1936,10 @@ mod tests {
     fn step(s: &mut Gdq, cpus: &[usize]) -> Vec<u32> {
         let mut ran = Vec::new();
         for &j in cpus {
-            let mut st = s.policy_mut().steps();
-            let c = st.intragroup(j).expect("work");
+            let (mut st, parts) = s.policy_mut().steps();
+            let c = st.intragroup(parts[j].queue.unwrap()).expect("work");
             let p = st.proc(c).unwrap();
-            let inc = st.sh.nv_charge(Q, p.order, p.phi);
+            let inc = nv_charge(st.sh.quantum, Q, p.order, p.phi);
             st.with_proc(c, |p| p.nv += inc);
             ran.push(c.0);
         }
@@ -1752,7 +1982,8 @@ mod tests {
         assert_eq!((s.queues[q1].nv, s.queues[q2].nv, s.queues[q3].nv), (3, 3, 2));
         assert!(nv_is(&s, 4, 3, 1) && nv_is(&s, 6, 2, 1) && nv_is(&s, 8, 2, 1));
         // t+5: ℘3 goes to G¹; Q3 = {C8, C9} is stalled.
-        s.policy_mut().steps().leave_group(2);
+        let (mut st, parts) = s.policy_mut().steps();
+        st.leave_group(&mut parts[2]);
         assert_eq!(s.queues[q3].cpu, None);
         let cpus = [0, 1];
         // t+5..t+7: round robin on C5, C4 and C6, C7.
@@ -1770,8 +2001,9 @@ mod tests {
         }
         // t+15: ℘4 arrives, takes a new queue and pulls one process from the
         // slowest queue with ≥ 2 processes, inheriting its nv_Q.
-        s.policy_mut().steps().enter_group(3, 2, false);
-        let q4 = s.sh.cpus[3].queue.unwrap();
+        let (mut st, parts) = s.policy_mut().steps();
+        st.enter_group(&mut parts[3], 2, false);
+        let q4 = s.cpus[3].queue.unwrap();
         assert_eq!(s.queues[q4].ring.len(), 1);
         // As in the narrative, the process comes from Q1 (the paper's C5; C4 here after E8).
         assert_eq!(contents(&s, q1), [5, 9]);
@@ -1816,7 +2048,7 @@ mod tests {
         }
         if late {
             for j in 0..p {
-                s.policy_mut().sh.cpus[j].next_mfq = t * Q + (j as u64 * t * Q) / p as u64;
+                s.policy_mut().cpus[j].next_mfq = Some(t * Q + (j as u64 * t * Q) / p as u64);
             }
         }
         let total: i128 = w.iter().sum();
