@@ -22,31 +22,35 @@
 //! in the core alone.
 //!
 //! * **GDQ distributed** (`gdq`): the core's split ([`propshare::algo::gdq`]):
-//!   the global part [`GdqShared`] (the group table, readjustment, owner
-//!   map) behind one lock, each run queue behind its own, reached through
-//!   [`Locked`], and each worker's CPU part ([`GdqCpu`]: its MFQ state)
-//!   behind its own. A worker's stop and pick first try the local steps
-//!   (`gdq::try_stopped`, `gdq::try_pick`: its CPU part and its queue's
-//!   lock only); when GDQ's rules need the global part (an MFQ decision, an
-//!   end of round, a block or departure) the step runs again under the
-//!   global lock, taken after the CPU part's and before any queue's. A
-//!   cross-queue step (steal) takes two queue locks in queue id order.
-//!   `now` is read under the CPU part's lock for a local step and under the
-//!   global lock for a global one (GDQ compares it only with the CPU's own
-//!   decision times and the schedule's epoch). With
+//!   the global part [`GdqShared`] (the group table, readjustment) behind
+//!   one lock, each group's part ([`GdqGroup`]: its queue list) behind its
+//!   own, each run queue behind its own, reached through [`Locked`], each
+//!   worker's CPU part ([`GdqCpu`]: its MFQ state) behind its own, and the
+//!   owner map (atomic) shared. A worker's stop and pick first try the
+//!   local steps (`gdq::try_stopped`, `gdq::try_pick`: its CPU part and its
+//!   queue's lock only); a pick at the end of a round then tries the group
+//!   step (`gdq::try_pick_in_group`: its group's lock, then queue locks);
+//!   when GDQ's rules need the global part (an MFQ decision, a pull, a
+//!   block or departure) the step runs again under the global lock and
+//!   every group's lock (in order), taken after the CPU part's and before
+//!   any queue's. A cross-queue step (steal) takes two queue locks in queue
+//!   id order. `now` is read under the CPU part's lock for a local or group
+//!   step and under the global lock for a global one (GDQ compares it only
+//!   with the CPU's own decision times and the schedule's epoch). With
 //!   [`crate::Builder::central`] GDQ runs behind the one central lock
 //!   instead, as the registry builds it.
 //!
 //! No user code runs while any of these locks is held (the worker runs
 //! tasks between `stop_and_pick` calls).
 
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex, MutexGuard};
 
 use crossbeam_utils::CachePadded;
 use propshare::algo::dwrr::{
     self, CpuPart, DwrrOptions, DwrrShared, LocalQueue, Locked, RoundRobinQueue, VruntimeQueue,
 };
-use propshare::algo::gdq::{self, GdqCpu, GdqParams, GdqShared, NeedsGlobal, RunQueue};
+use propshare::algo::gdq::{self, GdqCpu, GdqGroup, GdqParams, GdqShared, NeedsGlobal, RunQueue};
+use propshare::percpu::OwnerMap;
 use propshare::registry::{self, SchedSpec};
 use propshare::{ClientId, CpuId, Decision, SchedConfig, SchedError, Scheduler, StopReason, Time, Weight};
 
@@ -127,36 +131,45 @@ impl<L: LocalQueue> Distributed<L> {
     }
 }
 
-/// GDQ's global part under one lock, each run queue and each CPU part under its own.
+/// GDQ's global part under one lock, each group part, run queue and CPU
+/// part under its own; the owner map shared.
 pub(crate) struct GdqHost {
     sh: Mutex<GdqShared>,
+    groups: Vec<Mutex<GdqGroup>>,
+    owners: Arc<OwnerMap>,
     queues: Vec<Mutex<RunQueue>>,
     cpus: Vec<Mutex<GdqCpu>>,
 }
+
+/// What a global step holds: the global part and every group part.
+type Held<'a> = [MutexGuard<'a, GdqGroup>];
 
 impl GdqHost {
     fn new(cfg: SchedConfig, params: GdqParams, capacity: usize) -> Self {
         let sh = GdqShared::new(cfg, params, capacity);
         let queues = sh.queue_parts().into_iter().map(Mutex::new).collect();
         let cpus = sh.cpu_parts().into_iter().map(Mutex::new).collect();
-        GdqHost { sh: Mutex::new(sh), queues, cpus }
+        let groups = sh.group_parts().into_iter().map(Mutex::new).collect();
+        let owners = sh.owner_map();
+        GdqHost { sh: Mutex::new(sh), groups, owners, queues, cpus }
     }
 
-    /// One step: the global lock for its whole length (taken first), the
-    /// queue locks as the step needs them, and `now` read under the global
-    /// lock.
+    /// One step: the global lock for its whole length (taken first), then
+    /// every group's lock in order, the queue locks as the step needs them,
+    /// and `now` read under the global lock.
     fn step<R>(
         &self,
         now: impl Fn() -> Time,
-        f: impl FnOnce(&mut GdqShared, &mut Locked<'_, RunQueue>, Time) -> R,
+        f: impl FnOnce(&mut GdqShared, &mut Held<'_>, &mut Locked<'_, RunQueue>, Time) -> R,
     ) -> R {
         let mut sh = lock(&self.sh);
+        let mut groups: Vec<MutexGuard<'_, GdqGroup>> = self.groups.iter().map(lock).collect();
         let t = now();
-        f(&mut sh, &mut Locked(&self.queues), t)
+        f(&mut sh, &mut groups, &mut Locked(&self.queues), t)
     }
 
     fn join(&self, now: impl Fn() -> Time, c: ClientId, w: Weight) -> Result<Target, SchedError> {
-        if self.step(now, |sh, q, t| gdq::join(sh, q, t, c, w)) {
+        if self.step(now, |sh, g, q, t| gdq::join(sh, g, q, t, c, w)) {
             Ok(Target::Any)
         } else {
             Err(SchedError::AlreadyJoined(c))
@@ -164,7 +177,7 @@ impl GdqHost {
     }
 
     fn wake(&self, now: impl Fn() -> Time, c: ClientId) -> Result<Target, SchedError> {
-        if self.step(now, |sh, q, t| gdq::wake(sh, q, t, c)) {
+        if self.step(now, |sh, g, q, t| gdq::wake(sh, g, q, t, c)) {
             Ok(Target::Any)
         } else {
             Err(SchedError::WrongState { client: c, event: "wake", state: "not blocked" })
@@ -172,7 +185,7 @@ impl GdqHost {
     }
 
     fn leave(&self, now: impl Fn() -> Time, c: ClientId) -> Result<(), SchedError> {
-        if self.step(now, |sh, q, t| gdq::leave(sh, q, t, c)) {
+        if self.step(now, |sh, g, q, t| gdq::leave(sh, g, q, t, c)) {
             Ok(())
         } else {
             Err(SchedError::UnknownClient(c))
@@ -180,7 +193,7 @@ impl GdqHost {
     }
 
     fn set_weight(&self, now: impl Fn() -> Time, c: ClientId, w: Weight) -> Result<(), SchedError> {
-        if self.step(now, |sh, q, t| gdq::set_weight(sh, q, t, c, w)) {
+        if self.step(now, |sh, g, q, t| gdq::set_weight(sh, g, q, t, c, w)) {
             Ok(())
         } else {
             Err(SchedError::UnknownClient(c))
@@ -199,16 +212,22 @@ impl GdqHost {
         if let Some(s) = prev {
             let was = match gdq::try_stopped(cpu, &mut queues, s.ran, s.why) {
                 Ok(was) => was,
-                Err(NeedsGlobal) => self.step(&now, |sh, q, t| gdq::stopped(cpu, sh, q, t, s.ran, s.why)),
+                Err(NeedsGlobal) => self.step(&now, |sh, g, q, t| gdq::stopped(cpu, sh, g, q, t, s.ran, s.why)),
             };
             if was != Some(s.client) {
                 return Err(SchedError::NotRunningThere { client: s.client, cpu: CpuId(k as u32) });
             }
         }
-        match gdq::try_pick(cpu, &mut queues, now()) {
-            Ok(got) => Ok(Some(got)),
-            Err(NeedsGlobal) => Ok(self.step(&now, |sh, q, t| gdq::pick(cpu, sh, q, t))),
+        if let Ok(got) = gdq::try_pick(cpu, &mut queues, now()) {
+            return Ok(Some(got));
         }
+        if let Some(k) = cpu.group() {
+            let group = lock(&self.groups[k as usize]);
+            if let Ok(got) = gdq::try_pick_in_group(cpu, &self.owners, &group, &mut queues, now()) {
+                return Ok(Some(got));
+            }
+        }
+        Ok(self.step(&now, |sh, g, q, t| gdq::pick(cpu, sh, g, q, t)))
     }
 }
 

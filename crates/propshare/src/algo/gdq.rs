@@ -82,22 +82,29 @@
 //!   each CPU's MFQ state (its group, its queue, dedicated or floating, its
 //!   next MFQ time, the work it delivered since its last decision) and the
 //!   client it runs. Only the CPU's own steps read or change it.
+//! * **The group parts** ([`GdqGroup`], one per order k:
+//!   [`GdqShared::group_parts`]): G^k's queue list, which GET-MIN-QUEUE
+//!   scans. Its CPUs' group steps read it; only steps with the global part
+//!   change it (a queue opens or is freed).
+//! * **The owner map** (client → (queue, slot), [`crate::percpu::OwnerMap`],
+//!   atomic): kept by the global part and shared with a concurrent host
+//!   ([`GdqShared::owner_map`]), whose group steps move entries (a steal).
 //! * **The global part** ([`GdqShared`]): what the paper keeps global,
 //!   because MFQ compares groups and every arrival changes every group's
 //!   share (§2.2.1): the group table (members and weight sums Φ_k, P̲^k,
-//!   P̄^k, ψ_k, the CPUs assigned and dedicated, the group's queue list, the
-//!   VFT F_k), the decision schedule's epoch, the readjustment (a function
-//!   of every runnable weight: the weight classes and the capped list),
-//!   every client's weight (a blocked client wakes with it), the arena's
-//!   free list, and the owner map (client → (queue, slot),
-//!   [`crate::percpu::OwnerMap`]).
+//!   P̄^k, ψ_k, the CPUs assigned and dedicated, how many queues the group
+//!   lists, the VFT F_k), the decision schedule's epoch, the readjustment
+//!   (a function of every runnable weight: the weight classes and the
+//!   capped list), every client's weight (a blocked client wakes with it)
+//!   and the arena's free list.
 //!
 //! # Steps and locks
 //!
 //! The steps are functions of the parts: the queue parts through
 //! [`Queues`] (the policy's arena, a slice; or each queue behind its own
-//! lock, [`Locked`]), a CPU part `&mut`, and the global part `&mut` when
-//! the step needs it. Each step validates its event first (a refused one
+//! lock, [`Locked`]), a CPU part `&mut`, its group's part for a group
+//! step, and the global part `&mut` with every group part ([`Groups`])
+//! when the step needs it. Each step validates its event first (a refused one
 //! changes nothing and returns false or None). `check_invariants` checks
 //! every part (its numbered list).
 //!
@@ -108,39 +115,52 @@
 //!   same round); a stop is local when the client expired or was preempted
 //!   and stays in its group (line 10: nv_C += 2^k/φ, and the CPU's floating
 //!   work for MFQ). Otherwise they answer [`NeedsGlobal`] having changed
-//!   nothing, and the host runs [`pick`] or [`stopped`] instead, which
-//!   decide the same where the local step would have decided (the
-//!   single-threaded policy does exactly this, so the simulator's decisions
-//!   are the ones of the fully global steps).
+//!   nothing, and the host runs the pick as a group step, or [`pick`] or
+//!   [`stopped`], which decide the same where the local step would have
+//!   decided (the single-threaded policy does exactly this, so the
+//!   simulator's decisions are the ones of the fully global steps).
+//! * **Group steps** ([`try_pick_in_group`]): a CPU part, its group's part
+//!   G^k (its queue list), the owner map and the group's queues, no global
+//!   part. A pick that the local step refused because its round ends
+//!   (§2.2.2, lines 4-8): C(Q) moves on, GET-MIN-QUEUE over the group's
+//!   queue list (each queue's lock alone, in turn), then MOVE-PROCESS
+//!   (`steal`, two queue locks in queue id order) if nv_Q > nv_MinQ + δ,
+//!   else a new round. It answers [`NeedsGlobal`], changing nothing, when
+//!   an MFQ decision is due, the CPU has no queue or an empty one (a
+//!   pull), or the steal would empty a stalled queue (freeing it changes
+//!   the group's list and the global free list). The paper reads the
+//!   group's queues without a lock (its §5, racily, as a heuristic); here
+//!   the group's lock makes the end of a round exact, so it decides what
+//!   [`pick`] decides.
 //! * **Steps with the global part**, because the rule reads or changes it:
 //!   an MFQ decision (§2.2.1, lines 1-9: F_k of every group, the group's
 //!   CPU counts; REASSIGN = `leave_group` then `enter_group` changes two
-//!   groups' queue lists), the end of a round and a pull (§2.2.2:
-//!   GET-MIN-QUEUE reads every queue of the group, found through the
-//!   group's queue list, and MOVE-PROCESS may free an emptied stalled
-//!   queue), a block or departure at a stop and a client that must change
+//!   groups' queue lists), a pull (GET-MIN-QUEUE for a CPU whose queue is
+//!   empty) and an end of round whose MOVE-PROCESS empties a stalled queue
+//!   (§2.2.2: the queue is freed), a block or departure at a stop and a client that must change
 //!   group (Gap GDQ-18: Φ_k, the readjustment), and every client event
 //!   ([`join`], [`leave`], [`block`], [`wake`], [`set_weight`]: the
-//!   readjustment and every group's share change, §2.3). The cross-queue
-//!   step MOVE-PROCESS is `steal`, a function of the owner map and two
-//!   queue parts (`with_two`: two locks in queue id order). The end of a
-//!   round is a group step, not a global one: the paper reads the group's
-//!   queues without a lock (its §5, racily, as a heuristic); it runs under
-//!   the global lock here only because the group's queue list lives in the
-//!   group table. A lock per group (its queue list, with the owner map
-//!   outside the global lock) would let it run beside other groups' steps:
-//!   not done. So a CPU whose queue holds one client ends a round at every
-//!   pick, and every such pick takes the global lock.
+//!   readjustment and every group's share change, §2.3). They change the
+//!   group parts' queue lists (a queue opens or is freed), so they hold
+//!   every group part. The cross-queue step MOVE-PROCESS is `steal`, a
+//!   function of the owner map and two queue parts (`with_two`: two locks
+//!   in queue id order).
 //! * **Protocol for a concurrent host** (tests/gdq_threaded.rs,
-//!   propshare-rt): the global part behind one lock, each queue behind its
-//!   own, each CPU part behind its own (held by its CPU's thread for the
-//!   whole pick or stop; others take it only to check invariants). Lock
-//!   order: a CPU part, then the global lock, then queue locks, one at a
-//!   time or two in queue id order. A CPU tries the local step under its
-//!   part's lock and one queue lock; on [`NeedsGlobal`] it releases the
-//!   queue lock, takes the global lock and runs the step again from the
-//!   start (it re-reads everything, so what changed in between counts).
-//!   No step holds a queue lock while it waits for the global lock.
+//!   propshare-rt): the global part behind one lock, each group part
+//!   behind its own, each queue behind its own, each CPU part behind its
+//!   own (held by its CPU's thread for the whole pick or stop; others take
+//!   it only to check invariants), the owner map shared (atomic). Lock
+//!   order: a CPU part, then the global lock, then group locks (all of
+//!   them, in order k, for a step with the global part; its own group's
+//!   alone for a group step), then queue locks, one at a time or two in
+//!   queue id order. A CPU tries the local step under its part's lock and
+//!   one queue lock; on [`NeedsGlobal`] it releases the queue lock, and
+//!   for a pick takes its group's lock ([`GdqCpu::group`]) and runs the
+//!   group step; on [`NeedsGlobal`] again it releases the group's lock,
+//!   takes the global lock and every group's and runs the step again from
+//!   the start (it re-reads everything, so what changed in between
+//!   counts). No step holds a queue lock while it waits for a group lock,
+//!   nor a group lock while it waits for the global lock.
 //! * **Why local steps and global steps may overlap.** A local step
 //!   changes only its CPU part and, in the CPU's own active queue, C(Q)
 //!   (within the round) and its running client's entry (running, nv_C).
@@ -156,6 +176,15 @@
 //!   changed by a local step. An active queue is never freed, and only its
 //!   CPU's steps hand it over, so a CPU's queue stays its own between two
 //!   of its steps.
+//! * **Why a group step may overlap local steps and other groups' steps.**
+//!   It holds its group's lock, so no step with the global part (which
+//!   holds every group's) and no other group step of G^k runs meanwhile:
+//!   what it reads of G^k's queues (the list, each queue's nv_Q, length
+//!   and CPU) changes only in those steps, or in its own CPU's local
+//!   steps, which wait for it. Local steps of G^k's other CPUs change only
+//!   what a global step may overlap too (above): MOVE-PROCESS chooses
+//!   next(C(MinQ)) under both queue locks, never the running client.
+//!   Another group's steps touch only that group's queues.
 //!
 //! # Cost
 //!
@@ -261,6 +290,8 @@ use crate::model::{ClientId, CpuId, StopReason, Time, Weight};
 pub use crate::percpu::Locked;
 use crate::percpu::{Owned, OwnerMap, Parts, Slab, Slot};
 use std::cmp::Reverse;
+use std::ops::Deref;
+use std::sync::{Arc, MutexGuard};
 
 use super::classes::WeightClasses;
 use crate::readjust::{Phi, Readjustment};
@@ -458,6 +489,8 @@ pub struct GdqCpu {
     id: usize,
     /// Q (a copy of the global part's: the CPU's own steps read it).
     quantum: Time,
+    /// δ (a copy of the parameter: its group steps read it).
+    delta: u64,
     group: Option<u32>,
     queue: Option<usize>,
     dedicated: bool,
@@ -472,8 +505,15 @@ pub struct GdqCpu {
 
 impl GdqCpu {
     /// CPU `id`'s part, with no group, on a machine of quantum `quantum`.
-    fn new(id: usize, quantum: Time) -> GdqCpu {
-        GdqCpu { id, quantum, group: None, queue: None, dedicated: false, next_mfq: None, float_work: 0, running: None }
+    fn new(id: usize, quantum: Time, delta: u64) -> GdqCpu {
+        let (group, queue, next_mfq, running) = (None, None, None, None);
+        GdqCpu { id, quantum, delta, group, queue, dedicated: false, next_mfq, float_work: 0, running }
+    }
+
+    /// The order k of the group it serves (whose part its group step
+    /// takes, [`try_pick_in_group`]), None if it has none.
+    pub fn group(&self) -> Option<u32> {
+        self.group
     }
 
     /// The CPU this part belongs to.
@@ -488,9 +528,10 @@ impl GdqCpu {
     }
 }
 
-/// What a local step ([`try_pick`], [`try_stopped`]) answers when GDQ's
-/// rules need the global part: it changed nothing, and the host runs the
-/// step again with the global part ([`pick`], [`stopped`]).
+/// What a local or group step ([`try_pick`], [`try_stopped`],
+/// [`try_pick_in_group`]) answers when GDQ's rules need more: it changed
+/// nothing, and the host runs the step again as a group step or with the
+/// global part ([`pick`], [`stopped`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct NeedsGlobal;
 
@@ -505,9 +546,63 @@ struct Group {
     psi: u128,
     assigned: usize,
     dedicated: usize,
-    queues: Vec<usize>,
+    /// How many queues its group part lists.
+    queue_count: usize,
     vft_base: u128,
     vft_work: u128,
+}
+
+/// One group's part: its queue list (live queues of the group, stalled
+/// ones included, in the order they opened). Its CPUs' group steps
+/// ([`try_pick_in_group`]: the end of a round, GET-MIN-QUEUE) read it under
+/// its own lock; only steps with the global part change it (a queue opens
+/// or is freed), holding every group's part.
+#[derive(Clone, Debug, Default)]
+pub struct GdqGroup {
+    queues: Vec<usize>,
+}
+
+/// How GDQ's steps with the global part reach the group parts: the
+/// policy's own (a slice), or a concurrent host's, every one held
+/// (`[MutexGuard<GdqGroup>]`, locked in order after the global lock).
+pub trait Groups {
+    /// G^k's part.
+    fn group(&mut self, k: u32) -> &mut GdqGroup;
+}
+
+impl Groups for [GdqGroup] {
+    #[inline]
+    fn group(&mut self, k: u32) -> &mut GdqGroup {
+        &mut self[k as usize]
+    }
+}
+
+impl Groups for [MutexGuard<'_, GdqGroup>] {
+    #[inline]
+    fn group(&mut self, k: u32) -> &mut GdqGroup {
+        &mut self[k as usize]
+    }
+}
+
+/// The owner map, client → (queue, slot). It is atomic, so a concurrent
+/// host's group steps change it (MOVE-PROCESS) outside the global lock,
+/// through [`GdqShared::owner_map`]. A clone of the global part copies it
+/// (a cloned policy owns its own).
+#[derive(Debug)]
+struct SharedOwners(Arc<OwnerMap>);
+
+impl Clone for SharedOwners {
+    fn clone(&self) -> SharedOwners {
+        SharedOwners(Arc::new(OwnerMap::clone(&self.0)))
+    }
+}
+
+impl Deref for SharedOwners {
+    type Target = OwnerMap;
+    #[inline]
+    fn deref(&self) -> &OwnerMap {
+        &self.0
+    }
 }
 
 /// A read-only view of one group, for tests and reports.
@@ -566,7 +661,7 @@ pub struct GdqShared {
     capped: Vec<ClientId>,
     /// The previous capped list, kept for its allocation.
     spare_capped: Vec<ClientId>,
-    owners: OwnerMap,
+    owners: SharedOwners,
     /// Per client id: its weight, 0 if it has not joined (or has left).
     /// A blocked client has no entry; it wakes with this weight.
     weights: Vec<u64>,
@@ -592,6 +687,8 @@ pub struct GdqPolicy {
     sh: GdqShared,
     /// The CPU parts.
     cpus: Vec<GdqCpu>,
+    /// The group parts, one per order.
+    groups: Vec<GdqGroup>,
     /// The queue parts, grown as queues open (`make_room`).
     queues: Vec<RunQueue>,
 }
@@ -605,17 +702,18 @@ impl Gdq {
     /// GDQ with explicit δ and T (δ ≥ 0, T ≥ 1 quantum; T = 0 is taken as 1).
     pub fn with_params(cfg: SchedConfig, params: GdqParams) -> Gdq {
         let sh = GdqShared::new(cfg, params, 0);
-        let (cpus, queues) = (sh.cpu_parts(), sh.queue_parts());
-        Shell::build("gdq", &cfg, GdqPolicy { sh, cpus, queues })
+        let (cpus, groups, queues) = (sh.cpu_parts(), sh.group_parts(), sh.queue_parts());
+        Shell::build("gdq", &cfg, GdqPolicy { sh, cpus, groups, queues })
     }
 }
 
 /// How GDQ's steps reach the queue parts: directly (one thread: the
 /// policy's arena, a slice) or each behind its own lock
 /// ([`crate::percpu::Locked`]). The global part is handed `&mut` to every
-/// step that needs it: a concurrent host keeps it behind its own lock,
-/// taken after a CPU part's and before any queue's (see "Steps and locks"
-/// in the module documentation).
+/// step that needs it, with every group part: a concurrent host keeps it
+/// behind its own lock, taken after a CPU part's and before the group
+/// parts' and any queue's (see "Steps and locks" in the module
+/// documentation).
 pub trait Queues: Parts<Part = RunQueue> {}
 
 impl<P: Parts<Part = RunQueue> + ?Sized> Queues for P {}
@@ -651,6 +749,60 @@ fn steal(owners: &OwnerMap, from: &mut RunQueue, to: &mut RunQueue) -> ClientId 
     p.client
 }
 
+/// GET-MIN-QUEUE (§2.2.2) over a group's queue list `listed`: the queue
+/// of smallest nv_Q among active queues with ≥ 2 processes and non-empty
+/// stalled queues, `except` excluded; with its nv_Q. Takes each queue's
+/// lock alone, in turn.
+fn min_queue<Q: Queues + ?Sized>(listed: &[usize], queues: &mut Q, except: usize) -> Option<(usize, u64)> {
+    let mut best: Option<(usize, u64)> = None;
+    for &q in listed {
+        if q == except {
+            continue;
+        }
+        let (spare, nv) = queues.with(q, |rq| (rq.has_spare(), rq.nv));
+        if spare && best.is_none_or(|(_, b)| nv < b) {
+            best = Some((q, nv));
+        }
+    }
+    best
+}
+
+/// C(Q) moves on to next(C(Q)) (INTRAGROUP line 2, at the end of a round).
+fn pass_current(rq: &mut RunQueue) {
+    let cur = rq.current.expect("non-empty");
+    rq.current = Some(rq.ring.next_cyclic(&rq.procs, cur));
+}
+
+/// The end of a round on queue `q` (§2.2.2, INTRAGROUP lines 2-8; its
+/// round must have ended, [`RunQueue::round_goes_on`]) over its group's
+/// queue list `listed`: C(Q) moves on, then GET-MIN-QUEUE, and a steal
+/// (MOVE-PROCESS) if nv_Q > nv_MinQ + δ, else a new round. Returns the
+/// client ℘ runs; Err(MinQ), changing nothing, if the steal would empty
+/// a stalled queue (freeing it changes the global part: the caller does).
+fn end_round<Q: Queues + ?Sized>(
+    owners: &OwnerMap,
+    listed: &[usize],
+    queues: &mut Q,
+    q: usize,
+    delta: u64,
+) -> Result<ClientId, usize> {
+    let nv_q = queues.with(q, |rq| rq.nv);
+    match min_queue(listed, queues, q) {
+        Some((from, nv_min)) if nv_q > nv_min.saturating_add(delta) => queues.with_two(from, q, |a, b| {
+            if a.cpu.is_none() && a.ring.len() == 1 {
+                return Err(from);
+            }
+            pass_current(b);
+            Ok(steal(owners, a, b))
+        }),
+        _ => Ok(queues.with(q, |rq| {
+            pass_current(rq);
+            rq.nv += 1;
+            rq.client(rq.current.expect("non-empty"))
+        })),
+    }
+}
+
 impl GdqShared {
     /// The global part of GDQ with `params` on the machine `cfg`, for client
     /// ids below `capacity` (a single-threaded policy grows it on join).
@@ -666,7 +818,7 @@ impl GdqShared {
             readjustment: Readjustment::EMPTY,
             capped: Vec::new(),
             spare_capped: Vec::new(),
-            owners: OwnerMap::new(capacity),
+            owners: SharedOwners(Arc::new(OwnerMap::new(capacity))),
             weights: vec![0; capacity],
             free_queues: Vec::new(),
             fresh: 0,
@@ -687,9 +839,20 @@ impl GdqShared {
         (0..self.cpu_count + self.weights.len()).map(RunQueue::vacant).collect()
     }
 
+    /// The group parts, one per order k, none with a queue yet.
+    pub fn group_parts(&self) -> Vec<GdqGroup> {
+        vec![GdqGroup::default(); ORDERS]
+    }
+
+    /// The owner map, for a concurrent host's group steps
+    /// ([`try_pick_in_group`]); its capacity is fixed from now on.
+    pub fn owner_map(&self) -> Arc<OwnerMap> {
+        Arc::clone(&self.owners.0)
+    }
+
     /// The CPU parts, one per CPU, none assigned yet.
     pub fn cpu_parts(&self) -> Vec<GdqCpu> {
-        (0..self.cpu_count).map(|j| GdqCpu::new(j, self.quantum)).collect()
+        (0..self.cpu_count).map(|j| GdqCpu::new(j, self.quantum, self.params.delta)).collect()
     }
 
     /// The parameters in use.
@@ -704,7 +867,8 @@ impl GdqShared {
 
     /// Make room for client `c` (the single-threaded policy, on join).
     fn reserve(&mut self, c: ClientId) {
-        self.owners.reserve(c);
+        let owners = Arc::get_mut(&mut self.owners.0).expect("only a single-threaded policy grows its owner map");
+        owners.reserve(c);
         if c.index() >= self.weights.len() {
             self.weights.resize(c.index() + 1, 0);
         }
@@ -750,7 +914,7 @@ impl GdqShared {
 
     fn update_presence(&mut self, k: usize) {
         let g = &self.groups[k];
-        if g.members == 0 && g.assigned == 0 && g.queues.is_empty() {
+        if g.members == 0 && g.assigned == 0 && g.queue_count == 0 {
             self.present &= !(1 << k);
         } else {
             self.present |= 1 << k;
@@ -848,7 +1012,7 @@ impl GdqPolicy {
                     ceil: g.ceil,
                     assigned: g.assigned,
                     dedicated: g.dedicated,
-                    queues: g.queues.iter().map(|&q| self.queue_view(q)).collect(),
+                    queues: self.groups[k as usize].queues.iter().map(|&q| self.queue_view(q)).collect(),
                     vft: if g.psi > 0 { self.sh.vft(k) } else { 0 },
                 }
             })
@@ -896,13 +1060,15 @@ impl GdqPolicy {
 
     /// The steps over this policy's own parts, and its CPU parts.
     #[cfg(test)]
-    fn steps(&mut self) -> (Steps<'_, [RunQueue]>, &mut [GdqCpu]) {
-        (Steps { sh: &mut self.sh, queues: self.queues.as_mut_slice() }, &mut self.cpus)
+    fn steps(&mut self) -> (Steps<'_, [GdqGroup], [RunQueue]>, &mut [GdqCpu]) {
+        let (sh, groups, queues) = (&mut self.sh, self.groups.as_mut_slice(), self.queues.as_mut_slice());
+        (Steps { sh, groups, queues }, &mut self.cpus)
     }
 }
 
 /// Check GDQ's invariants over the global part, every CPU part (in CPU
-/// order) and every queue part (the whole arena, in place order):
+/// order), every group part (in order k) and every queue part (the whole
+/// arena, in place order):
 ///
 /// 1. every assigned CPU serves a live queue of its group that names it;
 /// 2. group CPU counts, member counts and weight sums match the queues;
@@ -910,15 +1076,27 @@ impl GdqPolicy {
 ///    queue is kept, every queue's weight is its clients' φ;
 /// 4. every entry is where the owner map says, and it names no other;
 /// 5. a CPU's running client has an entry marked running, and no other
-///    entry is (no client on two CPUs).
+///    entry is (no client on two CPUs);
+/// 6. the group parts list each live queue once, in its group, and the
+///    global part counts them.
 ///
 /// Smoothness is checked by the tests themselves.
-pub fn check_invariants<'a, 'b>(
+pub fn check_invariants<'a, 'b, 'c>(
     sh: &GdqShared,
     cpus: impl IntoIterator<Item = &'b GdqCpu>,
+    groups: impl IntoIterator<Item = &'c GdqGroup>,
     queues: impl IntoIterator<Item = &'a RunQueue>,
 ) -> Result<(), String> {
     let queues: Vec<&RunQueue> = queues.into_iter().collect();
+    let groups: Vec<&GdqGroup> = groups.into_iter().collect();
+    if groups.len() != ORDERS {
+        return Err(format!("{} group parts for {ORDERS} orders", groups.len()));
+    }
+    let listed: usize = groups.iter().map(|g| g.queues.len()).sum();
+    let live = queues.iter().filter(|rq| rq.live).count();
+    if listed != live {
+        return Err(format!("{listed} queues listed by the groups, {live} live"));
+    }
     let mut assigned = vec![0usize; ORDERS];
     let mut dedicated = vec![0usize; ORDERS];
     let mut running = 0;
@@ -978,8 +1156,11 @@ pub fn check_invariants<'a, 'b>(
                 g.assigned, g.dedicated, assigned[k], dedicated[k]
             ));
         }
+        if g.queue_count != groups[k].queues.len() {
+            return Err(format!("group {k}: {} queues listed, counted {}", groups[k].queues.len(), g.queue_count));
+        }
         let (mut n, mut u, mut m) = (0, 0, 0);
-        for &q in &g.queues {
+        for &q in &groups[k].queues {
             let rq = queues[q];
             if !rq.live || rq.group != k as u32 {
                 return Err(format!("group {k}: dead or foreign queue {q}"));
@@ -1014,13 +1195,15 @@ pub fn check_invariants<'a, 'b>(
     Ok(())
 }
 
-/// One step's view of GDQ: the global part and the queue parts.
-struct Steps<'a, Q: ?Sized> {
+/// One step's view of GDQ: the global part, the group parts and the
+/// queue parts.
+struct Steps<'a, G: ?Sized, Q: ?Sized> {
     sh: &'a mut GdqShared,
+    groups: &'a mut G,
     queues: &'a mut Q,
 }
 
-impl<Q: Queues + ?Sized> Steps<'_, Q> {
+impl<G: Groups + ?Sized, Q: Queues + ?Sized> Steps<'_, G, Q> {
     /// Read (or change) queue `q`.
     #[inline]
     fn queue<R>(&mut self, q: usize, f: impl FnOnce(&mut RunQueue) -> R) -> R {
@@ -1056,7 +1239,8 @@ impl<Q: Queues + ?Sized> Steps<'_, Q> {
             debug_assert!(rq.procs.is_empty() && rq.ring.is_empty());
             (rq.group, rq.current, rq.weight, rq.nv, rq.cpu, rq.live) = (k, None, 0, nv, cpu, true);
         });
-        self.sh.groups[k as usize].queues.push(q);
+        self.groups.group(k).queues.push(q);
+        self.sh.groups[k as usize].queue_count += 1;
         self.sh.present |= 1 << k;
         q
     }
@@ -1064,9 +1248,10 @@ impl<Q: Queues + ?Sized> Steps<'_, Q> {
     fn free_queue(&mut self, q: usize) {
         let k = self.queue(q, |rq| {
             rq.live = false;
-            rq.group as usize
+            rq.group
         });
-        self.sh.groups[k].queues.retain(|&x| x != q);
+        self.groups.group(k).queues.retain(|&x| x != q);
+        self.sh.groups[k as usize].queue_count -= 1;
         self.sh.free_queues.push(q);
     }
 
@@ -1108,8 +1293,8 @@ impl<Q: Queues + ?Sized> Steps<'_, Q> {
     fn enqueue(&mut self, mut p: Proc) {
         let k = order_of(p.phi);
         p.order = k;
-        let Steps { sh, queues } = self;
-        let lightest = sh.groups[k as usize].queues.iter().copied().min_by_key(|&q| queues.with(q, |rq| rq.weight));
+        let Steps { groups, queues, .. } = self;
+        let lightest = groups.group(k).queues.iter().copied().min_by_key(|&q| queues.with(q, |rq| rq.weight));
         let q = match lightest {
             Some(q) => q,
             None => self.new_queue(k, None, 0),
@@ -1154,7 +1339,7 @@ impl<Q: Queues + ?Sized> Steps<'_, Q> {
     /// Give queued `c` a new (weight, capped, φ), keeping group sums and queue weights right.
     fn set_phi(&mut self, c: ClientId, weight: Weight, capped: bool, phi: Phi) {
         let Some((q, s)) = self.sh.owners.get(c) else { return };
-        let Steps { sh, queues } = self;
+        let Steps { sh, queues, .. } = self;
         queues.with(q, |rq| {
             let p = rq.procs.get_mut(s);
             sh.remove_contribution(p);
@@ -1174,7 +1359,7 @@ impl<Q: Queues + ?Sized> Steps<'_, Q> {
         // The readjustment of crate::readjust, found through the weight
         // classes in O(g + P log P) instead of an ordered set's O(log N)
         // updates; the capped clients in the order of its `heaviest`.
-        let Steps { sh, queues } = self;
+        let Steps { sh, queues, .. } = self;
         let cpus = sh.cpu_count;
         let owners = &sh.owners;
         let mut weight = |c: ClientId| {
@@ -1213,21 +1398,9 @@ impl<Q: Queues + ?Sized> Steps<'_, Q> {
 
     // ----- intra-group --------------------------------------------------
 
-    /// GET-MIN-QUEUE(G^k): the queue of smallest nv_Q among active queues with
-    /// ≥ 2 processes and non-empty stalled queues, `except` excluded; with its nv_Q.
+    /// [`min_queue`] over G^k's queue list.
     fn min_queue(&mut self, k: u32, except: usize) -> Option<(usize, u64)> {
-        let Steps { sh, queues } = self;
-        let mut best: Option<(usize, u64)> = None;
-        for &q in &sh.groups[k as usize].queues {
-            if q == except {
-                continue;
-            }
-            let (spare, nv) = queues.with(q, |rq| (rq.has_spare(), rq.nv));
-            if spare && best.is_none_or(|(_, b)| nv < b) {
-                best = Some((q, nv));
-            }
-        }
-        best
+        min_queue(&self.groups.group(k).queues, self.queues, except)
     }
 
     /// [`steal`] from queue `from` into queue `to`, freeing `from` if it was
@@ -1261,26 +1434,21 @@ impl<Q: Queues + ?Sized> Steps<'_, Q> {
         if self.queue(q, |rq| rq.ring.is_empty()) && !self.pull(q) {
             return None;
         }
-        // The common path, on the queue alone: Ok(C(Q)), or Err at the end
-        // of a round, C(Q) moved on to next(C(Q)).
-        let step = self.queue(q, |rq| match rq.round_goes_on() {
-            Some(s) => Ok(rq.client(s)),
-            None => {
-                let cur = rq.current.expect("non-empty");
-                rq.current = Some(rq.ring.next_cyclic(&rq.procs, cur));
-                Err((rq.group, rq.nv))
-            }
-        });
-        let (k, nv_q) = match step {
+        // The common path, on the queue alone: Ok(C(Q)), or Err(k) at the
+        // end of a round.
+        let step = self.queue(q, |rq| rq.round_goes_on().map(|s| rq.client(s)).ok_or(rq.group));
+        let k = match step {
             Ok(c) => return Some(c),
-            Err(end) => end,
+            Err(k) => k,
         };
-        match self.min_queue(k, q) {
-            Some((min, nv_min)) if nv_q > nv_min.saturating_add(self.sh.params.delta) => Some(self.steal(min, q)),
-            _ => Some(self.queue(q, |rq| {
-                rq.nv += 1;
-                rq.client(rq.current.expect("non-empty"))
-            })),
+        let Steps { sh, groups, queues } = self;
+        match end_round(&sh.owners, &groups.group(k).queues, &mut **queues, q, sh.params.delta) {
+            Ok(c) => Some(c),
+            Err(from) => {
+                // The steal empties stalled queue `from`, which is freed.
+                self.queue(q, pass_current);
+                Some(self.steal(from, q))
+            }
         }
     }
 
@@ -1309,8 +1477,9 @@ impl<Q: Queues + ?Sized> Steps<'_, Q> {
     /// ℘ joins G^k: it takes a stalled queue of G^k, or a new queue that
     /// pulls one process.
     fn enter_group(&mut self, cpu: &mut GdqCpu, k: u32, dedicated: bool) {
-        let Steps { sh, queues } = self;
-        let stalled = sh.groups[k as usize].queues.iter().copied().find(|&q| queues.with(q, |rq| rq.cpu.is_none()));
+        let Steps { groups, queues, .. } = self;
+        let listed = &groups.group(k).queues;
+        let stalled = listed.iter().copied().find(|&q| queues.with(q, |rq| rq.cpu.is_none()));
         let id = CpuId(cpu.id as u32);
         let q = match stalled {
             Some(q) => {
@@ -1319,7 +1488,7 @@ impl<Q: Queues + ?Sized> Steps<'_, Q> {
             }
             None => {
                 // If nothing can be pulled, start level with the slowest queue.
-                let nv = sh.groups[k as usize].queues.iter().map(|&q| queues.with(q, |rq| rq.nv)).min().unwrap_or(0);
+                let nv = listed.iter().map(|&q| queues.with(q, |rq| rq.nv)).min().unwrap_or(0);
                 let q = self.new_queue(k, Some(id), nv);
                 self.pull(q);
                 q
@@ -1454,13 +1623,20 @@ impl<Q: Queues + ?Sized> Steps<'_, Q> {
 
 /// Client `c` joins, runnable, with weight `w`. False if it has joined, or
 /// if its id is not below the global part's capacity.
-pub fn join<Q: Queues + ?Sized>(sh: &mut GdqShared, queues: &mut Q, now: Time, c: ClientId, w: Weight) -> bool {
+pub fn join<G: Groups + ?Sized, Q: Queues + ?Sized>(
+    sh: &mut GdqShared,
+    groups: &mut G,
+    queues: &mut Q,
+    now: Time,
+    c: ClientId,
+    w: Weight,
+) -> bool {
     if sh.weights.get(c.index()).is_none_or(|&x| x != 0) {
         return false;
     }
     sh.start_clock(now);
     sh.weights[c.index()] = w.get();
-    let mut st = Steps { sh, queues };
+    let mut st = Steps { sh, groups, queues };
     st.insert(c);
     st.refresh();
     true
@@ -1481,8 +1657,14 @@ fn joined(sh: &GdqShared, c: ClientId) -> bool {
 }
 
 /// Client `c`, not running, leaves. False if it has not joined or runs.
-pub fn leave<Q: Queues + ?Sized>(sh: &mut GdqShared, queues: &mut Q, now: Time, c: ClientId) -> bool {
-    let mut st = Steps { sh, queues };
+pub fn leave<G: Groups + ?Sized, Q: Queues + ?Sized>(
+    sh: &mut GdqShared,
+    groups: &mut G,
+    queues: &mut Q,
+    now: Time,
+    c: ClientId,
+) -> bool {
+    let mut st = Steps { sh, groups, queues };
     if !joined(st.sh, c) || (st.sh.owners.get(c).is_some() && !st.remove(c)) {
         return false;
     }
@@ -1493,8 +1675,14 @@ pub fn leave<Q: Queues + ?Sized>(sh: &mut GdqShared, queues: &mut Q, now: Time, 
 }
 
 /// Client `c`, runnable and not running, blocks. False otherwise.
-pub fn block<Q: Queues + ?Sized>(sh: &mut GdqShared, queues: &mut Q, now: Time, c: ClientId) -> bool {
-    let mut st = Steps { sh, queues };
+pub fn block<G: Groups + ?Sized, Q: Queues + ?Sized>(
+    sh: &mut GdqShared,
+    groups: &mut G,
+    queues: &mut Q,
+    now: Time,
+    c: ClientId,
+) -> bool {
+    let mut st = Steps { sh, groups, queues };
     if st.sh.owners.get(c).is_none() || !st.remove(c) {
         return false;
     }
@@ -1504,25 +1692,38 @@ pub fn block<Q: Queues + ?Sized>(sh: &mut GdqShared, queues: &mut Q, now: Time, 
 }
 
 /// Blocked client `c` wakes. False if it is not blocked.
-pub fn wake<Q: Queues + ?Sized>(sh: &mut GdqShared, queues: &mut Q, now: Time, c: ClientId) -> bool {
+pub fn wake<G: Groups + ?Sized, Q: Queues + ?Sized>(
+    sh: &mut GdqShared,
+    groups: &mut G,
+    queues: &mut Q,
+    now: Time,
+    c: ClientId,
+) -> bool {
     if !joined(sh, c) || sh.owners.get(c).is_some() {
         return false;
     }
     sh.start_clock(now);
-    let mut st = Steps { sh, queues };
+    let mut st = Steps { sh, groups, queues };
     st.insert(c);
     st.refresh();
     true
 }
 
 /// Client `c`'s weight becomes `w` (Gap GDQ-18). False if it has not joined.
-pub fn set_weight<Q: Queues + ?Sized>(sh: &mut GdqShared, queues: &mut Q, now: Time, c: ClientId, w: Weight) -> bool {
+pub fn set_weight<G: Groups + ?Sized, Q: Queues + ?Sized>(
+    sh: &mut GdqShared,
+    groups: &mut G,
+    queues: &mut Q,
+    now: Time,
+    c: ClientId,
+    w: Weight,
+) -> bool {
     if !joined(sh, c) {
         return false;
     }
     sh.start_clock(now);
     let old = std::mem::replace(&mut sh.weights[c.index()], w.get());
-    let mut st = Steps { sh, queues };
+    let mut st = Steps { sh, groups, queues };
     // A blocked client has no entry: it wakes with its new weight.
     if let Some(p) = st.proc(c) {
         st.sh.feasible.remove(c, old);
@@ -1566,19 +1767,64 @@ pub fn try_pick<Q: Queues + ?Sized>(
     Ok((c, cpu.quantum))
 }
 
+/// The group step of CPU part `cpu` (see "Steps and locks" in the module
+/// documentation): INTRAGROUP on its own queue with the end of a round
+/// (GET-MIN-QUEUE over its group's queues, MOVE-PROCESS within the group),
+/// holding its group's part `group` (G^k, k = [`GdqCpu::group`]) and the
+/// owner map, without the global part. The client it runs and its slice
+/// (one quantum); [`NeedsGlobal`], changing nothing, if an MFQ decision
+/// is due, the CPU has no group or queue, its queue is empty (a pull), or
+/// the steal would empty a stalled queue (freeing it changes the global
+/// part): then [`pick`] decides. Decides the same as [`pick`] where it
+/// decides.
+#[inline]
+pub fn try_pick_in_group<Q: Queues + ?Sized>(
+    cpu: &mut GdqCpu,
+    owners: &OwnerMap,
+    group: &GdqGroup,
+    queues: &mut Q,
+    now: Time,
+) -> Result<(ClientId, Time), NeedsGlobal> {
+    debug_assert!(cpu.running.is_none(), "cpu {} picks while it runs a client", cpu.id);
+    let (Some(q), Some(next)) = (cpu.queue, cpu.next_mfq) else { return Err(NeedsGlobal) };
+    if now >= next {
+        return Err(NeedsGlobal);
+    }
+    debug_assert!(group.queues.contains(&q), "cpu {} steps in another group than its queue's", cpu.id);
+    // Ok(C(Q)) on the common path, Err(()) at the end of a round.
+    let step = queues.with(q, |rq| {
+        if rq.ring.is_empty() {
+            return Err(NeedsGlobal);
+        }
+        Ok(rq.round_goes_on().map(|s| rq.client(s)))
+    })?;
+    let c = match step {
+        Some(c) => c,
+        None => end_round(owners, &group.queues, queues, q, cpu.delta).map_err(|_| NeedsGlobal)?,
+    };
+    queues.with(q, |rq| {
+        let cur = rq.current.expect("non-empty");
+        debug_assert_eq!(rq.client(cur), c);
+        rq.procs.get_mut(cur).running = true;
+    });
+    cpu.running = Some(c);
+    Ok((c, cpu.quantum))
+}
+
 /// CPU part `cpu`, running nothing, picks with the global part: the
 /// client it runs and its slice (one quantum), or None to idle. Decides
 /// the same as [`try_pick`] where that one decides.
 #[inline]
-pub fn pick<Q: Queues + ?Sized>(
+pub fn pick<G: Groups + ?Sized, Q: Queues + ?Sized>(
     cpu: &mut GdqCpu,
     sh: &mut GdqShared,
+    groups: &mut G,
     queues: &mut Q,
     now: Time,
 ) -> Option<(ClientId, Time)> {
     debug_assert!(cpu.running.is_none(), "cpu {} picks while it runs a client", cpu.id);
     sh.start_clock(now);
-    let mut st = Steps { sh, queues };
+    let mut st = Steps { sh, groups, queues };
     let c = st.pick(now, cpu)?;
     // The client picked is C(Q) of the CPU's queue.
     let q = cpu.queue.expect("a CPU that runs a client has a queue");
@@ -1632,9 +1878,10 @@ pub fn try_stopped<Q: Queues + ?Sized>(
 /// that stops `Left` leaves. Decides the same as [`try_stopped`] where
 /// that one decides.
 #[inline]
-pub fn stopped<Q: Queues + ?Sized>(
+pub fn stopped<G: Groups + ?Sized, Q: Queues + ?Sized>(
     cpu: &mut GdqCpu,
     sh: &mut GdqShared,
+    groups: &mut G,
     queues: &mut Q,
     now: Time,
     ran: Time,
@@ -1653,7 +1900,7 @@ pub fn stopped<Q: Queues + ?Sized>(
         p.running = false;
         std::mem::take(&mut p.regroup)
     });
-    let mut st = Steps { sh, queues };
+    let mut st = Steps { sh, groups, queues };
     match why {
         StopReason::Expired | StopReason::Preempted => {
             if regroup {
@@ -1685,7 +1932,7 @@ impl Policy for GdqPolicy {
     fn join(&mut self, _r: &Roster, now: Time, c: ClientId, w: Weight) -> Kick {
         self.sh.reserve(c);
         self.make_room();
-        let joined = join(&mut self.sh, self.queues.as_mut_slice(), now, c, w);
+        let joined = join(&mut self.sh, self.groups.as_mut_slice(), self.queues.as_mut_slice(), now, c, w);
         debug_assert!(joined, "{c} joined twice");
         None
     }
@@ -1693,21 +1940,21 @@ impl Policy for GdqPolicy {
     #[inline]
     fn leave(&mut self, _r: &Roster, now: Time, c: ClientId, _w: Weight, _was: Status) {
         self.make_room();
-        let gone = leave(&mut self.sh, self.queues.as_mut_slice(), now, c);
+        let gone = leave(&mut self.sh, self.groups.as_mut_slice(), self.queues.as_mut_slice(), now, c);
         debug_assert!(gone, "{c} left while running");
     }
 
     #[inline]
     fn block(&mut self, _r: &Roster, now: Time, c: ClientId, _w: Weight) {
         self.make_room();
-        let blocked = block(&mut self.sh, self.queues.as_mut_slice(), now, c);
+        let blocked = block(&mut self.sh, self.groups.as_mut_slice(), self.queues.as_mut_slice(), now, c);
         debug_assert!(blocked, "{c} blocked while not waiting");
     }
 
     #[inline]
     fn wake(&mut self, _r: &Roster, now: Time, c: ClientId, _w: Weight) -> Kick {
         self.make_room();
-        let woken = wake(&mut self.sh, self.queues.as_mut_slice(), now, c);
+        let woken = wake(&mut self.sh, self.groups.as_mut_slice(), self.queues.as_mut_slice(), now, c);
         debug_assert!(woken, "{c} woke while not blocked");
         None
     }
@@ -1715,7 +1962,7 @@ impl Policy for GdqPolicy {
     #[inline]
     fn set_weight(&mut self, _r: &Roster, now: Time, c: ClientId, _old: Weight, w: Weight, _status: Status) {
         self.make_room();
-        set_weight(&mut self.sh, self.queues.as_mut_slice(), now, c, w);
+        set_weight(&mut self.sh, self.groups.as_mut_slice(), self.queues.as_mut_slice(), now, c, w);
     }
 
     /// The local pick, else the pick with the global part, as a concurrent
@@ -1726,8 +1973,15 @@ impl Policy for GdqPolicy {
         if let Ok(got) = try_pick(part, queues, now) {
             return Some(got);
         }
+        if let Some(k) = part.group {
+            let group = &self.groups[k as usize];
+            if let Ok(got) = try_pick_in_group(part, &self.sh.owners, group, queues, now) {
+                return Some(got);
+            }
+        }
         self.make_room();
-        pick(&mut self.cpus[cpu.index()], &mut self.sh, self.queues.as_mut_slice(), now)
+        let groups = self.groups.as_mut_slice();
+        pick(&mut self.cpus[cpu.index()], &mut self.sh, groups, self.queues.as_mut_slice(), now)
     }
 
     /// The local stop, else the stop with the global part.
@@ -1738,7 +1992,8 @@ impl Policy for GdqPolicy {
             Ok(was) => was,
             Err(NeedsGlobal) => {
                 self.make_room();
-                stopped(&mut self.cpus[cpu.index()], &mut self.sh, self.queues.as_mut_slice(), now, ran, why)
+                let (groups, queues) = (self.groups.as_mut_slice(), self.queues.as_mut_slice());
+                stopped(&mut self.cpus[cpu.index()], &mut self.sh, groups, queues, now, ran, why)
             }
         };
         debug_assert_eq!(was, Some(c));
@@ -1746,7 +2001,7 @@ impl Policy for GdqPolicy {
 
     #[inline]
     fn check_invariants(&self, roster: &Roster) -> Result<(), String> {
-        check_invariants(&self.sh, &self.cpus, &self.queues)?;
+        check_invariants(&self.sh, &self.cpus, &self.groups, &self.queues)?;
         let entries: usize = self.queues.iter().map(|q| q.procs.len()).sum();
         if entries != roster.runnable() {
             return Err(format!("{entries} queued vs {} runnable", roster.runnable()));
@@ -1960,7 +2215,7 @@ mod tests {
         let q1 = install_queue(s.policy_mut(), Some(0), 2, &[4, 5], 1);
         let q2 = install_queue(s.policy_mut(), Some(1), 2, &[7], 1);
         let q3 = install_queue(s.policy_mut(), Some(2), 2, &[8, 9, 6], 1);
-        assert!(s.sh.groups[2].queues.len() == 3, "the join-time stalled queue was freed");
+        assert!(s.groups[2].queues.len() == 3, "the join-time stalled queue was freed");
         let cpus = [0, 1, 2];
         // t: ℘1 runs C4 (→1), ℘2 C7 (→1), ℘3 C8 (→2/3).
         assert_eq!(step(&mut s, &cpus), [4, 7, 8]);
