@@ -99,6 +99,21 @@ struct Opts {
     jobs: Vec<JobSpec>,
 }
 
+impl Opts {
+    /// What the scheduler takes charge of, for the start-up message: the
+    /// given jobs, or every task (with `--all-tasks`) or every SCHED_EXT
+    /// task, weighed by the kernel.
+    fn mode(&self) -> &'static str {
+        if !self.jobs.is_empty() {
+            "jobs"
+        } else if self.all_tasks {
+            "every task, kernel weights"
+        } else {
+            "every SCHED_EXT task, kernel weights"
+        }
+    }
+}
+
 fn usage_err(msg: impl std::fmt::Display) -> ExitCode {
     eprintln!("propshare-scx: error: {msg}");
     eprintln!("try: propshare-scx --help");

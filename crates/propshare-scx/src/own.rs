@@ -129,13 +129,7 @@ pub fn run(opts: Opts) -> anyhow::Result<ExitCode> {
         opts.scheduler,
         (attached - t_attach) / 1_000_000,
         opts.quantum / 1000,
-        if job_mode {
-            "jobs"
-        } else if partial {
-            "every SCHED_EXT task, kernel weights"
-        } else {
-            "every task, kernel weights"
-        },
+        opts.mode(),
     );
     // The host joins the sched_ext class (partial mode switches only tasks
     // that ask): the BPF side runs it at once on the CPU whose message woke

@@ -75,13 +75,7 @@ pub fn run(opts: Opts) -> anyhow::Result<ExitCode> {
         opts.scheduler,
         (attached - t_attach) / 1_000_000,
         opts.quantum / 1000,
-        if job_mode {
-            "jobs"
-        } else if partial {
-            "every SCHED_EXT task, kernel weights"
-        } else {
-            "every task, kernel weights"
-        },
+        opts.mode(),
         attached / 1_000_000
     );
     if release_fd >= 0 {
