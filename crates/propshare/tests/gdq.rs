@@ -57,6 +57,50 @@ impl Host {
         self.finish(&r);
         r
     }
+
+    /// Run `quanta` quanta.
+    fn run(&mut self, quanta: u64) {
+        for _ in 0..quanta {
+            self.quantum();
+        }
+    }
+
+    /// Clients 0, 1, ... join with `weights`.
+    fn join_all(&mut self, weights: &[u64]) {
+        for (i, &w) in weights.iter().enumerate() {
+            self.join(i as u32, w);
+        }
+    }
+
+    /// Run `quanta` quanta; returns the first (counted from 0) in which
+    /// client `c` ran.
+    fn first_run(&mut self, c: u32, quanta: u64) -> Option<u64> {
+        let mut first = None;
+        for t in 0..quanta {
+            let r = self.quantum();
+            if first.is_none() && r.contains(&Some(ClientId(c))) {
+                first = Some(t);
+            }
+        }
+        first
+    }
+
+    /// Run `quanta` quanta, checking after each that every client of
+    /// `clients` (id, weight) has had its fluid share of the CPU since the
+    /// start, within `slack` quanta (one CPU: the shares are of the
+    /// clients' weight sum).
+    fn assert_fluid(&mut self, clients: &[(usize, u64)], quanta: u64, slack: f64) {
+        let total: u64 = clients.iter().map(|&(_, w)| w).sum();
+        let before = self.work.clone();
+        for n in 1..=quanta {
+            self.quantum();
+            for &(c, w) in clients {
+                let got = (self.work[c] - before[c]) as f64;
+                let due = (n * w) as f64 / total as f64;
+                assert!((got - due).abs() <= slack, "client {c} after {n} quanta: got {got}, due {due:.1}");
+            }
+        }
+    }
 }
 
 /// Service error e_C = w_C − W_T φ_C / Φ_T over the clients `ids` with
@@ -109,9 +153,7 @@ fn bounds(params: GdqParams, groups: usize) -> (i128, i128) {
 /// every quantum; returns the extreme errors in quanta (for reports).
 fn static_mix(weights: &[u64], p: usize, params: GdqParams, quanta: u64) -> Result<(f64, f64), String> {
     let mut h = Host::new(p, params);
-    for (i, &w) in weights.iter().enumerate() {
-        h.join(i as u32, w);
-    }
+    h.join_all(weights);
     let err = Errors::new(weights, p);
     let g = h.s.groups().len();
     let (lo, hi) = bounds(params, g);
@@ -231,9 +273,7 @@ fn bound_check_can_fail() {
 #[test]
 fn fewer_clients_than_cpus() {
     let mut h = Host::new(8, GdqParams::default());
-    for (i, w) in [5u64, 1, 1].into_iter().enumerate() {
-        h.join(i as u32, w);
-    }
+    h.join_all(&[5, 1, 1]);
     for _ in 0..100 {
         let running = h.quantum();
         assert_eq!(running.iter().filter(|r| r.is_some()).count(), 3);
@@ -254,12 +294,8 @@ fn fewer_clients_than_cpus() {
 #[test]
 fn infeasible_weight_gets_one_cpu() {
     let mut h = Host::new(2, GdqParams::default());
-    for (i, w) in [10u64, 1, 1].into_iter().enumerate() {
-        h.join(i as u32, w);
-    }
-    for _ in 0..200 {
-        h.quantum();
-    }
+    h.join_all(&[10, 1, 1]);
+    h.run(200);
     assert_eq!(h.work[0], 200);
     assert_eq!(h.work[1] + h.work[2], 200);
     assert!(h.work[1].abs_diff(h.work[2]) <= 2, "{:?}", h.work);
@@ -270,27 +306,14 @@ fn infeasible_weight_gets_one_cpu() {
 #[test]
 fn join_into_running_group_neither_starves_nor_monopolises() {
     let mut h = Host::new(2, GdqParams::default());
-    for i in 0..8 {
-        h.join(i, 4);
-    }
-    for _ in 0..1000 {
-        h.quantum();
-    }
+    h.join_all(&[4; 8]);
+    h.run(1000);
     h.join(8, 4);
-    let mut first = None;
-    for t in 0..50 {
-        let r = h.quantum();
-        if first.is_none() && r.contains(&Some(ClientId(8))) {
-            first = Some(t);
-        }
-    }
-    let first = first.expect("the newcomer ran");
+    let first = h.first_run(8, 50).expect("the newcomer ran");
     assert!(first <= 8, "waited {first} quanta");
     // Over 900 more quanta everybody gets 2/9 of the time, ±δ-sized slack.
     let before = h.work.clone();
-    for _ in 0..900 {
-        h.quantum();
-    }
+    h.run(900);
     for (i, b) in before.iter().enumerate().take(9) {
         let got = h.work[i] - b;
         assert!(got.abs_diff(200) <= 12, "client {i} got {got} of 200");
@@ -302,12 +325,8 @@ fn join_into_running_group_neither_starves_nor_monopolises() {
 #[test]
 fn weight_change_same_order_keeps_nvt_new_order_moves() {
     let mut h = Host::new(2, GdqParams::default());
-    for i in 0..6 {
-        h.join(i, 4);
-    }
-    for _ in 0..37 {
-        h.quantum();
-    }
+    h.join_all(&[4; 6]);
+    h.run(37);
     let c = ClientId(2);
     let nv = h.s.nvt(c).unwrap();
     h.s.set_weight(h.now, c, Weight::new(7).unwrap()).unwrap();
@@ -354,29 +373,13 @@ fn running_client_moves_group_when_it_stops() {
 fn group_entering_competition_starts_level() {
     let t = 20;
     let mut h = Host::new(1, GdqParams { delta: 4, interval: t });
-    for (i, w) in [1087, 1076, 1971].into_iter().enumerate() {
-        h.join(i as u32, w);
-    }
-    for _ in 0..100 {
-        h.quantum();
-    }
+    h.join_all(&[1087, 1076, 1971]);
+    h.run(100);
     h.s.set_weight(h.now, ClientId(0), Weight::new(1).unwrap()).unwrap();
-    for _ in 0..700 {
-        h.quantum();
-    }
+    h.run(700);
     h.s.set_weight(h.now, ClientId(0), Weight::new(1015).unwrap()).unwrap();
     assert_eq!(h.s.groups().iter().map(|g| (g.order, g.members)).collect::<Vec<_>>(), vec![(9, 1), (10, 2)]);
-    let weights = [1015u64, 1076, 1971];
-    let total: u64 = weights.iter().sum();
-    let before = h.work.clone();
-    for n in 1..=1000u64 {
-        h.quantum();
-        for (i, &w) in weights.iter().enumerate() {
-            let got = (h.work[i] - before[i]) as f64;
-            let due = (n * w) as f64 / total as f64;
-            assert!((got - due).abs() <= 2.0 * t as f64, "client {i} after {n} quanta: got {got}, due {due:.1}");
-        }
-    }
+    h.assert_fluid(&[(0, 1015), (1, 1076), (2, 1971)], 1000, 2.0 * t as f64);
 }
 
 /// A group whose virtual time was set in a competition that has since
@@ -398,9 +401,7 @@ fn groups_entering_an_emptied_competition_start_level() {
     h.quantum();
     h.join(0, 1);
     h.join(1, 2);
-    for _ in 0..19 {
-        h.quantum();
-    }
+    h.run(19);
     h.s.set_weight(h.now, ClientId(0), Weight::new(1353).unwrap()).unwrap();
     h.join(2, 32);
     h.join(3, 264);
@@ -412,18 +413,7 @@ fn groups_entering_an_emptied_competition_start_level() {
     h.join(5, 766);
     h.join(6, 573);
     assert_eq!(h.s.groups().iter().map(|g| (g.order, g.members)).collect::<Vec<_>>(), vec![(1, 0), (9, 2), (10, 1)]);
-    let clients = [0usize, 5, 6];
-    let weights = [1353u64, 766, 573];
-    let total: u64 = weights.iter().sum();
-    let before = h.work.clone();
-    for n in 1..=1000u64 {
-        h.quantum();
-        for (&c, &w) in clients.iter().zip(&weights) {
-            let got = (h.work[c] - before[c]) as f64;
-            let due = (n * w) as f64 / total as f64;
-            assert!((got - due).abs() <= 2.0 * t as f64, "client {c} after {n} quanta: got {got}, due {due:.1}");
-        }
-    }
+    h.assert_fluid(&[(0, 1353), (5, 766), (6, 573)], 1000, 2.0 * t as f64);
 }
 
 /// A group that appears late gets a processor within a few decisions and
@@ -435,25 +425,14 @@ fn new_group_gets_a_processor_and_no_more_than_its_share() {
     for i in 0..20 {
         h.join(i, 8 + (i as u64 % 8)); // one group, order 3
     }
-    for _ in 0..2000 {
-        h.quantum();
-    }
+    h.run(2000);
     h.join(20, 40); // order 5, share 4·40/(Σ + 40) ≈ 0.6 CPU
-    let mut first = None;
-    for t in 0..200 {
-        let r = h.quantum();
-        if first.is_none() && r.contains(&Some(ClientId(20))) {
-            first = Some(t);
-        }
-    }
-    let first = first.expect("the new group ran");
+    let first = h.first_run(20, 200).expect("the new group ran");
     assert!(first <= 2 * 20, "waited {first} quanta (T = 20)");
     let total: u64 = (0..20).map(|i| 8 + (i % 8)).sum::<u64>() + 40;
     let before = h.work[20];
     let span = 4000;
-    for _ in 0..span {
-        h.quantum();
-    }
+    h.run(span);
     let got = (h.work[20] - before) as f64;
     let due = span as f64 * p as f64 * 40.0 / total as f64;
     assert!((got - due).abs() <= 2.0 * 20.0, "got {got}, due {due:.1}");
@@ -465,14 +444,10 @@ fn new_group_gets_a_processor_and_no_more_than_its_share() {
 #[test]
 fn block_wake_and_emptied_groups() {
     let mut h = Host::new(2, GdqParams::default());
-    for i in 0..4 {
-        h.join(i, 4);
-    }
+    h.join_all(&[4; 4]);
     h.join(4, 100);
     h.join(5, 100);
-    for _ in 0..100 {
-        h.quantum();
-    }
+    h.run(100);
     // Both heavy clients are capped at one CPU each and always running:
     // they block while running (order-6 group empties).
     let r = h.poll();
@@ -492,9 +467,7 @@ fn block_wake_and_emptied_groups() {
     }
     h.s.wake(h.now, ClientId(4)).unwrap();
     let w = h.work[4];
-    for _ in 0..40 {
-        h.quantum();
-    }
+    h.run(40);
     assert!(h.work[4] > w, "woken client ran");
     h.s.check_invariants().unwrap();
 }
@@ -543,20 +516,15 @@ proptest! {
                     let (c, _, _) = live.remove(i % live.len());
                     h.s.leave(h.now, ClientId(c)).unwrap();
                 }
-                Ev::Block(i) => {
-                    let cands: Vec<usize> = (0..live.len()).filter(|&k| !live[k].1).collect();
+                Ev::Block(i) | Ev::Wake(i) => {
+                    // A runnable client blocks, or a blocked one wakes.
+                    let block = matches!(e, Ev::Block(_));
+                    let cands: Vec<usize> = (0..live.len()).filter(|&k| live[k].1 != block).collect();
                     if !cands.is_empty() {
                         let k = cands[i % cands.len()];
-                        h.s.block(h.now, ClientId(live[k].0)).unwrap();
-                        live[k].1 = true;
-                    }
-                }
-                Ev::Wake(i) => {
-                    let cands: Vec<usize> = (0..live.len()).filter(|&k| live[k].1).collect();
-                    if !cands.is_empty() {
-                        let k = cands[i % cands.len()];
-                        h.s.wake(h.now, ClientId(live[k].0)).unwrap();
-                        live[k].1 = false;
+                        let c = ClientId(live[k].0);
+                        if block { h.s.block(h.now, c) } else { h.s.wake(h.now, c).map(drop) }.unwrap();
+                        live[k].1 = block;
                     }
                 }
                 Ev::Weight(i, w) if !live.is_empty() => {
@@ -564,15 +532,13 @@ proptest! {
                     h.s.set_weight(h.now, ClientId(live[k].0), Weight::new(w).unwrap()).unwrap();
                     live[k].2 = w;
                 }
-                Ev::Quanta(n) => for _ in 0..n { h.quantum(); },
+                Ev::Quanta(n) => h.run(n.into()),
                 _ => {}
             }
             h.s.check_invariants().map_err(TestCaseError::fail)?;
         }
         let runnable: Vec<(u32, u64)> = live.iter().filter(|x| !x.1).map(|x| (x.0, x.2)).collect();
-        for _ in 0..(4 * params.interval) {
-            h.quantum();
-        }
+        h.run(4 * params.interval);
         h.s.check_invariants().map_err(TestCaseError::fail)?;
         let start = h.work.clone();
         let window = 20 * params.interval;
@@ -607,9 +573,7 @@ proptest! {
 fn nvt_exact_hits() {
     let mut h = Host::new(1, GdqParams::default());
     h.join(0, 6);
-    for _ in 0..3 {
-        h.quantum();
-    }
+    h.run(3);
     let nv = h.s.nvt(ClientId(0)).unwrap();
     assert!((2 * NV_ONE..2 * NV_ONE + 8).contains(&nv));
 }
@@ -628,22 +592,10 @@ fn error_table() {
         rng ^= rng << 17;
         rng
     };
-    let rows = [
-        (64, 4, 20),
-        (128, 2, 20),
-        (512, 1, 20),
-        (512, 2, 40),
-        (512, 8, 20),
-        (512, 8, 40),
-        (512, 8, 80),
-        (512, 8, 160),
-        (512, 8, 320),
-        (512, 8, 640),
-        (512, 32, 40),
-        (1024, 16, 20),
-        (2048, 64, 80),
-    ];
-    for &(n, p, t) in &rows {
+    // (N, P, T): sizes, with the T sweep of docs/ALGORITHMS.md (N = 512, P = 8).
+    let sweep = [20, 40, 80, 160, 320, 640].map(|t| (512, 8, t));
+    let rows = [(64, 4, 20), (128, 2, 20), (512, 1, 20), (512, 2, 40)].into_iter().chain(sweep);
+    for (n, p, t) in rows.chain([(512, 32, 40), (1024, 16, 20), (2048, 64, 80)]) {
         let params = GdqParams { delta: 4, interval: t };
         let (mut min, mut max, mut gmax) = (0f64, 0f64, 0usize);
         let mixes = 4;
@@ -657,9 +609,7 @@ fn error_table() {
                 .collect();
             let w = feasible(w, p);
             let mut h = Host::new(p, params);
-            for (i, &x) in w.iter().enumerate() {
-                h.join(i as u32, x);
-            }
+            h.join_all(&w);
             gmax = gmax.max(h.s.groups().len());
             let (lo, hi) = static_mix(&w, p, params, quanta).expect("bound");
             min = min.min(lo);
@@ -688,14 +638,10 @@ fn almost_infeasible_pair_stays_in_bound() {
 #[test]
 fn leaving_processes_free_their_cpus_for_other_work() {
     let mut h = Host::new(2, GdqParams::default());
-    for i in 0..3 {
-        h.join(i, 4);
-    }
+    h.join_all(&[4; 3]);
     h.join(3, 1000); // its own group, capped at one CPU
     h.join(4, 1000);
-    for _ in 0..40 {
-        h.quantum();
-    }
+    h.run(40);
     for c in [3, 4] {
         h.s.leave(h.now, ClientId(c)).unwrap();
     }
