@@ -49,7 +49,7 @@ use crossbeam_utils::CachePadded;
 use propshare::algo::dwrr::{
     self, CpuPart, DwrrOptions, DwrrShared, LocalQueue, Locked, RoundRobinQueue, VruntimeQueue,
 };
-use propshare::algo::gdq::{self, GdqCpu, GdqGroup, GdqParams, GdqShared, NeedsGlobal, RunQueue};
+use propshare::algo::gdq::{self, ClientEvent, GdqCpu, GdqGroup, GdqParams, GdqShared, NeedsGlobal, RunQueue};
 use propshare::percpu::OwnerMap;
 use propshare::registry::{self, SchedSpec};
 use propshare::{ClientId, CpuId, Decision, SchedConfig, SchedError, Scheduler, StopReason, Time, Weight};
@@ -169,7 +169,7 @@ impl GdqHost {
     }
 
     fn join(&self, now: impl Fn() -> Time, c: ClientId, w: Weight) -> Result<Target, SchedError> {
-        if self.step(now, |sh, g, q, t| gdq::join(sh, g, q, t, c, w)) {
+        if self.step(now, |sh, g, q, t| gdq::client_event(sh, g, q, t, c, ClientEvent::Join(w))) {
             Ok(Target::Any)
         } else {
             Err(SchedError::AlreadyJoined(c))
@@ -177,7 +177,7 @@ impl GdqHost {
     }
 
     fn wake(&self, now: impl Fn() -> Time, c: ClientId) -> Result<Target, SchedError> {
-        if self.step(now, |sh, g, q, t| gdq::wake(sh, g, q, t, c)) {
+        if self.step(now, |sh, g, q, t| gdq::client_event(sh, g, q, t, c, ClientEvent::Wake)) {
             Ok(Target::Any)
         } else {
             Err(SchedError::WrongState { client: c, event: "wake", state: "not blocked" })
@@ -185,7 +185,7 @@ impl GdqHost {
     }
 
     fn leave(&self, now: impl Fn() -> Time, c: ClientId) -> Result<(), SchedError> {
-        if self.step(now, |sh, g, q, t| gdq::leave(sh, g, q, t, c)) {
+        if self.step(now, |sh, g, q, t| gdq::client_event(sh, g, q, t, c, ClientEvent::Leave)) {
             Ok(())
         } else {
             Err(SchedError::UnknownClient(c))
@@ -193,7 +193,7 @@ impl GdqHost {
     }
 
     fn set_weight(&self, now: impl Fn() -> Time, c: ClientId, w: Weight) -> Result<(), SchedError> {
-        if self.step(now, |sh, g, q, t| gdq::set_weight(sh, g, q, t, c, w)) {
+        if self.step(now, |sh, g, q, t| gdq::client_event(sh, g, q, t, c, ClientEvent::SetWeight(w))) {
             Ok(())
         } else {
             Err(SchedError::UnknownClient(c))

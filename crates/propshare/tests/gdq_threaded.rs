@@ -11,8 +11,8 @@
 //! queue locks: the end of a round), and runs the step with the global
 //! part (`gdq::pick`, `gdq::stopped`) only when GDQ's rules need it (an
 //! MFQ decision, a pull, a steal that empties a stalled queue, a block, a
-//! regroup). The client events (`gdq::join`, `leave`, `block`, `wake`,
-//! `set_weight`) take the global lock. A step with the global part takes
+//! regroup). The client events (`gdq::client_event`: join, leave, block,
+//! wake, set_weight) take the global lock. A step with the global part takes
 //! every group's lock after it. Lock order: a CPU part, then the global
 //! lock, then group locks (in order k), then queue locks (two in queue id
 //! order for MOVE-PROCESS), so no two steps wait for each other in a
@@ -47,6 +47,7 @@
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Barrier, Mutex, MutexGuard};
 
+use propshare::algo::gdq::ClientEvent::{self, Block, Join, Leave, SetWeight, Wake};
 use propshare::algo::gdq::{self, GdqCpu, GdqGroup, GdqParams, GdqShared, Locked, NeedsGlobal, RunQueue};
 use propshare::percpu::{OwnerMap, Parts};
 use propshare::{ClientId, SchedConfig, StopReason, Time, Weight, MS};
@@ -182,6 +183,11 @@ impl World {
         f(&mut sh, &mut groups, &mut self.arena())
     }
 
+    /// Client event `ev` of `c`, a step with the global part.
+    fn event(&self, now: Time, c: ClientId, ev: ClientEvent) -> bool {
+        self.step(|sh, g, q| gdq::client_event(sh, g, q, now, c, ev))
+    }
+
     /// Run CPU `k`'s step: `local` on its CPU part and the queues (no
     /// global lock), else `group` (for a pick) under its group's lock,
     /// else `global` with the global part too.
@@ -310,12 +316,12 @@ fn churn(world: &World, known: &mut [Known], ops: usize, r: &mut TestRng) {
         let now = 0;
         match (known[i], below(r, 6)) {
             (Known::Gone, _) => {
-                assert!(world.step(|sh, g, q| gdq::join(sh, g, q, now, c, w(1 + below(r, 64)))), "{c} refused to join");
+                assert!(world.event(now, c, Join(w(1 + below(r, 64)))), "{c} refused to join");
                 known[i] = Known::Runnable;
             }
             (was, 0) => {
                 // Refused only while it runs.
-                if world.step(|sh, g, q| gdq::leave(sh, g, q, now, c)) {
+                if world.event(now, c, Leave) {
                     known[i] = Known::Gone;
                 } else {
                     assert_eq!(was, Known::Runnable, "{c} refused to leave while blocked");
@@ -323,22 +329,22 @@ fn churn(world: &World, known: &mut [Known], ops: usize, r: &mut TestRng) {
             }
             (Known::Runnable, 1 | 2) => {
                 // Refused while it runs or after a CPU blocked it.
-                if world.step(|sh, g, q| gdq::block(sh, g, q, now, c)) {
+                if world.event(now, c, Block) {
                     known[i] = Known::Blocked;
                 }
             }
             (Known::Blocked, 1 | 2) => {
-                assert!(!world.step(|sh, g, q| gdq::block(sh, g, q, now, c)), "{c} blocked twice")
+                assert!(!world.event(now, c, Block), "{c} blocked twice")
             }
             (Known::Blocked, 3 | 4) => {
-                assert!(world.step(|sh, g, q| gdq::wake(sh, g, q, now, c)), "{c} refused to wake");
+                assert!(world.event(now, c, Wake), "{c} refused to wake");
                 known[i] = Known::Runnable;
             }
             // Woken only if a CPU blocked it.
             (Known::Runnable, 3 | 4) => {
-                world.step(|sh, g, q| gdq::wake(sh, g, q, now, c));
+                world.event(now, c, Wake);
             }
-            _ => assert!(world.step(|sh, g, q| gdq::set_weight(sh, g, q, now, c, w(1 + below(r, 64))))),
+            _ => assert!(world.event(now, c, SetWeight(w(1 + below(r, 64))))),
         }
         match below(r, 8) {
             0 => std::thread::yield_now(),
@@ -379,7 +385,7 @@ fn run_static(cpus: usize, weights: &[u64], params: GdqParams, quanta: u64) -> (
     let n = weights.len();
     let world = World::new(cpus, params, n);
     for (i, &x) in weights.iter().enumerate() {
-        assert!(world.step(|sh, g, q| gdq::join(sh, g, q, 0, ClientId(i as u32), w(x))));
+        assert!(world.event(0, ClientId(i as u32), Join(w(x))));
     }
     let total: i128 = weights.iter().map(|&x| x as i128).sum();
     let extremes = Mutex::new((0i128, 0i128));
@@ -502,7 +508,7 @@ fn local_steps_run_while_the_global_lock_is_held() {
     let (cpus, n, warm) = (4, 16, 201);
     let world = World::new(cpus, GdqParams::default(), n);
     for i in 0..n {
-        assert!(world.step(|sh, g, q| gdq::join(sh, g, q, 0, ClientId(i as u32), w(1))));
+        assert!(world.event(0, ClientId(i as u32), Join(w(1))));
     }
     for t in 0..warm {
         let run: Vec<_> = (0..cpus).map(|k| world.pick(k, t * Q).expect("N > P: no CPU idles")).collect();
@@ -555,7 +561,7 @@ fn group_steps_race_in_one_group() {
     let params = GdqParams { delta: 0, interval: 20 };
     let world = World { yielding: true, ..World::new(cpus, params, n) };
     for i in 0..n {
-        assert!(world.step(|sh, g, q| gdq::join(sh, g, q, 0, ClientId(i as u32), w(1))));
+        assert!(world.event(0, ClientId(i as u32), Join(w(1))));
     }
     std::thread::scope(|scope| {
         for k in 0..cpus {

@@ -139,7 +139,7 @@
 //!   empty) and an end of round whose MOVE-PROCESS empties a stalled queue
 //!   (§2.2.2: the queue is freed), a block or departure at a stop and a client that must change
 //!   group (Gap GDQ-18: Φ_k, the readjustment), and every client event
-//!   ([`join`], [`leave`], [`block`], [`wake`], [`set_weight`]: the
+//!   ([`client_event`]: join, leave, block, wake, set_weight; the
 //!   readjustment and every group's share change, §2.3). They change the
 //!   group parts' queue lists (a queue opens or is freed), so they hold
 //!   every group part. The cross-queue step MOVE-PROCESS is `steal`, a
@@ -355,6 +355,14 @@ impl Proc {
         let link = Link::default();
         Proc { client, weight: w, capped: false, phi, order: 0, link, nv: 0, regroup: false, running: false }
     }
+
+    /// It stops after `ran` ns on a CPU of quantum `quantum`: INTRAGROUP
+    /// line 10, nv_C += (ran/Q)·2^k/φ (Gap GDQ-3).
+    #[inline]
+    fn stop(&mut self, quantum: Time, ran: Time) {
+        self.nv = self.nv.saturating_add(nv_charge(quantum, ran, self.order, self.phi));
+        self.running = false;
+    }
 }
 
 impl Owned for Proc {
@@ -467,6 +475,11 @@ impl RunQueue {
         Some(next)
     }
 
+    /// An empty stalled queue: it is freed (Gap GDQ-12).
+    fn spent(&self) -> bool {
+        self.cpu.is_none() && self.ring.is_empty()
+    }
+
     /// Whether GET-MIN-QUEUE may take a process from it: an active queue
     /// with ≥ 2 processes or a non-empty stalled queue.
     fn has_spare(&self) -> bool {
@@ -525,6 +538,35 @@ impl GdqCpu {
     /// pick at `now` it is later than `now`: no decision is skipped.
     pub fn next_decision(&self) -> Option<Time> {
         self.next_mfq
+    }
+
+    /// Its queue, for a pick at `now` without the global part: it has one
+    /// and no MFQ decision is due (it has picked before); else
+    /// [`NeedsGlobal`].
+    #[inline]
+    fn queue_between_decisions(&self, now: Time) -> Result<usize, NeedsGlobal> {
+        debug_assert!(self.running.is_none(), "cpu {} picks while it runs a client", self.id);
+        match (self.queue, self.next_mfq) {
+            (Some(q), Some(next)) if now < next => Ok(q),
+            _ => Err(NeedsGlobal),
+        }
+    }
+
+    /// It runs `c`, C(Q) of its queue, whose entry its pick marked
+    /// running: the pick's answer, `c` and its slice (one quantum).
+    #[inline]
+    fn runs(&mut self, c: ClientId) -> (ClientId, Time) {
+        self.running = Some(c);
+        (c, self.quantum)
+    }
+
+    /// Its client stopped after `ran` ns: count the work for MFQ if it
+    /// floats (MFQ line 3, Gap GDQ-4).
+    #[inline]
+    fn ran(&mut self, ran: Time) {
+        if self.group.is_some() && !self.dedicated {
+            self.float_work = self.float_work.saturating_add(ran);
+        }
     }
 }
 
@@ -765,6 +807,15 @@ fn min_queue<Q: Queues + ?Sized>(listed: &[usize], queues: &mut Q, except: usize
         }
     }
     best
+}
+
+/// C(Q) of queue `q`, client `c` (picked), is marked running.
+fn run_current<Q: Queues + ?Sized>(queues: &mut Q, q: usize, c: ClientId) {
+    queues.with(q, |rq| {
+        let cur = rq.current.expect("non-empty");
+        debug_assert_eq!(rq.client(cur), c);
+        rq.procs.get_mut(cur).running = true;
+    });
 }
 
 /// C(Q) moves on to next(C(Q)) (INTRAGROUP line 2, at the end of a round).
@@ -1058,6 +1109,13 @@ impl GdqPolicy {
         }
     }
 
+    /// [`client_event`] over this policy's own parts.
+    #[inline]
+    fn client_event(&mut self, now: Time, c: ClientId, ev: ClientEvent) -> bool {
+        self.make_room();
+        client_event(&mut self.sh, self.groups.as_mut_slice(), self.queues.as_mut_slice(), now, c, ev)
+    }
+
     /// The steps over this policy's own parts, and its CPU parts.
     #[cfg(test)]
     fn steps(&mut self) -> (Steps<'_, [GdqGroup], [RunQueue]>, &mut [GdqCpu]) {
@@ -1165,7 +1223,7 @@ pub fn check_invariants<'a, 'b, 'c>(
             if !rq.live || rq.group != k as u32 {
                 return Err(format!("group {k}: dead or foreign queue {q}"));
             }
-            if rq.cpu.is_none() && rq.ring.is_empty() {
+            if rq.spent() {
                 return Err(format!("group {k}: empty stalled queue {q}"));
             }
             let Some(cur) = rq.current else { continue };
@@ -1271,7 +1329,7 @@ impl<G: Groups + ?Sized, Q: Queues + ?Sized> Steps<'_, G, Q> {
             if !take(rq.procs.get_mut(s)) {
                 return (None, false);
             }
-            (Some(rq.unlink(s)), rq.ring.is_empty() && rq.cpu.is_none())
+            (Some(rq.unlink(s)), rq.spent())
         });
         if p.is_some() {
             self.sh.owners.clear(c);
@@ -1409,7 +1467,7 @@ impl<G: Groups + ?Sized, Q: Queues + ?Sized> Steps<'_, G, Q> {
         let owners = &self.sh.owners;
         let (c, emptied) = self.queues.with_two(from, to, |a, b| {
             let c = steal(owners, a, b);
-            (c, a.ring.is_empty() && a.cpu.is_none())
+            (c, a.spent())
         });
         if emptied {
             self.free_queue(from);
@@ -1467,7 +1525,7 @@ impl<G: Groups + ?Sized, Q: Queues + ?Sized> Steps<'_, G, Q> {
         cpu.float_work = 0;
         if self.queue(q, |rq| {
             rq.cpu = None;
-            rq.ring.is_empty()
+            rq.spent()
         }) {
             self.free_queue(q);
         }
@@ -1513,9 +1571,8 @@ impl<G: Groups + ?Sized, Q: Queues + ?Sized> Steps<'_, G, Q> {
     /// MFQ(℘) (§2.2.1). `forced`: ℘ has no work in its group (or no group)
     /// and must leave it.
     fn mfq(&mut self, cpu: &mut GdqCpu, forced: bool) {
-        let sh = &mut *self.sh;
         let own = cpu.group;
-        let groups = &mut sh.groups;
+        let groups = &mut self.sh.groups;
         if let Some(k) = own {
             let ku = k as usize;
             let (dedicated, floor) = (groups[ku].dedicated, groups[ku].floor as usize);
@@ -1537,35 +1594,29 @@ impl<G: Groups + ?Sized, Q: Queues + ?Sized> Steps<'_, G, Q> {
                 return;
             }
         }
+        // The groups ℘ may go to (forced: not its own), lowest order
+        // first, with the CPUs each holds besides ℘.
+        let sh = &*self.sh;
+        let open = || {
+            set_bits(sh.present)
+                .map(|i| (i as u32, &sh.groups[i]))
+                .filter(move |&(i, _)| !(forced && own == Some(i)))
+                .map(move |(i, g)| (i, g, g.assigned - (own == Some(i)) as usize))
+        };
         // A group below its dedicated floor takes ℘ first (Gap).
-        for i in set_bits(sh.present) {
-            let g = &sh.groups[i];
-            let i = i as u32;
-            let held = g.assigned - (own == Some(i)) as usize;
-            if held < g.floor as usize && !(forced && own == Some(i)) {
-                if own == Some(i) {
-                    cpu.dedicated = true;
-                    sh.groups[i as usize].dedicated += 1;
-                } else {
-                    self.reassign(cpu, i, true);
-                }
-                return;
+        let below_floor = open().find(|&(_, g, held)| held < g.floor as usize).map(|(i, _, _)| i);
+        if let Some(i) = below_floor {
+            if own == Some(i) {
+                cpu.dedicated = true;
+                self.sh.groups[i as usize].dedicated += 1;
+            } else {
+                self.reassign(cpu, i, true);
             }
+            return;
         }
         // Lines 4-7: smallest F among groups without a non-dedicated CPU; ties to the lower order.
-        let mut best: Option<(u128, u32)> = None;
-        for i in set_bits(sh.present) {
-            let g = &sh.groups[i];
-            let i = i as u32;
-            let held = g.assigned - (own == Some(i)) as usize;
-            let eligible = g.psi > 0 && (held as u64) < g.ceil && !(forced && own == Some(i));
-            if eligible {
-                let f = sh.vft(i);
-                if best.is_none_or(|(bf, _)| f < bf) {
-                    best = Some((f, i));
-                }
-            }
-        }
+        let eligible = open().filter(|&(_, g, held)| g.psi > 0 && (held as u64) < g.ceil);
+        let best = eligible.map(|(i, _, _)| (sh.vft(i), i)).min_by_key(|&(f, _)| f);
         match best {
             Some((_, i)) if own == Some(i) => {}
             Some((_, i)) => self.reassign(cpu, i, false), // lines 8-9
@@ -1613,6 +1664,49 @@ impl<G: Groups + ?Sized, Q: Queues + ?Sized> Steps<'_, G, Q> {
         self.sh.feasible.insert(c, w.get());
         self.enqueue(Proc::new(c, w));
     }
+
+    /// Validate client event `ev` of `c` against the global part and apply
+    /// it, short of the readjustment; false, changing nothing, if refused.
+    /// A leave or block decides whether `c` runs in the same hold of its
+    /// queue's lock as it unlinks it ([`Steps::dequeue`]).
+    fn client_event(&mut self, c: ClientId, ev: ClientEvent) -> bool {
+        match ev {
+            ClientEvent::Join(w) => {
+                if self.sh.weights.get(c.index()).is_none_or(|&x| x != 0) {
+                    return false;
+                }
+                self.sh.weights[c.index()] = w.get();
+                self.insert(c);
+            }
+            ClientEvent::Leave => {
+                if !joined(self.sh, c) || (self.sh.owners.get(c).is_some() && !self.remove(c)) {
+                    return false;
+                }
+                self.sh.weights[c.index()] = 0;
+            }
+            ClientEvent::Block => return self.sh.owners.get(c).is_some() && self.remove(c),
+            ClientEvent::Wake => {
+                if !joined(self.sh, c) || self.sh.owners.get(c).is_some() {
+                    return false;
+                }
+                self.insert(c);
+            }
+            ClientEvent::SetWeight(w) => {
+                if !joined(self.sh, c) {
+                    return false;
+                }
+                let old = std::mem::replace(&mut self.sh.weights[c.index()], w.get());
+                // A blocked client has no entry: it wakes with its new weight.
+                if let Some(p) = self.proc(c) {
+                    self.sh.feasible.remove(c, old);
+                    self.sh.feasible.insert(c, w.get());
+                    let (capped, phi) = (p.capped, if p.capped { p.phi } else { Phi::whole(w.get()) });
+                    self.set_phi(c, w, capped, phi);
+                }
+            }
+        }
+        true
+    }
 }
 
 // ----- the steps, over any [`Queues`] ---------------------------------------
@@ -1621,24 +1715,44 @@ impl<G: Groups + ?Sized, Q: Queues + ?Sized> Steps<'_, G, Q> {
 // nothing and returns false / None), starts the decision schedule at the
 // first event, and applies GDQ's rule; client events end by readjusting.
 
-/// Client `c` joins, runnable, with weight `w`. False if it has joined, or
-/// if its id is not below the global part's capacity.
-pub fn join<G: Groups + ?Sized, Q: Queues + ?Sized>(
+/// A client event: what a host reports of a client, outside a CPU's steps.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ClientEvent {
+    /// It joins, runnable, with this weight. Refused if it has joined, or
+    /// if its id is not below the global part's capacity.
+    Join(Weight),
+    /// It leaves; it must not be running. Refused if it has not joined or runs.
+    Leave,
+    /// It blocks; it must be runnable and not running. Refused otherwise.
+    Block,
+    /// It wakes. Refused if it is not blocked.
+    Wake,
+    /// Its weight becomes this one (Gap GDQ-18). Refused if it has not joined.
+    SetWeight(Weight),
+}
+
+/// Client event `ev` of client `c` (see [`ClientEvent`] for when it is
+/// refused: false, having changed nothing). Then the decision schedule
+/// starts, if this is the first event, and GDQ readjusts (§2.3: the
+/// readjustment and every group's share change).
+pub fn client_event<G: Groups + ?Sized, Q: Queues + ?Sized>(
     sh: &mut GdqShared,
     groups: &mut G,
     queues: &mut Q,
     now: Time,
     c: ClientId,
-    w: Weight,
+    ev: ClientEvent,
 ) -> bool {
-    if sh.weights.get(c.index()).is_none_or(|&x| x != 0) {
+    let mut st = Steps { sh, groups, queues };
+    if !st.client_event(c, ev) {
         return false;
     }
-    sh.start_clock(now);
-    sh.weights[c.index()] = w.get();
-    let mut st = Steps { sh, groups, queues };
-    st.insert(c);
+    st.sh.start_clock(now);
     st.refresh();
+    if let ClientEvent::SetWeight(_) = ev {
+        st.settle(c);
+        st.sh.reshare();
+    }
     true
 }
 
@@ -1656,87 +1770,6 @@ fn joined(sh: &GdqShared, c: ClientId) -> bool {
     sh.weights.get(c.index()).is_some_and(|&x| x != 0)
 }
 
-/// Client `c`, not running, leaves. False if it has not joined or runs.
-pub fn leave<G: Groups + ?Sized, Q: Queues + ?Sized>(
-    sh: &mut GdqShared,
-    groups: &mut G,
-    queues: &mut Q,
-    now: Time,
-    c: ClientId,
-) -> bool {
-    let mut st = Steps { sh, groups, queues };
-    if !joined(st.sh, c) || (st.sh.owners.get(c).is_some() && !st.remove(c)) {
-        return false;
-    }
-    st.sh.start_clock(now);
-    st.sh.weights[c.index()] = 0;
-    st.refresh();
-    true
-}
-
-/// Client `c`, runnable and not running, blocks. False otherwise.
-pub fn block<G: Groups + ?Sized, Q: Queues + ?Sized>(
-    sh: &mut GdqShared,
-    groups: &mut G,
-    queues: &mut Q,
-    now: Time,
-    c: ClientId,
-) -> bool {
-    let mut st = Steps { sh, groups, queues };
-    if st.sh.owners.get(c).is_none() || !st.remove(c) {
-        return false;
-    }
-    st.sh.start_clock(now);
-    st.refresh();
-    true
-}
-
-/// Blocked client `c` wakes. False if it is not blocked.
-pub fn wake<G: Groups + ?Sized, Q: Queues + ?Sized>(
-    sh: &mut GdqShared,
-    groups: &mut G,
-    queues: &mut Q,
-    now: Time,
-    c: ClientId,
-) -> bool {
-    if !joined(sh, c) || sh.owners.get(c).is_some() {
-        return false;
-    }
-    sh.start_clock(now);
-    let mut st = Steps { sh, groups, queues };
-    st.insert(c);
-    st.refresh();
-    true
-}
-
-/// Client `c`'s weight becomes `w` (Gap GDQ-18). False if it has not joined.
-pub fn set_weight<G: Groups + ?Sized, Q: Queues + ?Sized>(
-    sh: &mut GdqShared,
-    groups: &mut G,
-    queues: &mut Q,
-    now: Time,
-    c: ClientId,
-    w: Weight,
-) -> bool {
-    if !joined(sh, c) {
-        return false;
-    }
-    sh.start_clock(now);
-    let old = std::mem::replace(&mut sh.weights[c.index()], w.get());
-    let mut st = Steps { sh, groups, queues };
-    // A blocked client has no entry: it wakes with its new weight.
-    if let Some(p) = st.proc(c) {
-        st.sh.feasible.remove(c, old);
-        st.sh.feasible.insert(c, w.get());
-        let (capped, phi) = (p.capped, if p.capped { p.phi } else { Phi::whole(w.get()) });
-        st.set_phi(c, w, capped, phi);
-    }
-    st.refresh();
-    st.settle(c);
-    st.sh.reshare();
-    true
-}
-
 /// The local pick of CPU part `cpu` (see "Steps and locks" in the module
 /// documentation): INTRAGROUP's common path on its own queue alone,
 /// without the global part. The client it runs and its slice (one
@@ -1749,11 +1782,7 @@ pub fn try_pick<Q: Queues + ?Sized>(
     queues: &mut Q,
     now: Time,
 ) -> Result<(ClientId, Time), NeedsGlobal> {
-    debug_assert!(cpu.running.is_none(), "cpu {} picks while it runs a client", cpu.id);
-    let (Some(q), Some(next)) = (cpu.queue, cpu.next_mfq) else { return Err(NeedsGlobal) };
-    if now >= next {
-        return Err(NeedsGlobal);
-    }
+    let q = cpu.queue_between_decisions(now)?;
     let c = queues.with(q, |rq| {
         if rq.ring.is_empty() {
             return None;
@@ -1762,9 +1791,7 @@ pub fn try_pick<Q: Queues + ?Sized>(
         rq.procs.get_mut(s).running = true;
         Some(rq.client(s))
     });
-    let c = c.ok_or(NeedsGlobal)?;
-    cpu.running = Some(c);
-    Ok((c, cpu.quantum))
+    Ok(cpu.runs(c.ok_or(NeedsGlobal)?))
 }
 
 /// The group step of CPU part `cpu` (see "Steps and locks" in the module
@@ -1785,11 +1812,7 @@ pub fn try_pick_in_group<Q: Queues + ?Sized>(
     queues: &mut Q,
     now: Time,
 ) -> Result<(ClientId, Time), NeedsGlobal> {
-    debug_assert!(cpu.running.is_none(), "cpu {} picks while it runs a client", cpu.id);
-    let (Some(q), Some(next)) = (cpu.queue, cpu.next_mfq) else { return Err(NeedsGlobal) };
-    if now >= next {
-        return Err(NeedsGlobal);
-    }
+    let q = cpu.queue_between_decisions(now)?;
     debug_assert!(group.queues.contains(&q), "cpu {} steps in another group than its queue's", cpu.id);
     // Ok(C(Q)) on the common path, Err(()) at the end of a round.
     let step = queues.with(q, |rq| {
@@ -1802,13 +1825,8 @@ pub fn try_pick_in_group<Q: Queues + ?Sized>(
         Some(c) => c,
         None => end_round(owners, &group.queues, queues, q, cpu.delta).map_err(|_| NeedsGlobal)?,
     };
-    queues.with(q, |rq| {
-        let cur = rq.current.expect("non-empty");
-        debug_assert_eq!(rq.client(cur), c);
-        rq.procs.get_mut(cur).running = true;
-    });
-    cpu.running = Some(c);
-    Ok((c, cpu.quantum))
+    run_current(queues, q, c);
+    Ok(cpu.runs(c))
 }
 
 /// CPU part `cpu`, running nothing, picks with the global part: the
@@ -1827,14 +1845,8 @@ pub fn pick<G: Groups + ?Sized, Q: Queues + ?Sized>(
     let mut st = Steps { sh, groups, queues };
     let c = st.pick(now, cpu)?;
     // The client picked is C(Q) of the CPU's queue.
-    let q = cpu.queue.expect("a CPU that runs a client has a queue");
-    st.queue(q, |rq| {
-        let cur = rq.current.expect("non-empty");
-        debug_assert_eq!(rq.client(cur), c);
-        rq.procs.get_mut(cur).running = true;
-    });
-    cpu.running = Some(c);
-    Some((c, st.sh.quantum))
+    run_current(st.queues, cpu.queue.expect("a CPU that runs a client has a queue"), c);
+    Some(cpu.runs(c))
 }
 
 /// The local stop of CPU part `cpu` (see "Steps and locks" in the module
@@ -1861,15 +1873,12 @@ pub fn try_stopped<Q: Queues + ?Sized>(
         if p.client != c || !p.running || p.regroup {
             return None;
         }
-        p.nv = p.nv.saturating_add(nv_charge(quantum, ran, p.order, p.phi));
-        p.running = false;
+        p.stop(quantum, ran);
         Some(())
     });
     charged.ok_or(NeedsGlobal)?;
     cpu.running = None;
-    if cpu.group.is_some() && !cpu.dedicated {
-        cpu.float_work = cpu.float_work.saturating_add(ran);
-    }
+    cpu.ran(ran);
     Ok(Some(c))
 }
 
@@ -1889,15 +1898,12 @@ pub fn stopped<G: Groups + ?Sized, Q: Queues + ?Sized>(
 ) -> Option<ClientId> {
     let c = cpu.running.take()?;
     sh.start_clock(now);
-    if cpu.group.is_some() && !cpu.dedicated {
-        cpu.float_work = cpu.float_work.saturating_add(ran);
-    }
+    cpu.ran(ran);
     let (q, s) = sh.owners.get(c).expect("a running client is queued");
     let quantum = sh.quantum;
     let regroup = queues.with(q, |rq| {
         let p = rq.procs.get_mut(s);
-        p.nv = p.nv.saturating_add(nv_charge(quantum, ran, p.order, p.phi));
-        p.running = false;
+        p.stop(quantum, ran);
         std::mem::take(&mut p.regroup)
     });
     let mut st = Steps { sh, groups, queues };
@@ -1909,11 +1915,9 @@ pub fn stopped<G: Groups + ?Sized, Q: Queues + ?Sized>(
             }
         }
         StopReason::Blocked | StopReason::Left => {
-            let removed = st.remove(c);
+            let ev = if why == StopReason::Left { ClientEvent::Leave } else { ClientEvent::Block };
+            let removed = st.client_event(c, ev);
             debug_assert!(removed, "{c} stopped and still runs");
-            if why == StopReason::Left {
-                st.sh.weights[c.index()] = 0;
-            }
             st.refresh();
         }
     }
@@ -1931,38 +1935,33 @@ impl Policy for GdqPolicy {
     #[inline]
     fn join(&mut self, _r: &Roster, now: Time, c: ClientId, w: Weight) -> Kick {
         self.sh.reserve(c);
-        self.make_room();
-        let joined = join(&mut self.sh, self.groups.as_mut_slice(), self.queues.as_mut_slice(), now, c, w);
+        let joined = self.client_event(now, c, ClientEvent::Join(w));
         debug_assert!(joined, "{c} joined twice");
         None
     }
 
     #[inline]
     fn leave(&mut self, _r: &Roster, now: Time, c: ClientId, _w: Weight, _was: Status) {
-        self.make_room();
-        let gone = leave(&mut self.sh, self.groups.as_mut_slice(), self.queues.as_mut_slice(), now, c);
+        let gone = self.client_event(now, c, ClientEvent::Leave);
         debug_assert!(gone, "{c} left while running");
     }
 
     #[inline]
     fn block(&mut self, _r: &Roster, now: Time, c: ClientId, _w: Weight) {
-        self.make_room();
-        let blocked = block(&mut self.sh, self.groups.as_mut_slice(), self.queues.as_mut_slice(), now, c);
+        let blocked = self.client_event(now, c, ClientEvent::Block);
         debug_assert!(blocked, "{c} blocked while not waiting");
     }
 
     #[inline]
     fn wake(&mut self, _r: &Roster, now: Time, c: ClientId, _w: Weight) -> Kick {
-        self.make_room();
-        let woken = wake(&mut self.sh, self.groups.as_mut_slice(), self.queues.as_mut_slice(), now, c);
+        let woken = self.client_event(now, c, ClientEvent::Wake);
         debug_assert!(woken, "{c} woke while not blocked");
         None
     }
 
     #[inline]
     fn set_weight(&mut self, _r: &Roster, now: Time, c: ClientId, _old: Weight, w: Weight, _status: Status) {
-        self.make_room();
-        set_weight(&mut self.sh, self.groups.as_mut_slice(), self.queues.as_mut_slice(), now, c, w);
+        self.client_event(now, c, ClientEvent::SetWeight(w));
     }
 
     /// The local pick, else the pick with the global part, as a concurrent
