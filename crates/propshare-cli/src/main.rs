@@ -628,40 +628,38 @@ fn print_metrics(m: &RunMetrics) {
         m.max_lag,
         100.0 * m.idle_fraction
     );
-    println!(
-        "{:<12} {:>8} {:>10} {:>12} {:>9} {:>9}",
-        "client", "weight", "ideal %", "received %", "max lag", "min lag"
+    let widths = [12, 10, 9];
+    let clients = m.clients.iter().take(40);
+    print_shares(
+        "client",
+        widths,
+        clients.map(|c| (c.client.as_str(), c.weight, 100.0 * c.ideal_share, 100.0 * c.share, c.max_lag, c.min_lag)),
     );
-    for c in m.clients.iter().take(40) {
-        println!(
-            "{:<12} {:>8} {:>10.2} {:>12.2} {:>9.2} {:>9.2}",
-            c.client,
-            c.weight,
-            100.0 * c.ideal_share,
-            100.0 * c.share,
-            c.max_lag,
-            c.min_lag
-        );
-    }
     if m.clients.len() > 40 {
         println!("... {} more clients in the metrics files", m.clients.len() - 40);
     }
     if !m.groups.is_empty() {
-        println!(
-            "{:<12} {:>8} {:>10} {:>12} {:>9} {:>9}",
-            "group", "weight", "ideal %", "received %", "max lag", "min lag"
+        let groups = m.groups.iter();
+        print_shares(
+            "group",
+            widths,
+            groups.map(|g| (g.group.as_str(), g.weight, 100.0 * g.ideal_share, 100.0 * g.share, g.max_lag, g.min_lag)),
         );
-        for g in &m.groups {
-            println!(
-                "{:<12} {:>8} {:>10.2} {:>12.2} {:>9.2} {:>9.2}",
-                g.group,
-                g.weight,
-                100.0 * g.ideal_share,
-                100.0 * g.share,
-                g.max_lag,
-                g.min_lag
-            );
-        }
+    }
+}
+
+/// A row of a table of shares: name, weight, ideal %, received %, max lag, min lag.
+type ShareRow<'a> = (&'a str, u64, f64, f64, f64, f64);
+
+/// A table of shares: a header, `first` naming the rows, then one line per
+/// row; `[name, ideal, lag]` the widths of the name, ideal % and lag columns.
+fn print_shares<'a>(first: &str, [name, ideal, lag]: [usize; 3], rows: impl Iterator<Item = ShareRow<'a>>) {
+    println!(
+        "{first:<name$} {:>8} {:>ideal$} {:>12} {:>lag$} {:>lag$}",
+        "weight", "ideal %", "received %", "max lag", "min lag"
+    );
+    for (n, weight, i, r, max, min) in rows {
+        println!("{n:<name$} {weight:>8} {i:>ideal$.2} {r:>12.2} {max:>lag$.2} {min:>lag$.2}");
     }
 }
 
@@ -693,19 +691,19 @@ fn print_table(r: &SimReport) {
     let q = r.config.quantum as f64;
     let h = r.config.horizon as f64;
     println!("\n{}", r.scheduler);
-    println!(
-        "{:<8} {:>8} {:>12} {:>12} {:>10} {:>10}",
-        "client", "weight", "ideal %", "received %", "max lag", "min lag"
+    let clients = r.clients.iter();
+    print_shares(
+        "client",
+        [8, 12, 10],
+        clients.map(|c| {
+            (
+                c.name.as_str(),
+                c.weight,
+                100.0 * c.ideal / h,
+                100.0 * c.received as f64 / h,
+                c.max_lag / q,
+                c.min_lag / q,
+            )
+        }),
     );
-    for c in &r.clients {
-        println!(
-            "{:<8} {:>8} {:>12.2} {:>12.2} {:>10.2} {:>10.2}",
-            c.name,
-            c.weight,
-            100.0 * c.ideal / h,
-            100.0 * c.received as f64 / h,
-            c.max_lag / q,
-            c.min_lag / q
-        );
-    }
 }

@@ -2,6 +2,7 @@
 //! scheduler process (SIGINT, SIGTERM, SIGKILL) never leave a process stopped
 //! or pinned. Needs root; skips with a printed reason otherwise.
 
+use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
@@ -23,6 +24,33 @@ fn serial_as_root() -> Option<MutexGuard<'static, ()>> {
         return None;
     }
     Some(SERIAL.lock().unwrap_or_else(|e| e.into_inner()))
+}
+
+/// `propshare run --cpus FIRST FLAGS --json DIR/r.json --trace DIR/t.jsonl
+/// JOBS` spawned, its output to `out()`, DIR a temporary directory named
+/// after `name`, made here: the child, DIR, and the JSON and trace paths.
+fn spawn_with_outputs(
+    name: &str,
+    flags: &[&str],
+    jobs: &[&str],
+    out: fn() -> Stdio,
+) -> (Child, PathBuf, PathBuf, PathBuf) {
+    let dir = std::env::temp_dir().join(format!("propshare-cli-{name}-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let (json, trace) = (dir.join("r.json"), dir.join("t.jsonl"));
+    let child = bin()
+        .args(["run", "--cpus", &first_cpu()])
+        .args(flags)
+        .arg("--json")
+        .arg(&json)
+        .arg("--trace")
+        .arg(&trace)
+        .args(jobs)
+        .stdout(out())
+        .stderr(out())
+        .spawn()
+        .unwrap();
+    (child, dir, json, trace)
 }
 
 fn bin() -> Command {
@@ -283,21 +311,8 @@ fn bad_output_paths_are_refused_before_the_run() {
 #[test]
 fn report_is_printed_when_an_output_file_fails() {
     let Some(_g) = serial_as_root() else { return };
-    let dir = std::env::temp_dir().join(format!("propshare-cli-out-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let json = dir.join("r.json");
-    let trace = dir.join("t.jsonl");
-    let child = bin()
-        .args(["run", "--cpus", &first_cpu(), "--duration", "1s", "--report"])
-        .arg("--json")
-        .arg(&json)
-        .arg("--trace")
-        .arg(&trace)
-        .args(["-w", "1", "-n", "spin", "--", "sh", "-c", "while :; do :; done"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let spin = ["-w", "1", "-n", "spin", "--", "sh", "-c", "while :; do :; done"];
+    let (child, dir, json, _) = spawn_with_outputs("out", &["--duration", "1s", "--report"], &spin, Stdio::piped);
     std::thread::sleep(Duration::from_millis(300));
     std::fs::remove_dir_all(&dir).unwrap();
     let out = child.wait_with_output().unwrap();
@@ -316,21 +331,13 @@ fn report_is_printed_when_an_output_file_fails() {
 #[test]
 fn sigkill_leaves_the_last_json_snapshot_and_a_valid_trace() {
     let Some(_g) = serial_as_root() else { return };
-    let dir = std::env::temp_dir().join(format!("propshare-cli-kill-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let (json, trace) = (dir.join("r.json"), dir.join("t.jsonl"));
-    let mut child = bin()
-        .args(["run", "--cpus", &first_cpu(), "--duration", "60s", "--json-every", "200ms"])
-        .arg("--json")
-        .arg(&json)
-        .arg("--trace")
-        .arg(&trace)
-        .args(["-w", "3", "-n", "heavy", "--", "sh", "-c", "while :; do :; done", ":::"])
-        .args(["-w", "1", "-n", "light", "--", "sh", "-c", "while :; do :; done"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
+    let jobs = [
+        ["-w", "3", "-n", "heavy", "--", "sh", "-c", "while :; do :; done", ":::"].as_slice(),
+        &["-w", "1", "-n", "light", "--", "sh", "-c", "while :; do :; done"],
+    ]
+    .concat();
+    let flags = ["--duration", "60s", "--json-every", "200ms"];
+    let (mut child, dir, json, trace) = spawn_with_outputs("kill", &flags, &jobs, Stdio::null);
     std::thread::sleep(Duration::from_millis(1500));
     // SAFETY: signalling our own child.
     unsafe { libc_kill(child.id() as i32, 9) };

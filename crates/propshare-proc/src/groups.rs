@@ -198,6 +198,21 @@ impl HostGroups {
         Ok(mine)
     }
 
+    /// [`apply`](Self::apply) for a change to client `c`, which the scheduler
+    /// then also gets `c`'s new effective weight for, if it changed.
+    fn apply_own(
+        &mut self,
+        sched: &mut dyn Scheduler,
+        now: Time,
+        c: ClientId,
+        f: impl FnOnce(&mut GroupTree) -> Result<(), GroupError>,
+    ) -> Result<(), ProcError> {
+        if let Some(w) = self.apply(sched, now, Some(c), f)? {
+            sched.set_weight(now, c, w)?;
+        }
+        Ok(())
+    }
+
     /// Client `c` joins group `g` with its own weight `w`: the weight the
     /// scheduler's `join` gets.
     pub(crate) fn join(
@@ -225,10 +240,7 @@ impl HostGroups {
 
     /// Client `c` wakes: its new effective weight is given before the caller's `wake`.
     pub(crate) fn wake(&mut self, sched: &mut dyn Scheduler, now: Time, c: ClientId) -> Result<(), ProcError> {
-        if let Some(w) = self.apply(sched, now, Some(c), |t| t.set_runnable(c, true))? {
-            sched.set_weight(now, c, w)?;
-        }
-        Ok(())
+        self.apply_own(sched, now, c, |t| t.set_runnable(c, true))
     }
 
     /// Client `c`'s own weight becomes `w`.
@@ -239,10 +251,7 @@ impl HostGroups {
         c: ClientId,
         w: Weight,
     ) -> Result<(), ProcError> {
-        if let Some(e) = self.apply(sched, now, Some(c), |t| t.set_weight(c, w))? {
-            sched.set_weight(now, c, e)?;
-        }
-        Ok(())
+        self.apply_own(sched, now, c, |t| t.set_weight(c, w))
     }
 
     /// Group `g`'s weight becomes `w`.
@@ -264,10 +273,7 @@ impl HostGroups {
         c: ClientId,
         g: GroupId,
     ) -> Result<(), ProcError> {
-        if let Some(e) = self.apply(sched, now, Some(c), |t| t.move_client(c, g))? {
-            sched.set_weight(now, c, e)?;
-        }
-        Ok(())
+        self.apply_own(sched, now, c, |t| t.move_client(c, g))
     }
 }
 

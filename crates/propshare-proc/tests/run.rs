@@ -27,12 +27,15 @@ fn skip_reason() -> Option<String> {
     None
 }
 
-macro_rules! need_root {
+/// Skips the test, saying why, where it cannot run; else holds the lock that
+/// serialises the tests until the test ends.
+macro_rules! serial_as_root {
     () => {
         if let Some(r) = skip_reason() {
             eprintln!("SKIPPED: {r}");
             return;
         }
+        let _serial = serial();
     };
 }
 
@@ -74,6 +77,30 @@ impl Victim {
         for tid in sys::threads(self.pid()).unwrap() {
             assert_eq!(&sys::get_affinity(tid).unwrap(), orig, "{what}: affinity of {tid} not restored");
         }
+    }
+}
+
+/// Two victims and the affinity they started with.
+struct Victims {
+    a: Victim,
+    b: Victim,
+    orig: sys::CpuMask,
+}
+
+impl Victims {
+    fn new() -> Victims {
+        let (a, b) = (Victim::new(), Victim::new());
+        let orig = sys::get_affinity(a.pid()).unwrap();
+        Victims { a, b, orig }
+    }
+    /// Attach to `a` with weight 1 and to `b` with weight `wb`.
+    fn jobs(&self, wb: u64) -> Vec<JobSpec> {
+        vec![JobSpec::pid(1, self.a.pid()), JobSpec::pid(wb, self.b.pid())]
+    }
+    /// Both released (see [`Victim::assert_released`]).
+    fn assert_released(&self, what: &str) {
+        self.a.assert_released(&self.orig, what);
+        self.b.assert_released(&self.orig, what);
     }
 }
 
@@ -125,8 +152,7 @@ fn heavy_fraction(r: &RunReport, heavy: &str, light: &str) -> f64 {
 /// if weights are ignored (that gives 1/2).
 #[test]
 fn weights_one_to_three_on_one_cpu() {
-    need_root!();
-    let _g = serial();
+    serial_as_root!();
     let jobs = vec![JobSpec::command(1, SPIN).named("light"), JobSpec::command(3, SPIN).named("heavy")];
     let r = run(opts(jobs, &[0], 1.5)).unwrap();
     eprint!("{}", r.to_table());
@@ -140,8 +166,7 @@ fn weights_one_to_three_on_one_cpu() {
 /// The same with the schedstat fallback instead of perf counters.
 #[test]
 fn schedstat_accounting_also_enforces_weights() {
-    need_root!();
-    let _g = serial();
+    serial_as_root!();
     let jobs = vec![JobSpec::command(1, SPIN).named("light"), JobSpec::command(3, SPIN).named("heavy")];
     let r = run(RunOptions { accounting: Accounting::Schedstat, ..opts(jobs, &[0], 1.5) }).unwrap();
     assert_eq!(r.accounting, "schedstat");
@@ -162,8 +187,7 @@ fn schedstat_accounting_also_enforces_weights() {
 /// measures the CPU-time shares; see docs/PROC.md.
 #[test]
 fn two_cpus_weights() {
-    need_root!();
-    let _g = serial();
+    serial_as_root!();
     if sys::get_affinity(0).map(|m| m.cpus().len()).unwrap_or(1) < 2 {
         eprintln!("SKIPPED: needs 2 CPUs");
         return;
@@ -200,17 +224,13 @@ fn two_cpus_weights() {
 /// ends; they keep running (we did not start them).
 #[test]
 fn attached_processes_are_released_at_the_end() {
-    need_root!();
-    let _g = serial();
-    let (a, b) = (Victim::new(), Victim::new());
-    let orig = sys::get_affinity(a.pid()).unwrap();
-    let jobs = vec![JobSpec::pid(1, a.pid()), JobSpec::pid(2, b.pid())];
-    let r = run(opts(jobs, &[0], 0.6)).unwrap();
-    a.assert_released(&orig, "end of run");
-    b.assert_released(&orig, "end of run");
+    serial_as_root!();
+    let v = Victims::new();
+    let r = run(opts(v.jobs(2), &[0], 0.6)).unwrap();
+    v.assert_released("end of run");
     assert!(r.clients.iter().all(|c| c.end.starts_with("running")));
     // Both really ran under us, in proportion.
-    let f = heavy_fraction(&r, &format!("pid{}", b.pid()), &format!("pid{}", a.pid()));
+    let f = heavy_fraction(&r, &format!("pid{}", v.b.pid()), &format!("pid{}", v.a.pid()));
     assert!(f > 0.55, "weight-2 process got {f:.3}");
 }
 
@@ -218,8 +238,7 @@ fn attached_processes_are_released_at_the_end() {
 /// with everything released.
 #[test]
 fn stop_request_releases_everything() {
-    need_root!();
-    let _g = serial();
+    serial_as_root!();
     let a = Victim::new();
     let orig = sys::get_affinity(a.pid()).unwrap();
     let stop = Arc::new(AtomicBool::new(false));
@@ -240,38 +259,29 @@ fn stop_request_releases_everything() {
 /// A panic inside the loop still resumes and restores every process.
 #[test]
 fn panic_releases_everything() {
-    need_root!();
-    let _g = serial();
-    let (a, b) = (Victim::new(), Victim::new());
-    let orig = sys::get_affinity(a.pid()).unwrap();
-    let jobs = vec![JobSpec::pid(1, a.pid()), JobSpec::pid(1, b.pid())];
-    let o = RunOptions { panic_after_rounds: Some(20), ..opts(jobs, &[0], 30.0) };
+    serial_as_root!();
+    let v = Victims::new();
+    let o = RunOptions { panic_after_rounds: Some(20), ..opts(v.jobs(1), &[0], 30.0) };
     let res = std::thread::spawn(move || run(o)).join();
     assert!(res.is_err(), "the injected panic should propagate");
-    a.assert_released(&orig, "panic");
-    b.assert_released(&orig, "panic");
+    v.assert_released("panic");
 }
 
 /// An error inside the loop resumes and restores every process.
 #[test]
 fn error_releases_everything() {
-    need_root!();
-    let _g = serial();
-    let (a, b) = (Victim::new(), Victim::new());
-    let orig = sys::get_affinity(a.pid()).unwrap();
-    let jobs = vec![JobSpec::pid(1, a.pid()), JobSpec::pid(3, b.pid())];
-    let e = run(RunOptions { fail_after_rounds: Some(20), ..opts(jobs, &[0], 30.0) }).unwrap_err();
+    serial_as_root!();
+    let v = Victims::new();
+    let e = run(RunOptions { fail_after_rounds: Some(20), ..opts(v.jobs(3), &[0], 30.0) }).unwrap_err();
     assert!(!e.is_usage());
-    a.assert_released(&orig, "error");
-    b.assert_released(&orig, "error");
+    v.assert_released("error");
 }
 
 /// Bad input: a clear usage error (exit status 2 in the CLI), and nothing
 /// stopped, even when good jobs come first.
 #[test]
 fn bad_input_is_refused_and_nothing_is_left_stopped() {
-    need_root!();
-    let _g = serial();
+    serial_as_root!();
     let a = Victim::new();
     let orig = sys::get_affinity(a.pid()).unwrap();
     let me = std::process::id() as i32;
@@ -313,8 +323,7 @@ fn bad_input_is_refused_and_nothing_is_left_stopped() {
 /// again; a spinner next to one gets the CPU while it sleeps.
 #[test]
 fn sleepers_block_and_wake() {
-    need_root!();
-    let _g = serial();
+    serial_as_root!();
     let dir = tempdir();
     let trace = dir.join("trace.jsonl");
     let sleeper = ["sh", "-c", "while :; do i=0; while [ $i -lt 300 ]; do i=$((i+1)); done; sleep 0.03; done"];
@@ -338,8 +347,7 @@ fn sleepers_block_and_wake() {
 /// naming clients by string id.
 #[test]
 fn trace_file_schema() {
-    need_root!();
-    let _g = serial();
+    serial_as_root!();
     let dir = tempdir();
     let trace = dir.join("t.jsonl");
     let jobs = vec![JobSpec::command(2, SPIN).named("x"), JobSpec::command(1, &["sleep", "0.2"])];
@@ -367,8 +375,7 @@ fn trace_file_schema() {
 /// The control socket adds jobs and changes weights while running.
 #[test]
 fn control_socket_adds_and_reweights() {
-    need_root!();
-    let _g = serial();
+    serial_as_root!();
     let dir = tempdir();
     let sock = dir.join("ctl.sock");
     let s2 = sock.clone();
@@ -407,8 +414,7 @@ fn control_socket_adds_and_reweights() {
 /// A job that exits leaves; the run ends when every job has.
 #[test]
 fn run_ends_when_jobs_exit() {
-    need_root!();
-    let _g = serial();
+    serial_as_root!();
     let jobs = vec![JobSpec::command(1, &["sleep", "0.1"]), JobSpec::command(1, &["sh", "-c", "exit 3"])];
     let r = run(RunOptions { duration: None, ..opts(jobs, &[0], 0.0) }).unwrap();
     assert_eq!(r.ended, "every job exited");
@@ -419,8 +425,7 @@ fn run_ends_when_jobs_exit() {
 /// Linux baselines run the same jobs and report the same figures.
 #[test]
 fn baselines_run_and_measure() {
-    need_root!();
-    let _g = serial();
+    serial_as_root!();
     let jobs = vec![JobSpec::command(1, SPIN).named("light"), JobSpec::command(3, SPIN).named("heavy")];
     let r = run(RunOptions { mode: Mode::BaselineNice, ..opts(jobs.clone(), &[0], 1.0) }).unwrap();
     eprint!("{}", r.to_table());
@@ -444,8 +449,7 @@ fn baselines_run_and_measure() {
 /// The guardian alone: closing its pipe without disarming resumes what it watches.
 #[test]
 fn guardian_resumes_on_parent_loss() {
-    need_root!();
-    let _g = serial();
+    serial_as_root!();
     let a = Victim::new();
     let orig = sys::get_affinity(a.pid()).unwrap();
     let mut g = propshare_proc::guardian::Guardian::spawn().unwrap();
@@ -463,8 +467,7 @@ fn guardian_resumes_on_parent_loss() {
 /// binary re-executed on `sigkill_helper`).
 #[test]
 fn sigkill_of_the_scheduler_resumes_everything() {
-    need_root!();
-    let _g = serial();
+    serial_as_root!();
     let victims: Vec<Victim> = (0..3).map(|_| Victim::new()).collect();
     let orig = sys::get_affinity(victims[0].pid()).unwrap();
     let pids: Vec<String> = victims.iter().map(|v| v.pid().to_string()).collect();
@@ -529,8 +532,7 @@ fn trapping_spinner(file: &std::path::Path) -> Vec<String> {
 /// exit does.
 #[test]
 fn sigkill_of_the_scheduler_ends_started_jobs_without_sighup() {
-    need_root!();
-    let _g = serial();
+    serial_as_root!();
     let dir = tempdir();
     let mut helper = Command::new(std::env::current_exe().unwrap())
         .args(["--exact", "sigkill_spawn_helper", "--nocapture", "--test-threads=1"])
@@ -583,8 +585,7 @@ fn sigkill_spawn_helper() {
 /// go on, with nothing left to release the jobs if the scheduler died).
 #[test]
 fn guardian_death_stops_the_run() {
-    need_root!();
-    let _g = serial();
+    serial_as_root!();
     let t = std::thread::spawn(|| run(opts(vec![JobSpec::command(1, SPIN), JobSpec::command(1, SPIN)], &[0], 20.0)));
     let me = sys::getpid();
     let t0 = Instant::now();
@@ -612,8 +613,7 @@ fn guardian_death_stops_the_run() {
 /// after a clean exit and after the guardian releases it (it used to be resumed).
 #[test]
 fn user_stopped_process_stays_stopped() {
-    need_root!();
-    let _g = serial();
+    serial_as_root!();
     let a = Victim::new();
     let orig = sys::get_affinity(a.pid()).unwrap();
     sys::kill(a.pid(), libc::SIGSTOP).unwrap();
@@ -644,8 +644,7 @@ fn user_stopped_process_stays_stopped() {
 /// written only at the end, so a SIGKILL left nothing).
 #[test]
 fn trace_is_written_as_the_run_goes() {
-    need_root!();
-    let _g = serial();
+    serial_as_root!();
     let path = tempdir().join("live.jsonl");
     let p2 = path.clone();
     let t = std::thread::spawn(move || {
@@ -692,6 +691,16 @@ fn pid_in(file: &std::path::Path) -> i32 {
     }
 }
 
+/// `kid` has ended (gone, or a zombie) within 2 s.
+fn assert_ended(kid: i32, what: &str) {
+    let t = Instant::now();
+    while sys::state(kid).is_some_and(|s| s != 'Z') && t.elapsed() < Duration::from_secs(2) {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let st = sys::state(kid);
+    assert!(st.is_none() || st == Some('Z'), "{what} (PID {kid}) outlived the run in state {st:?}");
+}
+
 /// Kills `pid` when dropped (a test's leftover, if the code under test failed).
 struct KillOnDrop(i32);
 
@@ -706,8 +715,7 @@ impl Drop for KillOnDrop {
 /// run (they used to stay pinned to one CPU forever).
 #[test]
 fn forked_children_are_released_with_their_job() {
-    need_root!();
-    let _g = serial();
+    serial_as_root!();
     let script = "sleep 0.3; (while :; do :; done) & (while :; do :; done) & wait";
     let a = Victim(Command::new("sh").args(["-c", script]).spawn().unwrap());
     let orig = sys::get_affinity(a.pid()).unwrap();
@@ -728,22 +736,15 @@ fn forked_children_are_released_with_their_job() {
 /// running, pinned, after the run).
 #[test]
 fn setsid_child_is_released_with_its_job() {
-    need_root!();
-    let _g = serial();
-    let dir = tempdir();
-    let f = dir.join("setsid.pid");
+    serial_as_root!();
+    let f = tempdir().join("setsid.pid");
     let script = format!("setsid sh -c 'echo $$ > \"{}\"; while :; do :; done' & wait", f.display());
     let jobs = vec![JobSpec::command(1, &["sh", "-c", &script]), JobSpec::command(1, SPIN)];
     let r = run(opts(jobs, &[0], 1.5)).unwrap();
     let kid = pid_in(&f);
     let _cleanup = KillOnDrop(kid);
     assert_children_gone(&r);
-    let t = Instant::now();
-    while sys::state(kid).is_some_and(|s| s != 'Z') && t.elapsed() < Duration::from_secs(2) {
-        std::thread::sleep(Duration::from_millis(10));
-    }
-    let st = sys::state(kid);
-    assert!(st.is_none() || st == Some('Z'), "the setsid child {kid} outlived the run in state {st:?}");
+    assert_ended(kid, "the setsid child");
 }
 
 /// A started job whose main process exits and leaves a child behind: the
@@ -751,22 +752,15 @@ fn setsid_child_is_released_with_its_job() {
 /// running, pinned).
 #[test]
 fn child_left_behind_is_released() {
-    need_root!();
-    let _g = serial();
-    let dir = tempdir();
-    let f = dir.join("orphan.pid");
+    serial_as_root!();
+    let f = tempdir().join("orphan.pid");
     let script = format!("sh -c 'echo $$ > \"{}\"; while :; do :; done' & sleep 0.2; exit 0", f.display());
     let jobs = vec![JobSpec::command(1, &["sh", "-c", &script]).named("parent"), JobSpec::command(1, SPIN)];
     let r = run(opts(jobs, &[0], 3.0)).unwrap();
     let kid = pid_in(&f);
     let _cleanup = KillOnDrop(kid);
     assert_eq!(r.clients[0].end, "exited 0", "the main process should have exited on its own");
-    let t = Instant::now();
-    while sys::state(kid).is_some_and(|s| s != 'Z') && t.elapsed() < Duration::from_secs(2) {
-        std::thread::sleep(Duration::from_millis(10));
-    }
-    let st = sys::state(kid);
-    assert!(st.is_none() || st == Some('Z'), "the child {kid} left behind outlived the run in state {st:?}");
+    assert_ended(kid, "the child left behind");
 }
 
 fn tempdir() -> std::path::PathBuf {
@@ -804,8 +798,7 @@ fn run_with_control(
 /// any user could add `sh -c ...` jobs that ran as root).
 #[test]
 fn control_socket_is_private_under_umask_000() {
-    need_root!();
-    let _g = serial();
+    serial_as_root!();
     let dir = tempdir();
     let sock = dir.join("ctl.sock");
     // SAFETY: umask has no preconditions; restored below.
@@ -825,8 +818,7 @@ fn control_socket_is_private_under_umask_000() {
 /// and the file is left untouched (it used to be deleted).
 #[test]
 fn control_socket_never_replaces_an_existing_file() {
-    need_root!();
-    let _g = serial();
+    serial_as_root!();
     let dir = tempdir();
     let path = dir.join("precious.txt");
     std::fs::write(&path, "keep me\n").unwrap();
@@ -841,8 +833,7 @@ fn control_socket_never_replaces_an_existing_file() {
 /// after `SO_PEERCRED`; the command it sent is not run.
 #[test]
 fn control_socket_refuses_other_users() {
-    need_root!();
-    let _g = serial();
+    serial_as_root!();
     let dir = tempdir();
     use std::os::unix::fs::PermissionsExt;
     std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).unwrap();
@@ -921,8 +912,7 @@ fn as_nobody_request(sock: &std::path::Path, line: &str) -> (i32, String) {
 /// to freeze every decision while one job kept its CPU.
 #[test]
 fn slow_and_idle_clients_do_not_stall_decisions() {
-    need_root!();
-    let _g = serial();
+    serial_as_root!();
     let dir = tempdir();
     let sock = dir.join("ctl.sock");
     let jobs = vec![JobSpec::command(1, SPIN).named("light"), JobSpec::command(3, SPIN).named("heavy")];
@@ -987,8 +977,7 @@ fn group<'a>(r: &'a RunReport, name: &str) -> &'a propshare_proc::metrics::Group
 /// the report gives each group's ideal from the hierarchical reference.
 #[test]
 fn groups_split_the_cpu_by_the_tree() {
-    need_root!();
-    let _g = serial();
+    serial_as_root!();
     let mut jobs = vec![JobSpec::command(1, SPIN).named("a0").in_group("A")];
     for k in 0..3 {
         jobs.push(JobSpec::command(1, SPIN).named(&format!("b{k}")).in_group("B"));
@@ -1022,8 +1011,7 @@ fn groups_split_the_cpu_by_the_tree() {
 /// change reweighs its group. At the end every process is released.
 #[test]
 fn cgroup2_subtree_is_enforced_and_followed() {
-    need_root!();
-    let _g = serial();
+    serial_as_root!();
     let root = std::env::temp_dir().join(format!("propshare-fakecg-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&root);
     let v: Vec<Victim> = (0..4).map(|_| Victim::new()).collect();

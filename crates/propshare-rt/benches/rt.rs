@@ -21,7 +21,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use propshare_rt::{Runtime, Snapshot};
+use propshare_rt::{JoinHandle, Runtime, Snapshot};
 
 struct Sizes {
     tasks: u64,
@@ -63,6 +63,43 @@ fn spin(d: Duration) {
     let t = Instant::now();
     while t.elapsed() < d {
         std::hint::spin_loop();
+    }
+}
+
+/// CPU-bound groups `g0`, `g1`, ... of these weights, one task each that
+/// spins `work` and yields, again and again, until [`Spinners::stop`].
+struct Spinners {
+    stop: Arc<AtomicBool>,
+    tasks: Vec<JoinHandle<()>>,
+}
+
+impl Spinners {
+    fn start(rt: &Runtime, weights: impl Iterator<Item = u64>, work: Duration) -> Spinners {
+        let stop = Arc::new(AtomicBool::new(false));
+        let tasks = weights
+            .enumerate()
+            .map(|(i, w)| {
+                let stop = stop.clone();
+                rt.group(&format!("g{i}"), w)
+                    .unwrap()
+                    .spawn_future(async move {
+                        while !stop.load(Ordering::Relaxed) {
+                            spin(work);
+                            propshare_rt::yield_now().await;
+                        }
+                    })
+                    .unwrap()
+            })
+            .collect();
+        Spinners { stop, tasks }
+    }
+
+    /// Ends every task and waits for it.
+    fn stop(self) {
+        self.stop.store(true, Ordering::Relaxed);
+        for h in self.tasks {
+            h.join().unwrap();
+        }
     }
 }
 
@@ -214,31 +251,12 @@ fn overhead(s: &Sizes, reps: usize) -> f64 {
 /// `run`: the snapshot, and each worker's share of the CPU the workers got.
 fn shares_run(spec: &str, workers: usize, weights: &[u64], run: Duration) -> (Snapshot, Vec<f64>) {
     let rt = Runtime::builder().workers(workers).scheduler(spec).slice(Duration::from_millis(1)).build().unwrap();
-    let stop = Arc::new(AtomicBool::new(false));
-    let hs: Vec<_> = weights
-        .iter()
-        .enumerate()
-        .map(|(i, &w)| {
-            let stop = stop.clone();
-            rt.group(&format!("g{i}"), w)
-                .unwrap()
-                .spawn_future(async move {
-                    while !stop.load(Ordering::Relaxed) {
-                        spin(Duration::from_micros(100));
-                        propshare_rt::yield_now().await;
-                    }
-                })
-                .unwrap()
-        })
-        .collect();
+    let spinners = Spinners::start(&rt, weights.iter().copied(), Duration::from_micros(100));
     std::thread::sleep(run);
     let snap = rt.snapshot();
     let cpu: Vec<u64> = rt.worker_stats().iter().map(|w| w.cpu_ns).collect();
     let total = cpu.iter().sum::<u64>().max(1) as f64;
-    stop.store(true, Ordering::Relaxed);
-    for h in hs {
-        h.join().unwrap();
-    }
+    spinners.stop();
     rt.shutdown_drain();
     (snap, cpu.iter().map(|&c| c as f64 / total).collect())
 }
@@ -362,31 +380,14 @@ fn scale_run(spec: &str, workers: usize, run: Duration) -> Scale {
         .track_lag(false)
         .build()
         .unwrap();
-    let stop = Arc::new(AtomicBool::new(false));
-    let hs: Vec<_> = (0..2 * workers)
-        .map(|i| {
-            let stop = stop.clone();
-            rt.group(&format!("g{i}"), 1 + (i % 3) as u64)
-                .unwrap()
-                .spawn_future(async move {
-                    while !stop.load(Ordering::Relaxed) {
-                        spin(Duration::from_micros(2));
-                        propshare_rt::yield_now().await;
-                    }
-                })
-                .unwrap()
-        })
-        .collect();
+    let spinners = Spinners::start(&rt, (0..2 * workers).map(|i| 1 + (i % 3) as u64), Duration::from_micros(2));
     let before: u64 = rt.worker_stats().iter().map(|w| w.picks).sum();
     let before_ns: u64 = rt.worker_stats().iter().map(|w| w.pick_ns).sum();
     let (t, cpu0) = (Instant::now(), process_cpu_ns());
     std::thread::sleep(run);
     let ws = rt.worker_stats();
     let (e, cpu) = (t.elapsed(), process_cpu_ns() - cpu0);
-    stop.store(true, Ordering::Relaxed);
-    for h in hs {
-        h.join().unwrap();
-    }
+    spinners.stop();
     rt.shutdown_drain();
     let picks = ws.iter().map(|w| w.picks).sum::<u64>() - before;
     let pick_ns = ws.iter().map(|w| w.pick_ns).sum::<u64>() - before_ns;

@@ -101,14 +101,17 @@ impl JoinError {
             JoinError::Cancelled => None,
         }
     }
+
+    /// The panic message, or a placeholder when the payload is not a string.
+    fn panic_text(&self) -> &str {
+        self.panic_message().unwrap_or("<non-string payload>")
+    }
 }
 
 impl fmt::Debug for JoinError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            JoinError::Panicked(_) => {
-                write!(f, "Panicked({:?})", self.panic_message().unwrap_or("<non-string payload>"))
-            }
+            JoinError::Panicked(_) => write!(f, "Panicked({:?})", self.panic_text()),
             JoinError::Cancelled => write!(f, "Cancelled"),
         }
     }
@@ -117,9 +120,7 @@ impl fmt::Debug for JoinError {
 impl fmt::Display for JoinError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            JoinError::Panicked(_) => {
-                write!(f, "the task panicked: {}", self.panic_message().unwrap_or("<non-string payload>"))
-            }
+            JoinError::Panicked(_) => write!(f, "the task panicked: {}", self.panic_text()),
             JoinError::Cancelled => write!(f, "the task was cancelled"),
         }
     }

@@ -26,7 +26,7 @@ import os
 import shutil
 import tempfile
 from functools import cached_property
-from typing import Any, Dict, Iterator, List, Optional, Sequence, Union
+from typing import TYPE_CHECKING, Any, Dict, Iterator, List, Optional, Sequence, Union
 
 from ._propshare import (
     EventError,
@@ -44,7 +44,12 @@ from ._propshare import (
 )
 from ._propshare import schedulers as _schedulers
 from ._propshare import simulate as _simulate
-from ._sweep import run_task, sweep, tasks_of
+from ._sweep import Task, run_task, sweep, tasks_of
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from ._propshare import SchedulerInfo
 
 __all__ = [
     "EventError",
@@ -52,10 +57,12 @@ __all__ = [
     "PropshareError",
     "Scenario",
     "ScenarioError",
+    "ScenarioLike",
     "Scheduler",
     "SchedulerError",
     "SimResult",
     "SimulationError",
+    "Task",
     "__version__",
     "check_scheduler",
     "parse_duration",
@@ -71,14 +78,14 @@ __all__ = [
 ScenarioLike = Union[Scenario, str, "os.PathLike[str]"]
 
 
-def schedulers() -> List[Dict[str, Any]]:
+def schedulers() -> List[SchedulerInfo]:
     """Every registered scheduler: ``name``, ``summary`` and ``params`` (each
     with ``name``, ``kind`` ("int", "bool" or "choice"), ``min``, ``max``, ``default``,
     ``doc``), as ``propshare list --params`` prints them."""
     return _schedulers()
 
 
-def scheduler_params():
+def scheduler_params() -> pd.DataFrame:
     """The parameters of every scheduler as one DataFrame (one row per parameter)."""
     import pandas as pd
 
@@ -118,19 +125,19 @@ class SimResult:
         return self._native.scenario
 
     @cached_property
-    def runs(self):
+    def runs(self) -> pd.DataFrame:
         import pandas as pd
 
         return pd.DataFrame(self._native.runs())
 
     @cached_property
-    def clients(self):
+    def clients(self) -> pd.DataFrame:
         import pandas as pd
 
         return pd.DataFrame(self._native.clients())
 
     @cached_property
-    def lag(self):
+    def lag(self) -> pd.DataFrame:
         import numpy as np
         import pandas as pd
 
@@ -149,7 +156,7 @@ class SimResult:
         })
 
     @cached_property
-    def claims(self):
+    def claims(self) -> pd.DataFrame:
         import pandas as pd
 
         columns = ["scheduler", "metric", "client", "clients", "paper", "source", "min", "max", "reach", "bounds",
@@ -157,13 +164,13 @@ class SimResult:
         return pd.DataFrame(self._native.claims(), columns=columns)
 
     @cached_property
-    def window_lag(self):
+    def window_lag(self) -> pd.DataFrame:
         import pandas as pd
 
         return pd.DataFrame(self._native.window_lag())
 
     @cached_property
-    def trace(self):
+    def trace(self) -> Optional[pd.DataFrame]:
         if self._trace is None:
             return None
         import pandas as pd

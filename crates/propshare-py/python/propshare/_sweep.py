@@ -26,7 +26,10 @@ from __future__ import annotations
 import itertools
 import os
 from concurrent.futures import FIRST_COMPLETED, Executor, ProcessPoolExecutor, ThreadPoolExecutor, wait
-from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Union
+from typing import TYPE_CHECKING, Any, Callable, Dict, List, Mapping, Optional, Sequence, Union
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 Task = Dict[str, Any]
 Grid = Union[Mapping[str, Sequence[Any]], Sequence[Task]]
@@ -50,7 +53,7 @@ def tasks_of(grid: Grid) -> List[Task]:
     return [dict(t) for t in tasks]
 
 
-def run_task(task: Task):
+def run_task(task: Task) -> pd.DataFrame:
     """The default run: simulate ``task["scenario"]`` with ``scheduler``,
     ``seed`` and ``repeat`` when given; the runs table, without lag series."""
     from . import simulate
@@ -151,7 +154,7 @@ def sweep(
     workers: Optional[int] = None,
     address: Optional[str] = None,
     progress: bool = True,
-):
+) -> pd.DataFrame:
     """Run ``run`` (default :func:`run_task`) on every task of ``grid`` and
     return one DataFrame, the tasks' rows in grid order, with a progress bar
     (tqdm). ``workers``: threads or processes of the local backends (default:

@@ -753,6 +753,30 @@ fn median(v: &[f64]) -> Option<f64> {
     }
 }
 
+impl PhaseRow {
+    /// vCPUs, workload and scheduler: what a row of the report's tables starts with.
+    fn key(&self) -> (usize, &str, &str) {
+        (self.smp, &self.workload, &self.sched)
+    }
+}
+
+/// A section of the report: `## title` and a table of vCPUs, workload,
+/// scheduler and `columns`, a line per `(key, cells)` (see [`PhaseRow::key`]).
+fn section<'a>(
+    md: &mut String,
+    title: &str,
+    columns: &[&str],
+    lines: impl Iterator<Item = ((usize, &'a str, &'a str), Vec<String>)>,
+) {
+    let _ = writeln!(md, "## {title}\n");
+    let _ = writeln!(md, "| vCPUs | workload | scheduler | {} |", columns.join(" | "));
+    let _ = writeln!(md, "|{}", "---|".repeat(3 + columns.len()));
+    for ((smp, workload, sched), cells) in lines {
+        let _ = writeln!(md, "| {smp} | {workload} | {sched} | {} |", cells.join(" | "));
+    }
+    let _ = writeln!(md);
+}
+
 fn report(out: &str, check: Option<&str>, logs: &[String]) -> ExitCode {
     let mut rows = Vec::new();
     let mut safety = Vec::new();
@@ -872,7 +896,7 @@ fn report(out: &str, check: Option<&str>, logs: &[String]) -> ExitCode {
     // Repeated phases: median and range of each figure.
     let mut keys: Vec<(usize, &str, &str)> = Vec::new();
     for r in &rows {
-        let k = (r.smp, r.workload.as_str(), r.sched.as_str());
+        let k = r.key();
         if !keys.contains(&k) {
             keys.push(k);
         }
@@ -881,77 +905,62 @@ fn report(out: &str, check: Option<&str>, logs: &[String]) -> ExitCode {
         rows.iter().filter(|r| r.smp == k.0 && r.workload == k.1 && r.sched == k.2).collect()
     };
     if keys.iter().any(|k| same(k).len() > 1) {
-        let _ = writeln!(md, "## Repeats: median (min - max)\n");
-        let _ = writeln!(
-            md,
-            "| vCPUs | workload | scheduler | runs | max err (pp) | max lag (ms) | stalls | delivered (%) |\n|---|---|---|---|---|---|---|---|"
-        );
-        for k in &keys {
-            let rs = same(k);
+        let columns = ["runs", "max err (pp)", "max lag (ms)", "stalls", "delivered (%)"];
+        let lines = keys.iter().map(|&k| {
+            let rs = same(&k);
             let cell = |f: &dyn Fn(&PhaseRow) -> f64, digits: usize| {
                 let v: Vec<f64> = rs.iter().map(|r| f(r)).collect();
                 let lo = v.iter().copied().fold(f64::INFINITY, f64::min);
                 let hi = v.iter().copied().fold(f64::NEG_INFINITY, f64::max);
                 format!("{:.*} ({lo:.*} - {hi:.*})", digits, median(&v).unwrap_or(f64::NAN), digits, digits)
             };
-            let _ = writeln!(
-                md,
-                "| {} | {} | {} | {} | {} | {} | {} | {} |",
-                k.0,
-                k.1,
-                k.2,
-                rs.len(),
+            let cells = [
+                rs.len().to_string(),
                 cell(&|r| r.max_err_pp, 2),
                 cell(&|r| r.max_lag_ms, 1),
                 cell(&|r| r.stalls as f64, 0),
-                cell(&|r| r.delivered, 1)
-            );
-        }
-        let _ = writeln!(md);
+                cell(&|r| r.delivered, 1),
+            ];
+            (k, cells.to_vec())
+        });
+        section(&mut md, "Repeats: median (min - max)", &columns, lines);
     }
     if rows.iter().any(|r| r.blocks_probed.is_some()) {
-        let _ = writeln!(md, "## Block inference (stock rustland_core)\n");
-        let _ = writeln!(md, "| vCPUs | workload | scheduler | blocks seen by probe | blocks seen at wake-up | longest block held in model (ms) |\n|---|---|---|---|---|---|");
-        for r in rows.iter().filter(|r| r.blocks_probed.is_some()) {
-            let _ = writeln!(
-                md,
-                "| {} | {} | {} | {} | {} | {:.1} |",
-                r.smp,
-                r.workload,
-                r.sched,
-                r.blocks_probed.unwrap_or(0),
-                r.blocks_late.unwrap_or(0),
-                r.max_block_detect_ms.unwrap_or(0.0)
-            );
-        }
-        let _ = writeln!(md);
+        let columns = ["blocks seen by probe", "blocks seen at wake-up", "longest block held in model (ms)"];
+        let lines = rows.iter().filter(|r| r.blocks_probed.is_some()).map(|r| {
+            let cells = [
+                r.blocks_probed.unwrap_or(0).to_string(),
+                r.blocks_late.unwrap_or(0).to_string(),
+                format!("{:.1}", r.max_block_detect_ms.unwrap_or(0.0)),
+            ];
+            (r.key(), cells.to_vec())
+        });
+        section(&mut md, "Block inference (stock rustland_core)", &columns, lines);
     }
     if rows.iter().any(|r| r.blocks_reported.is_some()) {
-        let _ = writeln!(md, "## Own BPF side: explicit events\n");
-        let _ = writeln!(
-            md,
-            "| vCPUs | workload | scheduler | blocks reported | host read a block after, max (ms) | CPU free to next decided task running: mean / max (ms) | dropped decisions (not allowed / gone / running / queued / runnable) | remapped / deferred (affinity) | safety-net runs | lost messages |\n|---|---|---|---|---|---|---|---|---|---|"
-        );
-        for r in rows.iter().filter(|r| r.blocks_reported.is_some()) {
+        let columns = [
+            "blocks reported",
+            "host read a block after, max (ms)",
+            "CPU free to next decided task running: mean / max (ms)",
+            "dropped decisions (not allowed / gone / running / queued / runnable)",
+            "remapped / deferred (affinity)",
+            "safety-net runs",
+            "lost messages",
+        ];
+        let lines = rows.iter().filter(|r| r.blocks_reported.is_some()).map(|r| {
             let why = r.miss_why.map(|w| format!(" ({})", w.map(|x| x.to_string()).join(" / "))).unwrap_or_default();
-            let _ = writeln!(
-                md,
-                "| {} | {} | {} | {} | {:.1} | {:.2} / {:.1} | {}{why} | {} / {} | {} | {} |",
-                r.smp,
-                r.workload,
-                r.sched,
-                r.blocks_reported.unwrap_or(0),
-                r.max_block_detect_ms.unwrap_or(0.0),
-                r.gap_mean_ms.unwrap_or(0.0),
-                r.gap_max_ms.unwrap_or(0.0),
-                r.misses.unwrap_or(0),
-                r.remapped.unwrap_or(0),
-                r.affinity_deferred.unwrap_or(0),
-                r.fallbacks.unwrap_or(0),
-                r.lost.unwrap_or(0)
-            );
-        }
-        let _ = writeln!(md);
+            let cells = [
+                r.blocks_reported.unwrap_or(0).to_string(),
+                format!("{:.1}", r.max_block_detect_ms.unwrap_or(0.0)),
+                format!("{:.2} / {:.1}", r.gap_mean_ms.unwrap_or(0.0), r.gap_max_ms.unwrap_or(0.0)),
+                format!("{}{why}", r.misses.unwrap_or(0)),
+                format!("{} / {}", r.remapped.unwrap_or(0), r.affinity_deferred.unwrap_or(0)),
+                r.fallbacks.unwrap_or(0).to_string(),
+                r.lost.unwrap_or(0).to_string(),
+            ];
+            (r.key(), cells.to_vec())
+        });
+        section(&mut md, "Own BPF side: explicit events", &columns, lines);
     }
     if !safety.is_empty() {
         let _ = writeln!(md, "## Safety\n");
@@ -1207,21 +1216,45 @@ mod tests {
         assert_eq!(scx_weight(3), 51);
     }
 
+    /// The guest's log of one phase of workload `id` under gr3mp on 2 CPUs:
+    /// a `RESULT` line per task, its name and CPU time samples (µs, every
+    /// 100 ms; the last is its total).
+    fn phase_log(id: &str, tasks: impl IntoIterator<Item = (String, Vec<u64>)>) -> String {
+        let mut text = format!("GUEST cpus=2\nPHASE_BEGIN id={id} sched=gr3mp\n");
+        for (name, s) in tasks {
+            let v: Vec<String> = s.iter().map(u64::to_string).collect();
+            text.push_str(&format!(
+                "RESULT name={name} pid=1 nice=0 renice=-1:0 duty=0:0 cpu_us={} samples={}\n",
+                s[s.len() - 1],
+                v.join(",")
+            ));
+        }
+        text.push_str(&format!("PHASE_END id={id} sched=gr3mp rc=0 ctxt=10 ms=1000 state=disabled\n"));
+        text
+    }
+
+    #[test]
+    fn a_section_is_a_titled_markdown_table() {
+        let mut md = String::new();
+        let columns = ["blocks seen by probe", "blocks seen at wake-up", "longest block held in model (ms)"];
+        let lines = [((2, "w1", "gr3mp@stock"), vec!["3".to_string(), "0".into(), "1.5".into()])];
+        section(&mut md, "Block inference (stock rustland_core)", &columns, lines.into_iter());
+        assert_eq!(
+            md,
+            "## Block inference (stock rustland_core)\n\n| vCPUs | workload | scheduler | blocks seen by probe | blocks seen \
+             at wake-up | longest block held in model (ms) |\n|---|---|---|---|---|---|\n| 2 | w1 | gr3mp@stock | 3 | 0 | \
+             1.5 |\n\n"
+        );
+    }
+
     #[test]
     fn perfect_phase_has_no_error() {
         // 1:2:3 on 2 CPUs for 1 s, received exactly in proportion.
-        let mut text = String::from("GUEST cpus=2\nPHASE_BEGIN id=w123 sched=gr3mp\n");
-        for (i, w) in [1u64, 2, 3].iter().enumerate() {
-            let samples: Vec<String> = (0..=10).map(|k| (k * 100_000 * 2 * w / 6).to_string()).collect();
-            text.push_str(&format!(
-                "RESULT name=t{}w{w} pid=1 nice=0 renice=-1:0 duty=0:0 cpu_us={} samples={}\n",
-                i + 1,
-                2_000_000 * w / 6,
-                samples.join(",")
-            ));
-        }
-        text.push_str("PHASE_END id=w123 sched=gr3mp rc=0 ctxt=10 ms=1000 state=disabled\n");
-        let (phases, _, problems) = parse_log(&text, 2);
+        let tasks = [1u64, 2, 3]
+            .iter()
+            .enumerate()
+            .map(|(i, w)| (format!("t{}w{w}", i + 1), (0..=10).map(|k| k * 100_000 * 2 * w / 6).collect()));
+        let (phases, _, problems) = parse_log(&phase_log("w123", tasks), 2);
         assert!(problems.is_empty());
         let r = analyse(&phases[0]).unwrap();
         assert!(r.max_err_pp < 0.01, "{r:?}");
@@ -1232,37 +1265,20 @@ mod tests {
     fn a_task_charged_more_than_the_interval_is_a_stall() {
         // Two equal spinners on 2 CPUs; t1's vCPU is descheduled by the host
         // for 300 ms while it runs: its samples jump by 400 ms in one interval.
-        let mut text = String::from("GUEST cpus=2\nPHASE_BEGIN id=w123 sched=gr3mp\n");
         let t1: Vec<u64> = (0..=10u64).map(|k| if k < 5 { k * 100_000 } else { (k + 3) * 100_000 }).collect();
         let t2: Vec<u64> = (0..=10u64).map(|k| k * 100_000).collect();
-        for (name, s) in [("t1w1", &t1), ("t2w2", &t2)] {
-            let v: Vec<String> = s.iter().map(u64::to_string).collect();
-            text.push_str(&format!(
-                "RESULT name={name} pid=1 nice=0 renice=-1:0 duty=0:0 cpu_us={} samples={}\n",
-                s[10],
-                v.join(",")
-            ));
-        }
-        text.push_str("PHASE_END id=w123 sched=gr3mp rc=0 ctxt=10 ms=1000 state=disabled\n");
-        let (phases, _, _) = parse_log(&text, 2);
+        let (phases, _, _) = parse_log(&phase_log("w123", [("t1w1".into(), t1), ("t2w2".into(), t2)]), 2);
         assert_eq!(analyse(&phases[0]).unwrap().stalls, 1);
     }
 
     #[test]
     fn infeasible_ideal_is_readjusted() {
         // 10:1:1 on 2 CPUs: ideal 50/25/25.
-        let mut text = String::from("GUEST cpus=2\nPHASE_BEGIN id=inf sched=gr3mp\n");
-        for (i, (w, sh)) in [(10u64, 3u64), (1, 2), (1, 1)].iter().enumerate() {
-            let samples: Vec<String> = (0..=10).map(|k| (k * 100_000 * 2 * sh / 6).to_string()).collect();
-            text.push_str(&format!(
-                "RESULT name=t{}w{w} pid=1 nice=0 renice=-1:0 duty=0:0 cpu_us={} samples={}\n",
-                i + 1,
-                2_000_000 * sh / 6,
-                samples.join(",")
-            ));
-        }
-        text.push_str("PHASE_END id=inf sched=gr3mp rc=0 ctxt=10 ms=1000 state=disabled\n");
-        let (phases, _, _) = parse_log(&text, 2);
+        let tasks = [(10u64, 3u64), (1, 2), (1, 1)]
+            .iter()
+            .enumerate()
+            .map(|(i, (w, sh))| (format!("t{}w{w}", i + 1), (0..=10).map(|k| k * 100_000 * 2 * sh / 6).collect()));
+        let (phases, _, _) = parse_log(&phase_log("inf", tasks), 2);
         let r = analyse(&phases[0]).unwrap();
         assert!((r.tasks[0].ideal.unwrap() - 50.0).abs() < 0.01);
         // Received 3:2:1 (50/33.3/16.7) against 50/25/25.
