@@ -587,6 +587,15 @@ impl Ctx<'_> {
         })
     }
 
+    /// A count from 1 to `max`.
+    fn one_to(&self, v: &Spanned<i64>, max: i64, field: &str) -> Result<usize, ScenarioError> {
+        let n = *v.get_ref();
+        if n <= 0 || n > max {
+            return Err(self.err(v.span(), field, format!("must be between 1 and {max}, got {n}")));
+        }
+        Ok(n as usize)
+    }
+
     /// An optional duration that must be at least 1 ns.
     fn positive(&self, d: &Option<Spanned<Dur>>, field: &str) -> Result<Option<Time>, ScenarioError> {
         match d {
@@ -637,11 +646,7 @@ impl Scenario {
         let cx = Ctx { file, text };
         let raw: RawScenario = toml::from_str(text).map_err(|e| cx.toml_err(&e))?;
         let m = raw.machine.get_ref();
-        let cpus = *m.cpus.get_ref();
-        if cpus <= 0 || cpus > 1 << 16 {
-            return Err(cx.err(m.cpus.span(), "machine.cpus", format!("must be between 1 and 65536, got {cpus}")));
-        }
-        let cpus = cpus as usize;
+        let cpus = cx.one_to(&m.cpus, 1 << 16, "machine.cpus")?;
         let quantum = m.quantum.get_ref().0;
         if quantum == 0 {
             return Err(cx.err(m.quantum.span(), "machine.quantum", "must be at least 1 ns"));
@@ -768,21 +773,14 @@ impl Scenario {
         for (i, rc) in raw.classes.iter().enumerate() {
             let at = format!("class[{i}]");
             let c = rc.get_ref();
-            let count = *c.count.get_ref();
-            if count <= 0 || count > propshare::MAX_CLIENT_ID as i64 {
-                return Err(cx.err(
-                    c.count.span(),
-                    &format!("{at}.count"),
-                    format!("must be between 1 and {}, got {count}", propshare::MAX_CLIENT_ID),
-                ));
-            }
+            let count = cx.one_to(&c.count, propshare::MAX_CLIENT_ID.into(), &format!("{at}.count"))?;
             let group = cx.member_of(&c.group, &groups, &at)?;
             // Members of a group that arrives later arrive with it.
             let arrive = cx.arrival(&groups, &lifetimes, group, c.arrive.map(|a| (a.0, rc.span())), rc.span(), &at)?;
             classes.push(Class {
                 prefix: c.prefix.get_ref().clone(),
-                count: count as usize,
-                weight: cx.weight_dist(&c.weight, &format!("{at}.weight"), count as usize)?,
+                count,
+                weight: cx.weight_dist(&c.weight, &format!("{at}.weight"), count)?,
                 behave: cx.behave(&c.run, &c.sleep, rc.span(), &at)?,
                 arrive,
                 group,
