@@ -544,14 +544,19 @@ mod tests {
         }
     }
 
+    /// `cpus` CPUs and two groups A and B under the root, of weights `wa` and `wb`.
+    fn two_groups(cpus: usize, wa: u64, wb: u64) -> (HierFluid, GroupId, GroupId) {
+        let mut t = GroupTree::new();
+        let a = t.add_group(ROOT, w(wa)).unwrap();
+        let b = t.add_group(ROOT, w(wb)).unwrap();
+        (HierFluid::new(cpus, t), a, b)
+    }
+
     #[test]
     fn a_capped_subtree_passes_its_excess_to_its_sibling() {
         // 4 CPUs; A(3) has one client, B(1) has three: A is capped at 1 CPU,
         // B gets the other 3 (one each), though its weight is a quarter.
-        let mut t = GroupTree::new();
-        let a = t.add_group(ROOT, w(3)).unwrap();
-        let b = t.add_group(ROOT, w(1)).unwrap();
-        let mut f = HierFluid::new(4, t);
+        let (mut f, a, b) = two_groups(4, 3, 1);
         f.join(0, ClientId(0), a, w(1)).unwrap();
         for k in 1..4 {
             f.join(0, ClientId(k), b, w(1)).unwrap();
@@ -566,10 +571,7 @@ mod tests {
     fn inner_levels_readjust() {
         // 3 CPUs; A(1) {a0 w100, a1 w1}, B(1) {b0, b1}: A and B get 1.5 CPUs
         // each; inside A, a0 is capped at 1 and a1 gets the other half.
-        let mut t = GroupTree::new();
-        let a = t.add_group(ROOT, w(1)).unwrap();
-        let b = t.add_group(ROOT, w(1)).unwrap();
-        let mut f = HierFluid::new(3, t);
+        let (mut f, a, b) = two_groups(3, 1, 1);
         f.join(0, ClientId(0), a, w(100)).unwrap();
         f.join(0, ClientId(1), a, w(1)).unwrap();
         f.join(0, ClientId(2), b, w(1)).unwrap();

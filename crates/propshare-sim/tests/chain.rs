@@ -231,11 +231,21 @@ weight = 5
 work = "300ms"
 "#;
 
+/// Each case `(from, to, want)`: [`BASE`] with `from` replaced by `to` is
+/// refused with an error that starts `f.toml:{want}`.
+fn assert_located(cases: &[(&str, &str, &str)]) {
+    for (from, to, want) in cases {
+        let text = BASE.replacen(from, to, 1);
+        let err = Scenario::parse("f.toml", &text, "f").expect_err(to).to_string();
+        assert!(err.starts_with(&format!("f.toml:{want}")), "{to}: {err}");
+    }
+}
+
 /// Bad chain fields are refused with file, line, column and field (a
 /// missing or doubled field is located at the start of its `[[chain]]`).
 #[test]
 fn bad_chain_fields_are_located() {
-    let cases: &[(&str, &str, &str)] = &[
+    assert_located(&[
         ("work = \"300ms\"", "work = \"300ms\"\nlifetime = \"1s\"", "7:1: chain[0]: give exactly one of"),
         ("work = \"300ms\"", "count = 3", "7:1: chain[0]: give exactly one of"),
         ("work = \"300ms\"", "work = \"0ms\"", "10:8: chain[0].work: must be at least 1 ns"),
@@ -248,12 +258,7 @@ fn bad_chain_fields_are_located() {
             "12:9: chain[0].until: times out of order",
         ),
         ("work = \"300ms\"", "work = \"300ms\"\ncolour = 1", "11:1: chain[0].colour: unknown field"),
-    ];
-    for (from, to, want) in cases {
-        let text = BASE.replacen(from, to, 1);
-        let err = Scenario::parse("f.toml", &text, "f").expect_err(to).to_string();
-        assert!(err.starts_with(&format!("f.toml:{want}")), "{to}: {err}");
-    }
+    ]);
     let ok = Scenario::parse("f.toml", BASE, "f").unwrap();
     assert_eq!(ok.chains().len(), 1);
     assert_eq!(ok.chains()[0].leaves, MemberLeaves::AfterWork(300 * MS));
@@ -264,15 +269,10 @@ fn bad_chain_fields_are_located() {
 /// "an unknown unit".
 #[test]
 fn durations_need_units_and_refuse_signs() {
-    let cases: &[(&str, &str, &str)] = &[
+    assert_located(&[
         ("quantum = \"10ms\"", "quantum = 3", "5:11: machine.quantum: duration 3 needs a unit"),
         ("quantum = \"10ms\"", "quantum = \"-5ms\"", "5:11: machine.quantum: duration \"-5ms\" must not be negative"),
         ("quantum = \"10ms\"", "quantum = \"5\"", "5:11: machine.quantum: duration \"5\" needs a unit"),
         ("quantum = \"10ms\"", "quantum = \"1.5ns\"", "5:11: machine.quantum: duration \"1.5ns\" is finer than 1 ns"),
-    ];
-    for (from, to, want) in cases {
-        let text = BASE.replacen(from, to, 1);
-        let err = Scenario::parse("f.toml", &text, "f").expect_err(to).to_string();
-        assert!(err.starts_with(&format!("f.toml:{want}")), "{to}: {err}");
-    }
+    ]);
 }

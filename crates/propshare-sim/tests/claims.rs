@@ -29,12 +29,12 @@
 //! that turned it.
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use propshare::registry::{self, BuildError};
 use propshare::{ClientId, CpuId, Decision, Kick, SchedConfig, SchedError, Scheduler, Time, Weight};
 use propshare_sim::run::{run_scenario_with, RunOptions};
-use propshare_sim::scenario::{judge, Expect, Scenario};
+use propshare_sim::scenario::{judge, scenario_files, Expect, Scenario};
 
 /// How a mutant gets weights wrong.
 #[derive(Clone, Copy, PartialEq)]
@@ -114,20 +114,8 @@ fn build_mutant(scn: &Scenario, mutant: &str, name: &str, cfg: SchedConfig) -> R
 }
 
 fn paper_scenarios() -> Vec<Scenario> {
-    fn walk(dir: &Path, out: &mut Vec<PathBuf>) {
-        let mut entries: Vec<PathBuf> = std::fs::read_dir(dir).unwrap().map(|e| e.unwrap().path()).collect();
-        entries.sort();
-        for p in entries {
-            if p.is_dir() {
-                walk(&p, out);
-            } else if p.extension().is_some_and(|x| x == "toml") {
-                out.push(p);
-            }
-        }
-    }
     let root: PathBuf = [env!("CARGO_MANIFEST_DIR"), "../../scenarios/papers"].iter().collect();
-    let mut files = Vec::new();
-    walk(&root, &mut files);
+    let files = scenario_files(&root).unwrap();
     assert!(files.len() >= 30, "scenarios/papers/ has {} files", files.len());
     files.iter().map(|f| Scenario::load(f).unwrap_or_else(|e| panic!("{e}"))).collect()
 }

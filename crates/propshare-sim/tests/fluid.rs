@@ -17,12 +17,19 @@ fn ideal_ms(f: &mut Fluid, now: u64, c: u32) -> f64 {
     ns_of_service(f.ideal(now, ClientId(c))) / MS as f64
 }
 
+/// A reference for `cpus` CPUs with clients 0, 1, ... of these weights, all
+/// joined at time 0.
+fn joined(cpus: usize, weights: &[u64]) -> Fluid {
+    let mut f = Fluid::new(cpus);
+    for (c, &x) in weights.iter().enumerate() {
+        f.join(0, ClientId(c as u32), w(x));
+    }
+    f
+}
+
 #[test]
 fn equal_weights_share_equally() {
-    let mut f = Fluid::new(2);
-    for c in 0..4 {
-        f.join(0, ClientId(c), w(5));
-    }
+    let mut f = joined(2, &[5; 4]);
     for c in 0..4 {
         assert_eq!(ideal_ms(&mut f, 100 * MS, c), 50.0);
     }
@@ -30,9 +37,7 @@ fn equal_weights_share_equally() {
 
 #[test]
 fn fewer_clients_than_cpus_get_one_cpu_each() {
-    let mut f = Fluid::new(8);
-    f.join(0, ClientId(0), w(1));
-    f.join(0, ClientId(1), w(1000));
+    let mut f = joined(8, &[1, 1000]);
     assert_eq!(ideal_ms(&mut f, 10 * MS, 0), 10.0);
     assert_eq!(ideal_ms(&mut f, 10 * MS, 1), 10.0);
 }
@@ -41,9 +46,7 @@ fn fewer_clients_than_cpus_get_one_cpu_each() {
 fn infeasible_weight_is_capped_at_one_cpu() {
     // SFS §4.2: weights 1 and 10 on 2 CPUs → one CPU each; a third weight-1
     // client arrives → 10 keeps one CPU, the two light ones share the other.
-    let mut f = Fluid::new(2);
-    f.join(0, ClientId(0), w(1));
-    f.join(0, ClientId(1), w(10));
+    let mut f = joined(2, &[1, 10]);
     assert_eq!(ideal_ms(&mut f, 100 * MS, 0), 100.0);
     assert_eq!(ideal_ms(&mut f, 100 * MS, 1), 100.0);
     f.join(100 * MS, ClientId(2), w(1));
@@ -57,8 +60,7 @@ fn infeasible_weight_is_capped_at_one_cpu() {
 fn late_arrival_and_block_wake() {
     // One CPU: A (w=1) alone for 10 ms, then B (w=3) joins; B blocks at 30 ms
     // for 10 ms, wakes at 40 ms.
-    let mut f = Fluid::new(1);
-    f.join(0, ClientId(0), w(1));
+    let mut f = joined(1, &[1]);
     f.join(10 * MS, ClientId(1), w(3));
     f.block(30 * MS, ClientId(1));
     assert_eq!(ideal_ms(&mut f, 30 * MS, 0), 15.0);
@@ -75,9 +77,7 @@ fn late_arrival_and_block_wake() {
 
 #[test]
 fn weight_change_applies_from_its_time() {
-    let mut f = Fluid::new(1);
-    f.join(0, ClientId(0), w(1));
-    f.join(0, ClientId(1), w(1));
+    let mut f = joined(1, &[1, 1]);
     f.set_weight(10 * MS, ClientId(1), w(3));
     assert_eq!(ideal_ms(&mut f, 30 * MS, 0), 10.0);
     assert_eq!(ideal_ms(&mut f, 30 * MS, 1), 20.0);

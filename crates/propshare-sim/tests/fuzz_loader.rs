@@ -14,7 +14,7 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use propshare_sim::alloc::{peak, reset_peak, CountingAlloc};
-use propshare_sim::scenario::{Limits, Scenario};
+use propshare_sim::scenario::{scenario_files, Limits, Scenario};
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestCaseError, TestRunner};
 
@@ -42,18 +42,9 @@ fn load(text: &str) -> (usize, bool) {
 }
 
 fn seeds() -> Vec<String> {
-    fn walk(dir: &Path, out: &mut Vec<String>) {
-        for e in std::fs::read_dir(dir).unwrap() {
-            let p = e.unwrap().path();
-            if p.is_dir() {
-                walk(&p, out);
-            } else if p.extension().is_some_and(|x| x == "toml") {
-                out.push(std::fs::read_to_string(&p).unwrap());
-            }
-        }
-    }
-    let mut out = Vec::new();
-    walk(&Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scenarios"), &mut out);
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scenarios");
+    let mut out: Vec<String> =
+        scenario_files(&dir).unwrap().iter().map(|p| std::fs::read_to_string(p).unwrap()).collect();
     out.sort();
     assert!(out.len() >= 10);
     out

@@ -5,7 +5,7 @@
 
 use propshare::{registry, SchedConfig, Weight, MS};
 use propshare_sim::engine::{ClientSpec, Engine, GroupSpec, GroupsSpec, SimConfig, SimReport};
-use propshare_sim::scenario::Scenario;
+use propshare_sim::scenario::{scenario_files, Scenario};
 
 fn w(x: u64) -> Weight {
     Weight::new(x).unwrap()
@@ -186,8 +186,7 @@ fn groups_in_any_order_parse() {
 #[test]
 fn groups_scenarios_give_their_pinned_verdicts() {
     let dir: std::path::PathBuf = [env!("CARGO_MANIFEST_DIR"), "../../scenarios/groups"].iter().collect();
-    let mut files: Vec<_> = std::fs::read_dir(&dir).unwrap().map(|e| e.unwrap().path()).collect();
-    files.sort();
+    let files = scenario_files(&dir).unwrap();
     let mut claims = 0;
     for f in files {
         let scn = Scenario::load(&f).unwrap();

@@ -17,7 +17,7 @@ mod draw;
 mod raw;
 mod validate;
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use propshare::registry::{self, BuildError, SchedSpec};
 use propshare::{SchedConfig, Scheduler, Time};
@@ -66,6 +66,26 @@ fn read_bounded(path: &Path) -> Result<String, String> {
         return Err(format!("more than {MAX_SCENARIO_BYTES} bytes, more than a scenario file may have"));
     }
     String::from_utf8(bytes).map_err(|e| format!("not UTF-8 text (byte {} is not)", e.utf8_error().valid_up_to()))
+}
+
+/// The scenario files (`*.toml`) under `dir` and its subdirectories, in
+/// path order.
+pub fn scenario_files(dir: &Path) -> std::io::Result<Vec<PathBuf>> {
+    fn walk(dir: &Path, out: &mut Vec<PathBuf>) -> std::io::Result<()> {
+        let mut entries = std::fs::read_dir(dir)?.map(|e| e.map(|e| e.path())).collect::<Result<Vec<_>, _>>()?;
+        entries.sort();
+        for p in entries {
+            if p.is_dir() {
+                walk(&p, out)?;
+            } else if p.extension().is_some_and(|x| x == "toml") {
+                out.push(p);
+            }
+        }
+        Ok(())
+    }
+    let mut out = Vec::new();
+    walk(dir, &mut out)?;
+    Ok(out)
 }
 
 /// A scenario that could not be loaded: where and why.

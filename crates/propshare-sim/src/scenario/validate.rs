@@ -162,6 +162,31 @@ impl Ctx<'_> {
         Weight::new(w as u64).map_err(|e| self.err(v.span(), field, e.to_string()))
     }
 
+    /// The departure `{at}.depart`, if any: after the arrival `arrive`.
+    fn depart(&self, d: &Option<Spanned<Dur>>, arrive: Time, at: &str) -> Result<Option<Time>, ScenarioError> {
+        match d {
+            Some(d) if d.get_ref().0 <= arrive => Err(self.err(
+                d.span(),
+                &format!("{at}.depart"),
+                format!("departure ({} ns) must come after arrival ({arrive} ns)", d.get_ref().0),
+            )),
+            d => Ok(d.as_ref().map(|d| d.get_ref().0)),
+        }
+    }
+
+    /// The time `t` of entry `f` (an `at` field) in a list kept in time
+    /// order: not before `last` (`since` says what `last` is, if anything).
+    fn in_order(&self, span: Range<usize>, f: &str, t: Time, last: Time, since: &str) -> Result<(), ScenarioError> {
+        if t < last {
+            return Err(self.err(
+                span,
+                &format!("{f}.at"),
+                format!("times out of order: {t} ns comes before {last} ns{since}"),
+            ));
+        }
+        Ok(())
+    }
+
     /// Weight changes in time order, from `from` on.
     fn weight_changes(
         &self,
@@ -174,13 +199,7 @@ impl Ctx<'_> {
         for (k, wc) in changes.iter().enumerate() {
             let f = format!("{at}.weight_changes[{k}]");
             let t = wc.get_ref().at.0;
-            if t < last {
-                return Err(self.err(
-                    wc.span(),
-                    &format!("{f}.at"),
-                    format!("times out of order: {t} ns comes before {last} ns"),
-                ));
-            }
+            self.in_order(wc.span(), &f, t, last, "")?;
             last = t;
             out.push((t, self.weight(&wc.get_ref().weight, &format!("{f}.weight"))?));
         }
@@ -314,13 +333,7 @@ impl Ctx<'_> {
                 Some(a) => a.get_ref().0,
                 None => inherited,
             };
-            if let Some(d) = g.depart.as_ref().filter(|d| d.get_ref().0 <= arrive[i]) {
-                return Err(self.err(
-                    d.span(),
-                    &format!("group[{i}].depart"),
-                    format!("departure ({} ns) must come after arrival ({} ns)", d.get_ref().0, arrive[i]),
-                ));
-            }
+            self.depart(&g.depart, arrive[i], &format!("group[{i}]"))?;
         }
         // Moves, checked for order and names; (time, order position, move number, group, new parent).
         let mut moves = vec![Vec::new(); raw.len()];
@@ -330,13 +343,7 @@ impl Ctx<'_> {
             for (k, m) in g.get_ref().moves.iter().enumerate() {
                 let f = format!("group[{i}].moves[{k}]");
                 let t = m.get_ref().at.0;
-                if t < last {
-                    return Err(self.err(
-                        m.span(),
-                        &format!("{f}.at"),
-                        format!("times out of order: {t} ns comes before {last} ns (its arrival or last move)"),
-                    ));
-                }
+                self.in_order(m.span(), &f, t, last, " (its arrival or last move)")?;
                 if let Some(d) = g.get_ref().depart.as_ref().filter(|d| t >= d.get_ref().0) {
                     return Err(self.err(
                         m.span(),
@@ -432,32 +439,39 @@ impl Ctx<'_> {
         Ok((lifetimes, moves))
     }
 
-    /// A client (or class) arriving at `arrive` in group `k` (by order
-    /// index): not after the group has left.
-    fn check_arrival(
+    /// The arrival of a client (or class) `at` in `group` (by order index):
+    /// as written (`arrive`: the time and its place), not before the group
+    /// arrives and not after it has left; none written, with its group (an
+    /// error then points at `group_span`, the `group` field).
+    fn arrival(
         &self,
         groups: &[GroupSpec],
         lifetimes: &[Lifetime],
-        k: usize,
-        arrive: Time,
-        span: Range<usize>,
-        field: &str,
-    ) -> Result<(), ScenarioError> {
+        group: Option<usize>,
+        arrive: Option<(Time, Range<usize>)>,
+        group_span: Range<usize>,
+        at: &str,
+    ) -> Result<Time, ScenarioError> {
+        let Some(k) = group else { return Ok(arrive.map_or(0, |(t, _)| t)) };
         let l = lifetimes[k];
+        let (arrive, span, field) = match arrive {
+            Some((t, span)) => (t, span, format!("{at}.arrive")),
+            None => (l.arrive, group_span, format!("{at}.group")),
+        };
         if arrive < l.arrive {
             return Err(self.err(
                 span,
-                field,
+                &field,
                 format!("{arrive} ns is before its group {:?} arrives ({} ns)", groups[k].name, l.arrive),
             ));
         }
         match l.closes {
             Some(c) if arrive >= c => Err(self.err(
                 span,
-                field,
+                &field,
                 format!("{arrive} ns is not before its group {:?} leaves ({c} ns)", groups[k].name),
             )),
-            _ => Ok(()),
+            _ => Ok(arrive),
         }
     }
 
@@ -573,6 +587,15 @@ impl Ctx<'_> {
         })
     }
 
+    /// A count from 1 to `max`.
+    fn one_to(&self, v: &Spanned<i64>, max: i64, field: &str) -> Result<usize, ScenarioError> {
+        let n = *v.get_ref();
+        if n <= 0 || n > max {
+            return Err(self.err(v.span(), field, format!("must be between 1 and {max}, got {n}")));
+        }
+        Ok(n as usize)
+    }
+
     /// An optional duration that must be at least 1 ns.
     fn positive(&self, d: &Option<Spanned<Dur>>, field: &str) -> Result<Option<Time>, ScenarioError> {
         match d {
@@ -623,11 +646,7 @@ impl Scenario {
         let cx = Ctx { file, text };
         let raw: RawScenario = toml::from_str(text).map_err(|e| cx.toml_err(&e))?;
         let m = raw.machine.get_ref();
-        let cpus = *m.cpus.get_ref();
-        if cpus <= 0 || cpus > 1 << 16 {
-            return Err(cx.err(m.cpus.span(), "machine.cpus", format!("must be between 1 and 65536, got {cpus}")));
-        }
-        let cpus = cpus as usize;
+        let cpus = cx.one_to(&m.cpus, 1 << 16, "machine.cpus")?;
         let quantum = m.quantum.get_ref().0;
         if quantum == 0 {
             return Err(cx.err(m.quantum.span(), "machine.quantum", "must be at least 1 ns"));
@@ -704,36 +723,10 @@ impl Scenario {
             let weight = cx.weight(&c.weight, &format!("{at}.weight"))?;
             let group = cx.member_of(&c.group, &groups, &at)?;
             // A client of a group that arrives later arrives with it.
-            let arrive = match (&c.arrive, group) {
-                (Some(a), Some(k)) => {
-                    cx.check_arrival(&groups, &lifetimes, k, a.get_ref().0, a.span(), &format!("{at}.arrive"))?;
-                    a.get_ref().0
-                }
-                (Some(a), None) => a.get_ref().0,
-                (None, Some(k)) => {
-                    let t = lifetimes[k].arrive;
-                    cx.check_arrival(
-                        &groups,
-                        &lifetimes,
-                        k,
-                        t,
-                        c.group.as_ref().expect("named").span(),
-                        &format!("{at}.group"),
-                    )?;
-                    t
-                }
-                (None, None) => 0,
-            };
-            let depart = match &c.depart {
-                Some(d) if d.get_ref().0 <= arrive => {
-                    return Err(cx.err(
-                        d.span(),
-                        &format!("{at}.depart"),
-                        format!("departure ({} ns) must come after arrival ({arrive} ns)", d.get_ref().0),
-                    ))
-                }
-                d => d.as_ref().map(|d| d.get_ref().0),
-            };
+            let written = c.arrive.as_ref().map(|a| (a.get_ref().0, a.span()));
+            let group_span = c.group.as_ref().map_or(rc.span(), |g| g.span());
+            let arrive = cx.arrival(&groups, &lifetimes, group, written, group_span, &at)?;
+            let depart = cx.depart(&c.depart, arrive, &at)?;
             let weight_changes = cx.weight_changes(&c.weight_changes, arrive, &at)?;
             client_groups.push(group);
             let mut last = arrive;
@@ -741,13 +734,7 @@ impl Scenario {
             for (k, m) in c.moves.iter().enumerate() {
                 let f = format!("{at}.moves[{k}]");
                 let t = m.get_ref().at.0;
-                if t < last {
-                    return Err(cx.err(
-                        m.span(),
-                        &format!("{f}.at"),
-                        format!("times out of order: {t} ns comes before {last} ns"),
-                    ));
-                }
+                cx.in_order(m.span(), &f, t, last, "")?;
                 last = t;
                 let g = cx.member_of(&Some(m.get_ref().group.clone()), &groups, &f)?.expect("named");
                 let l = lifetimes[g];
@@ -786,33 +773,14 @@ impl Scenario {
         for (i, rc) in raw.classes.iter().enumerate() {
             let at = format!("class[{i}]");
             let c = rc.get_ref();
-            let count = *c.count.get_ref();
-            if count <= 0 || count > propshare::MAX_CLIENT_ID as i64 {
-                return Err(cx.err(
-                    c.count.span(),
-                    &format!("{at}.count"),
-                    format!("must be between 1 and {}, got {count}", propshare::MAX_CLIENT_ID),
-                ));
-            }
+            let count = cx.one_to(&c.count, propshare::MAX_CLIENT_ID.into(), &format!("{at}.count"))?;
             let group = cx.member_of(&c.group, &groups, &at)?;
             // Members of a group that arrives later arrive with it.
-            let arrive = match (c.arrive, group) {
-                (Some(a), Some(k)) => {
-                    cx.check_arrival(&groups, &lifetimes, k, a.0, rc.span(), &format!("{at}.arrive"))?;
-                    a.0
-                }
-                (Some(a), None) => a.0,
-                (None, Some(k)) => {
-                    let t = lifetimes[k].arrive;
-                    cx.check_arrival(&groups, &lifetimes, k, t, rc.span(), &format!("{at}.group"))?;
-                    t
-                }
-                (None, None) => 0,
-            };
+            let arrive = cx.arrival(&groups, &lifetimes, group, c.arrive.map(|a| (a.0, rc.span())), rc.span(), &at)?;
             classes.push(Class {
                 prefix: c.prefix.get_ref().clone(),
-                count: count as usize,
-                weight: cx.weight_dist(&c.weight, &format!("{at}.weight"), count as usize)?,
+                count,
+                weight: cx.weight_dist(&c.weight, &format!("{at}.weight"), count)?,
                 behave: cx.behave(&c.run, &c.sleep, rc.span(), &at)?,
                 arrive,
                 group,
