@@ -122,6 +122,18 @@ pub enum GroupError {
     TooFine(String),
 }
 
+/// A new group at `depth` when `groups` exist (the root included): refused
+/// past [`MAX_DEPTH`] or [`MAX_GROUPS`].
+pub fn check_new_group(depth: u32, groups: usize) -> Result<(), GroupError> {
+    if depth > MAX_DEPTH {
+        return Err(GroupError::TooDeep(depth));
+    }
+    if groups >= MAX_GROUPS {
+        return Err(GroupError::TooManyGroups);
+    }
+    Ok(())
+}
+
 /// A scheduler that schedules the tree itself (a natively hierarchical
 /// algorithm such as [`crate::algo::hwf2q`]) rather than the flat effective
 /// weights of [`Flattener`]: the host builds the same tree in it, places
@@ -207,12 +219,7 @@ impl GroupTree {
     /// A new group of weight `w` under `parent`.
     pub fn add_group(&mut self, parent: GroupId, w: Weight) -> Result<GroupId, GroupError> {
         let depth = self.node(parent)?.depth + 1;
-        if depth > MAX_DEPTH {
-            return Err(GroupError::TooDeep(depth));
-        }
-        if self.nodes.len() >= MAX_GROUPS {
-            return Err(GroupError::TooManyGroups);
-        }
+        check_new_group(depth, self.nodes.len())?;
         let g = GroupId(self.nodes.len() as u32);
         self.nodes.push(Node {
             weight: w,
