@@ -122,6 +122,18 @@ pub enum GroupError {
     TooFine(String),
 }
 
+/// A new group at `depth` when `groups` exist (the root included): refused
+/// past [`MAX_DEPTH`] or [`MAX_GROUPS`].
+pub fn check_new_group(depth: u32, groups: usize) -> Result<(), GroupError> {
+    if depth > MAX_DEPTH {
+        return Err(GroupError::TooDeep(depth));
+    }
+    if groups >= MAX_GROUPS {
+        return Err(GroupError::TooManyGroups);
+    }
+    Ok(())
+}
+
 /// A scheduler that schedules the tree itself (a natively hierarchical
 /// algorithm such as [`crate::algo::hwf2q`]) rather than the flat effective
 /// weights of [`Flattener`]: the host builds the same tree in it, places
@@ -207,12 +219,7 @@ impl GroupTree {
     /// A new group of weight `w` under `parent`.
     pub fn add_group(&mut self, parent: GroupId, w: Weight) -> Result<GroupId, GroupError> {
         let depth = self.node(parent)?.depth + 1;
-        if depth > MAX_DEPTH {
-            return Err(GroupError::TooDeep(depth));
-        }
-        if self.nodes.len() >= MAX_GROUPS {
-            return Err(GroupError::TooManyGroups);
-        }
+        check_new_group(depth, self.nodes.len())?;
         let g = GroupId(self.nodes.len() as u32);
         self.nodes.push(Node {
             weight: w,
@@ -655,6 +662,22 @@ mod tests {
         Weight::new(x).unwrap()
     }
 
+    /// A (weight `wa`) with clients 0, 1, ... of `a_weights`, and B (weight
+    /// 1) with `b_clients` more clients of weight 1, numbered after A's.
+    fn two_groups(wa: u64, a_weights: &[u64], b_clients: u32) -> GroupTree {
+        let mut t = GroupTree::new();
+        let a = t.add_group(ROOT, w(wa)).unwrap();
+        let b = t.add_group(ROOT, w(1)).unwrap();
+        for (k, &x) in a_weights.iter().enumerate() {
+            t.join(ClientId(k as u32), a, w(x)).unwrap();
+        }
+        let first = a_weights.len() as u32;
+        for k in first..first + b_clients {
+            t.join(ClientId(k), b, w(1)).unwrap();
+        }
+        t
+    }
+
     fn eff(f: &mut Flattener) -> Vec<(u32, u64)> {
         let mut v: Vec<(u32, u64)> = f.effective().unwrap().into_iter().map(|(c, w)| (c.0, w.get())).collect();
         v.sort();
@@ -664,13 +687,7 @@ mod tests {
     #[test]
     fn one_light_parent_many_children() {
         // A (weight 1) with 1 client; B (weight 1) with 9: shares 1/2 and 1/18 each.
-        let mut t = GroupTree::new();
-        let a = t.add_group(ROOT, w(1)).unwrap();
-        let b = t.add_group(ROOT, w(1)).unwrap();
-        t.join(ClientId(0), a, w(1)).unwrap();
-        for k in 1..10 {
-            t.join(ClientId(k), b, w(1)).unwrap();
-        }
+        let t = two_groups(1, &[1], 9);
         let mut f = Flattener::new(t);
         let e = eff(&mut f);
         assert_eq!(e[0], (0, 9));
@@ -759,12 +776,8 @@ mod tests {
     fn lazy_flattening_refreshes_only_the_client_concerned() {
         // A(1) {a0}, B(1) {b0..b3, blocked}: b0..b3 wake one by one; each
         // takes its weight from what it sees, the first as if alone in B.
-        let mut t = GroupTree::new();
-        let a = t.add_group(ROOT, w(1)).unwrap();
-        let b = t.add_group(ROOT, w(1)).unwrap();
-        t.join(ClientId(0), a, w(1)).unwrap();
+        let mut t = two_groups(1, &[1], 4);
         for k in 1..5 {
-            t.join(ClientId(k), b, w(1)).unwrap();
             t.set_runnable(ClientId(k), false).unwrap();
         }
         let mut f = Flattener::with_mode(t, Flattening::Lazy);
@@ -795,14 +808,7 @@ mod tests {
         // gets 2 CPUs (a0 capped at 1, a1 gets 1) and B 1 (1/3 each). The
         // effective weights 600:6:101:101:101 readjusted flat cap a0 and give
         // a1 only 2·6/309 of a CPU.
-        let mut t = GroupTree::new();
-        let a = t.add_group(ROOT, w(2)).unwrap();
-        let b = t.add_group(ROOT, w(1)).unwrap();
-        t.join(ClientId(0), a, w(100)).unwrap();
-        t.join(ClientId(1), a, w(1)).unwrap();
-        for k in 2..5 {
-            t.join(ClientId(k), b, w(1)).unwrap();
-        }
+        let t = two_groups(2, &[100, 1], 3);
         let mut f = Flattener::new(t);
         assert_eq!(eff(&mut f), vec![(0, 600), (1, 6), (2, 101), (3, 101), (4, 101)]);
         let r = crate::readjust::Readjustment::compute([600, 101, 101, 101, 6], 909, 5, 3);

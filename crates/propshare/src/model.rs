@@ -20,41 +20,42 @@ pub type Time = u64;
 /// One millisecond in [`Time`] units.
 pub const MS: Time = 1_000_000;
 
-/// A client (process, thread, tenant) as the host names it to the scheduler.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct ClientId(pub u32);
+/// A `u32` id newtype: `index()` into tables, displayed as `"<noun> <id>"`.
+macro_rules! id_type {
+    ($(#[$doc:meta])* $name:ident, $noun:literal, $index_doc:literal) => {
+        $(#[$doc])*
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+        pub struct $name(pub u32);
 
-impl ClientId {
-    /// The id as an index into dense per-client tables.
-    #[inline]
-    pub fn index(self) -> usize {
-        self.0 as usize
-    }
+        impl $name {
+            #[doc = $index_doc]
+            #[inline]
+            pub fn index(self) -> usize {
+                self.0 as usize
+            }
+        }
+
+        impl fmt::Display for $name {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                write!(f, concat!($noun, " {}"), self.0)
+            }
+        }
+    };
 }
 
-impl fmt::Display for ClientId {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "client {}", self.0)
-    }
-}
+id_type!(
+    /// A client (process, thread, tenant) as the host names it to the scheduler.
+    ClientId,
+    "client",
+    "The id as an index into dense per-client tables."
+);
 
-/// A processor, numbered `0..P`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct CpuId(pub u32);
-
-impl CpuId {
-    /// The id as an index into per-CPU tables.
-    #[inline]
-    pub fn index(self) -> usize {
-        self.0 as usize
-    }
-}
-
-impl fmt::Display for CpuId {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "cpu {}", self.0)
-    }
-}
+id_type!(
+    /// A processor, numbered `0..P`.
+    CpuId,
+    "cpu",
+    "The id as an index into per-CPU tables."
+);
 
 /// A client's weight: a positive integer, at most [`Weight::MAX`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]

@@ -299,21 +299,21 @@ impl Roster {
 
     /// Validate and record a block of a runnable client that is not running.
     pub fn block(&mut self, c: ClientId) -> Result<(), SchedError> {
-        let status = self.status(c)?;
-        if status != Status::Runnable {
-            return Err(self.wrong(c, "block", status));
-        }
-        self.set_status(c, Status::Blocked);
-        Ok(())
+        self.switch(c, "block", Status::Runnable, Status::Blocked)
     }
 
     /// Validate and record a wake of a blocked client.
     pub fn wake(&mut self, c: ClientId) -> Result<(), SchedError> {
+        self.switch(c, "wake", Status::Blocked, Status::Runnable)
+    }
+
+    /// `event` moves `c` from status `from` (any other is an error) to `to`.
+    fn switch(&mut self, c: ClientId, event: &'static str, from: Status, to: Status) -> Result<(), SchedError> {
         let status = self.status(c)?;
-        if status != Status::Blocked {
-            return Err(self.wrong(c, "wake", status));
+        if status != from {
+            return Err(self.wrong(c, event, status));
         }
-        self.set_status(c, Status::Runnable);
+        self.set_status(c, to);
         Ok(())
     }
 

@@ -570,3 +570,221 @@ fn heavy_arrival_with_frontlog() {
     assert!(got[3] >= 1990 && got[4] >= 1990, "{got:?}");
     assert!(h.s.stats().max_picks <= 64, "{:?}", h.s.stats());
 }
+
+/// GR3's one-CPU queue, `Gr3Queue` (moved from `src/algo/gr3.rs`).
+mod queue {
+    use super::w;
+    use propshare::algo::gr3::{Gr3Queue, RescaleRule};
+    use propshare::ClientId;
+
+    /// A deficit of one quantum (deficits are numerators over 2^32).
+    const ONE: u64 = 1 << 32;
+
+    /// A queue for `cpus` CPUs (the paper's rescale rule) of clients 0, 1, ...
+    /// with `weights`, inserted in that order.
+    fn queue_on(cpus: usize, weights: &[u64]) -> Gr3Queue {
+        let mut q = Gr3Queue::new(cpus, RescaleRule::Paper);
+        for (c, &x) in weights.iter().enumerate() {
+            q.insert(ClientId(c as u32), w(x));
+        }
+        q
+    }
+
+    fn queue(weights: &[u64]) -> Gr3Queue {
+        queue_on(1, weights)
+    }
+
+    /// The paper's Figure 1: weights 5, 2, 1 give G1 G1 G2 G1 G1 G1 G2 G3.
+    #[test]
+    fn figure_1_intergroup_schedule() {
+        let mut q = queue(&[5, 2, 1]);
+        assert_eq!(q.group_list().iter().map(|g| g.0).collect::<Vec<_>>(), vec![2, 1, 0]);
+        let seq: Vec<u32> = (0..24).map(|_| q.pick().unwrap().0 + 1).collect();
+        let period = [1, 1, 2, 1, 1, 1, 2, 3];
+        assert_eq!(seq, period.repeat(3));
+        assert!(q.well_ordered(0));
+    }
+
+    /// The paper's Figure 2: weights 12, 3, 3, 2, 2, 2.
+    #[test]
+    fn figure_2_intragroup_schedule() {
+        let mut q = queue(&[12, 3, 3, 2, 2, 2]);
+        // Two groups of weight 12: order 1 first on the tie.
+        let list = q.group_list();
+        assert_eq!(list.iter().map(|g| (g.0, g.1)).collect::<Vec<_>>(), vec![(1, 12), (3, 12)]);
+        let seq: Vec<u32> = (0..24).map(|_| q.pick().unwrap().0 + 1).collect();
+        #[rustfmt::skip]
+        let expect = [2, 1, 3, 1, 4, 1, 5, 1, 6, 1, 2, 1, 2, 1, 3, 1, 3, 1, 4, 1, 5, 1, 6, 1];
+        assert_eq!(seq, expect);
+        // Deficits before round 2 (after the 10th pick) are .5 .5 0 0 0;
+        // replay to check them.
+        let mut q2 = queue(&[12, 3, 3, 2, 2, 2]);
+        for _ in 0..10 {
+            q2.pick();
+        }
+        let d: Vec<u64> = (1..=5).map(|c| q2.deficit(ClientId(c)).unwrap()).collect();
+        assert_eq!(d, vec![ONE / 2, ONE / 2, 0, 0, 0]);
+    }
+
+    /// Notes test 6 (Lemma 3): weights 4, 2, 1 (integer group ratios):
+    /// -1 < E_Gk ≤ (g - k)Φ_k/Φ_T, and E_G1 reaches exactly 8/7.
+    #[test]
+    fn lemma_3_integer_ratios() {
+        let mut q = queue(&[4, 2, 1]);
+        let weights = [4i128, 2, 1];
+        let total: i128 = 7;
+        let mut work = [0i128; 3];
+        let mut max_e1 = i128::MIN; // in units of 1/7
+        for t in 1..=70i128 {
+            let c = q.pick().unwrap();
+            work[c.index()] += 1;
+            for k in 0..3 {
+                let e7 = work[k] * total - t * weights[k]; // 7·E_Gk
+                assert!(e7 > -total, "E_G{} = {e7}/7 at t={t}", k + 1);
+                assert!(e7 <= (2 - k as i128) * weights[k], "E_G{} = {e7}/7 at t={t}", k + 1);
+            }
+            max_e1 = max_e1.max(work[0] * total - t * weights[0]);
+        }
+        assert_eq!(max_e1, 8);
+    }
+
+    /// Notes test 4 and 5: deficits stay in range and the groups stay
+    /// well-ordered after every pick on a static set.
+    #[test]
+    fn deficit_and_well_ordering_invariants() {
+        let weights = [1000u64, 999, 700, 513, 300, 129, 64, 33, 17, 9, 5, 3, 2, 1, 1, 1];
+        let mut q = queue(&weights);
+        let mut reset = 0;
+        for t in 0..20_000 {
+            q.pick().unwrap();
+            q.check_invariants().unwrap();
+            assert!(q.well_ordered(1), "pick {t}: {:?}", q.group_list());
+            if q.cursor() == 0 {
+                reset += 1;
+                assert!(q.well_ordered(0), "pick {t}: {:?}", q.group_list());
+            }
+        }
+        assert!(reset > 1000, "{reset}");
+    }
+
+    /// A client owed two quanta in a round gets them on two separate
+    /// selections of its group (notes test 4): weights 3 and 2 (one group of
+    /// weight 5) next to a client of weight 5 (another group): groups
+    /// alternate, and the first group runs 3, 2 as 0 1 | 0 0 1 | 0 1 | ...
+    #[test]
+    fn second_quantum_waits_for_the_next_selection() {
+        let mut q = queue(&[3, 2, 5]);
+        let seq: Vec<u32> = (0..20).map(|_| q.pick().unwrap().0).collect();
+        assert_eq!(seq, [0, 2, 1, 2, 0, 2, 0, 2, 1, 2].repeat(2));
+    }
+
+    /// Notes test 11a: a client that blocks and wakes before the round
+    /// pointer reaches it changes nothing: same group list, same round
+    /// order, same schedule as if it had never blocked.
+    #[test]
+    fn wake_before_reached_changes_nothing() {
+        let weights = [9, 5, 6, 7, 2, 3, 1];
+        let (mut a, mut b) = (queue(&weights), queue(&weights));
+        for _ in 0..5 {
+            assert_eq!(a.pick(), b.pick());
+        }
+        // The next client of the order-2 group (weights 5, 6, 7), which is
+        // not its current client: block, then wake.
+        let order = b.round_order(2);
+        let victim = order[0];
+        // (round_order ends at the group's current client.)
+        assert_ne!(order.last(), Some(&victim));
+        let list = b.group_list();
+        b.block(victim);
+        assert_eq!(b.group_list(), list, "lazy: no re-sort on block");
+        assert!(b.wake(victim));
+        assert_eq!((b.group_list(), b.round_order(2)), (list, order));
+        for _ in 0..200 {
+            assert_eq!(a.pick(), b.pick());
+        }
+    }
+
+    /// Notes test 11b: a client that stays blocked keeps its group's weight
+    /// until the pointer reaches it; then it is removed, its group re-sorted
+    /// and rescaled, and the decision restarts at group 1. It is never picked.
+    #[test]
+    fn blocked_client_is_removed_when_reached() {
+        let mut q = queue(&[9, 5, 6, 7, 2, 3, 1]);
+        for _ in 0..3 {
+            q.pick();
+        }
+        q.block(ClientId(2));
+        let before = q.group_list();
+        let weight_of = |q: &Gr3Queue, o: u32| q.group_list().iter().find(|g| g.0 == o).map(|g| g.1);
+        assert_eq!(weight_of(&q, 2), Some(18));
+        let mut removed_at = None;
+        for t in 0..100 {
+            assert_ne!(q.pick(), Some(ClientId(2)));
+            if removed_at.is_none() && !q.contains(ClientId(2)) {
+                removed_at = Some(t);
+                assert_eq!(weight_of(&q, 2), Some(12));
+            }
+            if removed_at.is_none() {
+                assert_eq!(
+                    q.group_list().iter().map(|g| g.1).collect::<Vec<_>>(),
+                    before.iter().map(|g| g.1).collect::<Vec<_>>()
+                );
+            }
+            q.check_invariants().unwrap();
+        }
+        // It was reached within one round of its group (3 members, each
+        // selected at most twice per round, the group at least every 4 picks).
+        assert!(removed_at.is_some_and(|t| t < 30), "{removed_at:?}");
+        // A wake after removal is refused here: the caller re-inserts.
+        assert!(!q.wake(ClientId(2)));
+    }
+
+    /// Notes P6: a client that blocks while current with a second quantum
+    /// owed has its deficit capped at 1 and its turn ended: its group's next
+    /// selection runs the next client, even after it wakes.
+    #[test]
+    fn blocking_ends_the_turn() {
+        // One group: 3 (normalised 1.5, created first, D = 1.5) and 2.
+        let mut q = queue(&[3, 2]);
+        assert_eq!(q.pick(), Some(ClientId(0))); // D = .5
+        assert_eq!(q.pick(), Some(ClientId(1)));
+        assert_eq!(q.pick(), Some(ClientId(0))); // D = .5 + 1.5 - 1 = 1: owed one more
+        assert_eq!(q.deficit(ClientId(0)), Some(ONE));
+        q.block(ClientId(0));
+        assert!(q.wake(ClientId(0)));
+        assert_eq!(q.deficit(ClientId(0)), Some(ONE));
+        assert_eq!(q.pick(), Some(ClientId(1)), "turn over: the pointer moves on");
+        // Its kept credit: next turn D = 1 + 1.5, two quanta.
+        assert_eq!(q.pick(), Some(ClientId(0)));
+        assert_eq!(q.pick(), Some(ClientId(0)));
+        assert_eq!(q.deficit(ClientId(0)), Some(ONE / 2));
+    }
+
+    /// Readjustment through the groups agrees with the shared module.
+    #[test]
+    fn readjustment_examples() {
+        use super::readjust_weights;
+        for (weights, p) in [
+            (vec![2u64, 1], 2usize),
+            (vec![100, 50, 1, 1, 1, 1], 4),
+            (vec![10, 1, 1, 1], 2),
+            (vec![10, 1, 1, 1], 3),
+            (vec![5, 5, 5, 1], 2),
+            (vec![5, 1, 1], 4),
+            (vec![7], 8),
+        ] {
+            let q = queue_on(p, &weights);
+            q.check_invariants().unwrap();
+            let expect = readjust_weights(&weights, p);
+            for (c, e) in expect.iter().enumerate() {
+                let num = q.weight_num(ClientId(c as u32)).unwrap();
+                assert_eq!(
+                    num * e.den as u128,
+                    e.num as u128 * q.den() as u128,
+                    "{weights:?} on {p}: client {c} {num}/{} vs {e:?}",
+                    q.den()
+                );
+            }
+        }
+    }
+}

@@ -110,7 +110,7 @@
 
 use std::collections::BTreeSet;
 
-use crate::groups::{GroupError, GroupId, Hierarchical, MAX_DEPTH, MAX_GROUPS, ROOT};
+use crate::groups::{check_new_group, GroupError, GroupId, Hierarchical, MAX_DEPTH, ROOT};
 use crate::model::{ClientId, CpuId, StopReason, Time, Weight};
 use crate::readjust::Phi;
 use crate::roster::{ClientTable, Roster, Status};
@@ -623,12 +623,7 @@ impl Hierarchical for Hwf2qPolicy {
     fn add_group(&mut self, parent: GroupId, weight: Weight) -> Result<GroupId, GroupError> {
         self.check_group(parent)?;
         let depth = self.nodes[parent.0 as usize].depth + 1;
-        if depth > MAX_DEPTH {
-            return Err(GroupError::TooDeep(depth));
-        }
-        if self.nodes.len() >= MAX_GROUPS {
-            return Err(GroupError::TooManyGroups);
-        }
+        check_new_group(depth, self.nodes.len())?;
         let g = GroupId(self.nodes.len() as u32);
         let v = self.nodes[parent.0 as usize].v;
         self.nodes.push(Node::new(parent, depth, Tags { start: v, ..Tags::new(weight) }));

@@ -75,10 +75,25 @@ pub trait TagRules: Clone + Debug {
     /// whether it is queued, running or blocked. Default: a queued client is
     /// unqueued and queued again under tags computed with the new φ.
     fn reweight(&mut self, c: ClientId, t: &mut Tagged<Self::Tags>, phi: Phi, status: Status) {
+        self.requeue_retagged(c, t, phi, status, |_, _| {});
+    }
+    /// Unqueue `c` if it waits, let `retag` move its tags (it still sees the
+    /// old φ in `t.phi`), set φ to `phi`, and queue it again.
+    fn requeue_retagged(
+        &mut self,
+        c: ClientId,
+        t: &mut Tagged<Self::Tags>,
+        phi: Phi,
+        status: Status,
+        retag: impl FnOnce(&Self, &mut Tagged<Self::Tags>),
+    ) where
+        Self: Sized,
+    {
         let queued = status == Status::Runnable;
         if queued {
             self.depart(c, t);
         }
+        retag(self, t);
         t.phi = phi;
         if queued {
             self.requeue(c, t);

@@ -191,34 +191,3 @@ impl RoundShare {
         (total / den).min(u64::MAX as u128) as u64
     }
 }
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn round_share_pays_a_rational_exactly_over_rounds() {
-        // φ = 7/3 quanta per round: 2, 2, 3, 2, 2, 3, ...; every 3 rounds exactly 7.
-        let mut s = RoundShare::new(Phi { num: 7, den: 3 });
-        let paid: Vec<u64> = (0..6).map(|_| s.next_round(1)).collect();
-        assert_eq!(paid, [2, 2, 3, 2, 2, 3]);
-        // Integer φ: the same every round, no carry.
-        let mut s = RoundShare::new(Phi::whole(5));
-        assert!((0..10).all(|_| s.next_round(1_000) == 5_000));
-        // Any k consecutive rounds pay ⌊k·φ⌋ or ⌈k·φ⌉.
-        let mut s = RoundShare::new(Phi { num: 1_000_003, den: 7 });
-        let mut sum = 0u128;
-        for k in 1..=1000u128 {
-            sum += s.next_round(3) as u128;
-            let exact = k * 3 * 1_000_003;
-            assert!(sum * 7 <= exact && exact < (sum + 1) * 7, "round {k}");
-        }
-        // Changing φ drops the carry; keeping it does not.
-        let mut s = RoundShare::new(Phi { num: 1, den: 2 });
-        assert_eq!((s.next_round(1), s.next_round(1)), (0, 1));
-        s.next_round(1);
-        s.set(Phi { num: 2, den: 4 });
-        assert_eq!(s.next_round(1), 0, "2/4 is a new representation: carry dropped");
-        assert_eq!(s.floor(9), 4);
-    }
-}

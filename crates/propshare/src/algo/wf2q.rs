@@ -195,15 +195,7 @@ impl TagRules for Wf2qRules {
 
     /// A host weight change keeps the lag in service (Gap WF2Q-4).
     fn set_weight(&mut self, c: ClientId, t: &mut Tagged<Wf2qTags>, phi: Phi, status: Status) {
-        let queued = status == Status::Runnable;
-        if queued {
-            self.depart(c, t);
-        }
-        t.tags.start = keep_lag(t.tags.start, self.v(), t.phi, phi);
-        t.phi = phi;
-        if queued {
-            self.enqueue(c, t);
-        }
+        self.requeue_retagged(c, t, phi, status, |r, t| t.tags.start = keep_lag(t.tags.start, r.v(), t.phi, phi));
     }
 
     /// Among the eligible clients, the smallest F (ties: lower id).

@@ -120,15 +120,9 @@ impl TagRules for WfqRules {
 
     /// A host weight change keeps the lag in service (Gap WFQ-2).
     fn set_weight(&mut self, c: ClientId, t: &mut Tagged<WfqTags>, phi: Phi, status: Status) {
-        let queued = status == Status::Runnable;
-        if queued {
-            self.depart(c, t);
-        }
-        t.tags.start = keep_lag(t.tags.start, self.clock.value(), t.phi, phi);
-        t.phi = phi;
-        if queued {
-            self.enqueue(c, t);
-        }
+        self.requeue_retagged(c, t, phi, status, |r, t| {
+            t.tags.start = keep_lag(t.tags.start, r.clock.value(), t.phi, phi)
+        });
     }
 
     /// The smallest finish tag (ties: lower id).
