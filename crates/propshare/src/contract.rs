@@ -22,6 +22,9 @@
 //!    `Σw / w_min` (skipped when the weights make the budget unreasonably large).
 //!
 //! Nothing may panic.
+//!
+//! [`xorshift`] is the seeded number stream the tests and measurements use
+//! for their random workloads.
 
 use crate::model::{ClientId, CpuId, StopReason, Time, Weight};
 use crate::scheduler::{Decision, Scheduler};
@@ -67,6 +70,19 @@ struct Host<'a> {
     running: Vec<Option<(ClientId, Time, Time)>>,
     next_id: u32,
     served: Vec<u64>,
+}
+
+/// Marsaglia's xorshift64 stream from `seed` (non-zero): a cheap,
+/// reproducible source of workload numbers for tests and measurements (the
+/// figures they print, some quoted in `docs/ALGORITHMS.md`, depend on it).
+pub fn xorshift(seed: u64) -> impl FnMut() -> u64 {
+    let mut rng = seed;
+    move || {
+        rng ^= rng << 13;
+        rng ^= rng >> 7;
+        rng ^= rng << 17;
+        rng
+    }
 }
 
 /// Run `ops` against `sched` on `cpus` CPUs; `Err` describes the first violation.

@@ -10,6 +10,7 @@
 //! fixed point; the tests only use feasible weights for it.
 
 use propshare::algo::dwrr::{Dwrr, DwrrOptions, DwrrRr, Highest, LocalQueue, RoundRobinQueue, VruntimeQueue};
+use propshare::contract::xorshift;
 use propshare::{ClientId, CpuId, Decision, SchedConfig, Scheduler, StopReason, Time, Weight, MS};
 use proptest::prelude::*;
 
@@ -718,33 +719,20 @@ proptest! {
 // Measurement (ignored): worst lag over every interval, in units of w_max·B,
 // under churn, per P. `cargo test -p propshare --test dwrr -- --ignored --nocapture`
 
-struct XorShift(u64);
-impl XorShift {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-}
-
-fn random_workload(r: &mut XorShift, cpus: usize) -> (Vec<u64>, Vec<(Time, Churn)>) {
-    let nbase = 4 * cpus + r.below(2 * cpus as u64 + 1) as usize;
-    let base = (0..nbase).map(|_| 1 + r.below(4)).collect();
+fn random_workload(r: &mut impl FnMut() -> u64, cpus: usize) -> (Vec<u64>, Vec<(Time, Churn)>) {
+    let nbase = 4 * cpus + (r() % (2 * cpus as u64 + 1)) as usize;
+    let base = (0..nbase).map(|_| 1 + r() % 4).collect();
     let events = (0..250)
         .map(|_| {
-            let dt = r.below(20 * MS);
-            let i = r.next() as usize;
-            let ev = match r.below(12) {
-                0..=2 => Churn::Join(1 + r.below(4)),
+            let dt = r() % (20 * MS);
+            let i = r() as usize;
+            let ev = match r() % 12 {
+                0..=2 => Churn::Join(1 + r() % 4),
                 3 => Churn::Leave(i),
                 4 | 5 => Churn::Block(i),
                 6 | 7 => Churn::Wake(i),
-                8 => Churn::SetWeight(i, 1 + r.below(4)),
-                _ => Churn::Stop(i, r.below(3) as u8),
+                8 => Churn::SetWeight(i, 1 + r() % 4),
+                _ => Churn::Stop(i, (r() % 3) as u8),
             };
             (dt, ev)
         })
@@ -757,7 +745,7 @@ fn random_workload(r: &mut XorShift, cpus: usize) -> (Vec<u64>, Vec<(Time, Churn
 fn measure_churn_lag() {
     let b = 30 * MS;
     for cpus in 1..=6 {
-        let mut r = XorShift(0x9e3779b97f4a7c15 ^ cpus as u64);
+        let mut r = xorshift(0x9e3779b97f4a7c15 ^ cpus as u64);
         let (mut churn, mut frozen, mut frozen_w) = ((0i128, 0i128), (0i128, 0i128), (0i128, 0i128));
         for _ in 0..100 {
             let (base, events) = random_workload(&mut r, cpus);

@@ -4,6 +4,7 @@
 //! tests in `src/algo/gdq.rs` (they need the internal state).
 
 use propshare::algo::gdq::{Gdq, GdqParams, NV_ONE};
+use propshare::contract::xorshift;
 use propshare::readjust::readjust_weights;
 use propshare::{ClientId, CpuId, Decision, SchedConfig, Scheduler, StopReason, Weight};
 use proptest::prelude::*;
@@ -585,13 +586,7 @@ fn nvt_exact_hits() {
 fn error_table() {
     println!("| N | P | T | delta | mixes x quanta | min e | max e | Thm 3.6 range (worst g) |");
     println!("|---|---|---|---|---|---|---|---|");
-    let mut rng = 0x9e3779b97f4a7c15u64;
-    let mut next = move || {
-        rng ^= rng << 13;
-        rng ^= rng >> 7;
-        rng ^= rng << 17;
-        rng
-    };
+    let mut next = xorshift(0x9e3779b97f4a7c15u64);
     // (N, P, T): sizes, with the T sweep of docs/ALGORITHMS.md (N = 512, P = 8).
     let sweep = [20, 40, 80, 160, 320, 640].map(|t| (512, 8, t));
     let rows = [(64, 4, 20), (128, 2, 20), (512, 1, 20), (512, 2, 40)].into_iter().chain(sweep);

@@ -6,6 +6,7 @@
 //! bound of it; with runs of exactly one quantum both decide alike.
 
 use propshare::algo::gr3::{Charge, Gr3Queue, RescaleRule};
+use propshare::contract::xorshift;
 use propshare::{registry, ClientId, CpuId, Decision, SchedConfig, Scheduler, StopReason, Weight, MS};
 use proptest::prelude::*;
 
@@ -304,13 +305,10 @@ proptest! {
             .iter()
             .map(|&(a, b)| (a.min(b) * Q / 10, a.max(b) * Q / 10))
             .collect();
-        let mut rng = seed | 1;
+        let mut next = xorshift(seed | 1);
         let mut len = |c: usize, _k: u64| {
-            rng ^= rng << 13;
-            rng ^= rng >> 7;
-            rng ^= rng << 17;
             let (lo, hi) = bounds[c];
-            (lo + rng % (hi - lo + 1)).clamp(1, k * Q)
+            (lo + next() % (hi - lo + 1)).clamp(1, k * Q)
         };
         let g = weights.iter().map(|&x| x.ilog2()).collect::<std::collections::BTreeSet<_>>().len() as u64;
         let bound = (4 * g + 4) * k * Q;

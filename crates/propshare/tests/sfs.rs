@@ -6,22 +6,11 @@
 use std::collections::BTreeMap;
 
 use propshare::algo::sfs::{Heuristic, Sfs, SfsOptions, Surplus, SurplusOrder, Tie};
+use propshare::contract::xorshift;
 use propshare::readjust::Phi;
 use propshare::vtime::{VTime, VT_SCALE};
 use propshare::{registry, ClientId, CpuId, Decision, SchedConfig, Scheduler, StopReason, Time, Weight, MS};
 use proptest::prelude::*;
-
-/// Marsaglia's xorshift64 stream from `seed` (non-zero): a cheap,
-/// reproducible source of workload numbers.
-fn xorshift(seed: u64) -> impl FnMut() -> u64 {
-    let mut rng = seed;
-    move || {
-        rng ^= rng << 13;
-        rng ^= rng >> 7;
-        rng ^= rng << 17;
-        rng
-    }
-}
 
 fn w(x: u64) -> Weight {
     Weight::new(x).unwrap()

@@ -488,13 +488,7 @@ mod tests {
 
     #[test]
     fn least_n_matches_a_sort_at_every_time() {
-        let mut rng = 0x2545_f491_4f6c_dd1du64;
-        let mut next = move || {
-            rng ^= rng << 13;
-            rng ^= rng >> 7;
-            rng ^= rng << 17;
-            rng
-        };
+        let mut next = crate::contract::xorshift(0x2545_f491_4f6c_dd1du64);
         for (tie, keep) in [(Tie::StartTag, 0), (Tie::ClientId, 0), (Tie::StartTag, 9)] {
             let mut k = KineticClasses::new(tie, keep);
             let mut all: Vec<Queued> = Vec::new();
