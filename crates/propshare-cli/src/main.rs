@@ -20,7 +20,7 @@ use clap::{Args, Parser, Subcommand};
 use indicatif::{ProgressBar, ProgressStyle};
 use propshare::{registry, Weight, MS};
 use propshare_sim::engine::{simulate as simulate_one, ClientSpec, SimConfig, SimReport};
-use propshare_sim::metrics::RunMetrics;
+use propshare_sim::metrics::{RunMetrics, ServiceMetrics};
 use propshare_sim::report::{write_report, write_reproduction};
 use propshare_sim::results::ScenarioResult;
 use propshare_sim::run::{run_scenario, Progress, RunOptions};
@@ -476,20 +476,6 @@ fn simulate(a: SimArgs, html: bool) -> Result<(), Failure> {
     Ok(())
 }
 
-fn find_scenarios(dir: &Path, out: &mut Vec<PathBuf>) -> std::io::Result<()> {
-    let mut entries: Vec<_> = std::fs::read_dir(dir)?.collect::<Result<_, _>>()?;
-    entries.sort_by_key(|e| e.path());
-    for e in entries {
-        let p = e.path();
-        if p.is_dir() {
-            find_scenarios(&p, out)?;
-        } else if p.extension().is_some_and(|x| x == "toml") {
-            out.push(p);
-        }
-    }
-    Ok(())
-}
-
 fn reproduce(
     dir: &Path,
     out: &Path,
@@ -498,8 +484,7 @@ fn reproduce(
     per_client: bool,
     limits: LimitArgs,
 ) -> Result<(), Failure> {
-    let mut files = Vec::new();
-    find_scenarios(dir, &mut files).map_err(|e| {
+    let files = propshare_sim::scenario::scenario_files(dir).map_err(|e| {
         bad_input(anyhow::anyhow!("{}: {e} (run from the repository root, or pass --scenarios)", dir.display()))
     })?;
     if files.is_empty() {
@@ -630,26 +615,23 @@ fn print_metrics(m: &RunMetrics) {
     );
     let widths = [12, 10, 9];
     let clients = m.clients.iter().take(40);
-    print_shares(
-        "client",
-        widths,
-        clients.map(|c| (c.client.as_str(), c.weight, 100.0 * c.ideal_share, 100.0 * c.share, c.max_lag, c.min_lag)),
-    );
+    print_shares("client", widths, clients.map(|c| share_row(&c.client, &c.service)));
     if m.clients.len() > 40 {
         println!("... {} more clients in the metrics files", m.clients.len() - 40);
     }
     if !m.groups.is_empty() {
         let groups = m.groups.iter();
-        print_shares(
-            "group",
-            widths,
-            groups.map(|g| (g.group.as_str(), g.weight, 100.0 * g.ideal_share, 100.0 * g.share, g.max_lag, g.min_lag)),
-        );
+        print_shares("group", widths, groups.map(|g| share_row(&g.group, &g.service)));
     }
 }
 
 /// A row of a table of shares: name, weight, ideal %, received %, max lag, min lag.
 type ShareRow<'a> = (&'a str, u64, f64, f64, f64, f64);
+
+/// A metrics row of [`print_shares`]: client or group `name`'s service.
+fn share_row<'a>(name: &'a str, s: &ServiceMetrics) -> ShareRow<'a> {
+    (name, s.weight, 100.0 * s.ideal_share, 100.0 * s.share, s.max_lag, s.min_lag)
+}
 
 /// A table of shares: a header, `first` naming the rows, then one line per
 /// row; `[name, ideal, lag]` the widths of the name, ideal % and lag columns.
@@ -698,11 +680,11 @@ fn print_table(r: &SimReport) {
         clients.map(|c| {
             (
                 c.name.as_str(),
-                c.weight,
-                100.0 * c.ideal / h,
-                100.0 * c.received as f64 / h,
-                c.max_lag / q,
-                c.min_lag / q,
+                c.service.weight,
+                100.0 * c.service.ideal / h,
+                100.0 * c.service.received as f64 / h,
+                c.service.max_lag / q,
+                c.service.min_lag / q,
             )
         }),
     );

@@ -40,7 +40,7 @@ use propshare::{ClientId, Time, Weight};
 use propshare_sim::engine::TraceEvent;
 use propshare_sim::fluid::{ns_of_service, Fluid, Service};
 use propshare_sim::hier::HierFluid;
-use propshare_sim::metrics::GroupMetrics;
+use propshare_sim::metrics::{GroupMetrics, ServiceMetrics};
 use propshare_sim::output::trace_line;
 pub use propshare_sim::output::TraceMeta;
 use serde::Serialize;
@@ -563,13 +563,15 @@ pub fn measure_all(rec: &Record, cpus: usize, quantum: Time, end: Time) -> Measu
                         },
                         metrics: GroupMetrics {
                             group: g.name.clone(),
-                            weight: g.weight,
-                            received_ns: received.round() as u64,
-                            ideal_ns: ideal,
-                            share: received / h_ns,
-                            ideal_share: ideal / h_ns,
-                            max_lag: hi / q,
-                            min_lag: lo / q,
+                            service: ServiceMetrics {
+                                weight: g.weight,
+                                received_ns: received.round() as u64,
+                                ideal_ns: ideal,
+                                share: received / h_ns,
+                                ideal_share: ideal / h_ns,
+                                max_lag: hi / q,
+                                min_lag: lo / q,
+                            },
                         },
                         norm_achieved_share: if sum_received > 0.0 { received / sum_received } else { 0.0 },
                         norm_ideal_share: if sum_ideal > 0.0 { ideal / sum_ideal } else { 0.0 },
@@ -668,9 +670,12 @@ mod tests {
             }
             let m = measure_all(&r, 2, 1_000_000, end);
             let (a, b) = (&m.groups[0].metrics, &m.groups[1].metrics);
-            assert!((a.ideal_share - 0.5).abs() < 1e-9 && (b.ideal_share - 1.5).abs() < 1e-9, "{a:?} {b:?}");
+            assert!(
+                (a.service.ideal_share - 0.5).abs() < 1e-9 && (b.service.ideal_share - 1.5).abs() < 1e-9,
+                "{a:?} {b:?}"
+            );
             assert!((m.clients[0].ideal_share - 0.25).abs() < 1e-9, "client shares of 2 CPUs: {:?}", m.clients[0]);
-            assert!((a.max_lag - a_lag / 1e6).abs() < 1e-3, "A's lag in quanta: {a:?}");
+            assert!((a.service.max_lag - a_lag / 1e6).abs() < 1e-3, "A's lag in quanta: {a:?}");
             assert!((m.groups[0].norm_ideal_share - 0.25).abs() < 1e-9);
         }
     }
@@ -688,8 +693,8 @@ mod tests {
         r.group_change(500, GroupChange::Move { client: i, group: 2 });
         r.sample(1000, i, 1000);
         let m = measure_all(&r, 1, 1, 1000);
-        assert_eq!((m.groups[0].metrics.received_ns, m.groups[1].metrics.received_ns), (500, 500));
-        assert!((m.groups[0].metrics.ideal_ns - 500.0).abs() < 1e-6 && m.clients[0].max_lag_ns < 1e-6);
+        assert_eq!((m.groups[0].metrics.service.received_ns, m.groups[1].metrics.service.received_ns), (500, 500));
+        assert!((m.groups[0].metrics.service.ideal_ns - 500.0).abs() < 1e-6 && m.clients[0].max_lag_ns < 1e-6);
     }
 
     #[test]

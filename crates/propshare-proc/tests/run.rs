@@ -996,10 +996,11 @@ fn groups_split_the_cpu_by_the_tree() {
         "A got {:.3} of the jobs' CPU, ideal 0.5 (flat: 0.25)",
         a.norm_achieved_share
     );
-    assert_eq!(a.metrics.received_ns, r.clients[0].metrics.received_ns);
+    assert_eq!(a.metrics.service.received_ns, r.clients[0].metrics.received_ns);
     let b = group(&r, "B");
     assert!(
-        (b.metrics.received_ns as f64 - (1..4).map(|k| r.clients[k].metrics.received_ns as f64).sum::<f64>()).abs()
+        (b.metrics.service.received_ns as f64 - (1..4).map(|k| r.clients[k].metrics.received_ns as f64).sum::<f64>())
+            .abs()
             < 2.0
     );
     assert_children_gone(&r);
@@ -1052,7 +1053,7 @@ fn cgroup2_subtree_is_enforced_and_followed() {
         |k: usize| r.clients.iter().find(|c| c.pid == v[k].pid()).unwrap_or_else(|| panic!("victim {k} not managed"));
     assert_eq!(c(1).end, "left the cgroup subtree");
     assert!(c(3).metrics.received_ns > 0, "the process that joined never ran");
-    assert_eq!((group(&r, "A").metrics.weight, group(&r, "B").metrics.weight), (100, 100));
+    assert_eq!((group(&r, "A").metrics.service.weight, group(&r, "B").metrics.service.weight), (100, 100));
     // After the change A's one process is entitled to 3/4 of the CPU.
     assert!(received(&r, &c(0).name) > received(&r, &c(2).name), "{}", r.to_table());
     for (k, x) in v.iter().enumerate() {

@@ -164,20 +164,20 @@ impl PyRunResult {
             self.result.runs.iter().flat_map(|r| r.clients.iter()).collect();
         let d = PyDict::new(py);
         macro_rules! put {
-            ($name:literal, $f:ident) => {
-                d.set_item($name, all.iter().map(|c| c.$f.clone()).collect::<Vec<_>>())?
+            ($name:literal, $($f:ident).+) => {
+                d.set_item($name, all.iter().map(|c| c.$($f).+.clone()).collect::<Vec<_>>())?
             };
         }
         put!("scheduler", scheduler);
         put!("seed", seed);
         put!("client", client);
-        put!("weight", weight);
-        put!("received_ns", received_ns);
-        put!("ideal_ns", ideal_ns);
-        put!("share", share);
-        put!("ideal_share", ideal_share);
-        put!("max_lag", max_lag);
-        put!("min_lag", min_lag);
+        put!("weight", service.weight);
+        put!("received_ns", service.received_ns);
+        put!("ideal_ns", service.ideal_ns);
+        put!("share", service.share);
+        put!("ideal_share", service.ideal_share);
+        put!("max_lag", service.max_lag);
+        put!("min_lag", service.min_lag);
         put!("mean_abs_lag", mean_abs_lag);
         put!("service_error_min", service_error_min);
         put!("service_error_max", service_error_max);

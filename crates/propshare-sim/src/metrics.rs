@@ -5,7 +5,7 @@
 use propshare::Time;
 use serde::Serialize;
 
-use crate::engine::{SimReport, WindowLag};
+use crate::engine::{ServiceStats, SimReport, WindowLag};
 
 /// One client's metrics, in the units a reader wants (quanta, shares).
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -16,20 +16,9 @@ pub struct ClientMetrics {
     pub seed: u64,
     /// Client name.
     pub client: String,
-    /// Weight at arrival.
-    pub weight: u64,
-    /// CPU time received, ns.
-    pub received_ns: u64,
-    /// Ideal (fluid) service, ns.
-    pub ideal_ns: f64,
-    /// Received time over the horizon, in CPUs.
-    pub share: f64,
-    /// Ideal service over the horizon, in CPUs.
-    pub ideal_share: f64,
-    /// Largest lag, quanta.
-    pub max_lag: f64,
-    /// Smallest lag, quanta.
-    pub min_lag: f64,
+    /// Service received against the (fluid) ideal.
+    #[serde(flatten)]
+    pub service: ServiceMetrics,
     /// Mean |lag| over its samples, quanta.
     pub mean_abs_lag: f64,
     /// Smallest service error (static sets), quanta.
@@ -103,16 +92,16 @@ impl WindowLagMetrics {
     }
 }
 
-/// One group's metrics (runs with groups).
+/// The service a client or a group received against its ideal, in quanta
+/// and shares: what [`ClientMetrics`] and [`GroupMetrics`] share (flattened
+/// into their JSON).
 #[derive(Clone, Debug, PartialEq, Serialize)]
-pub struct GroupMetrics {
-    /// Group name.
-    pub group: String,
-    /// Weight at the start.
+pub struct ServiceMetrics {
+    /// Weight at arrival (a group: at the start).
     pub weight: u64,
-    /// CPU time its members received while in it, ns.
+    /// CPU time received, ns (a group: by its members while in it).
     pub received_ns: u64,
-    /// Ideal (hierarchical fluid) service, ns.
+    /// Ideal service, ns: fluid for a client, hierarchical fluid for a group.
     pub ideal_ns: f64,
     /// Received time over the horizon, in CPUs.
     pub share: f64,
@@ -122,6 +111,32 @@ pub struct GroupMetrics {
     pub max_lag: f64,
     /// Smallest lag, quanta.
     pub min_lag: f64,
+}
+
+impl ServiceMetrics {
+    /// `s` in quanta of `q` ns and shares of a horizon of `h` ns.
+    pub fn of(s: &ServiceStats, q: f64, h: f64) -> ServiceMetrics {
+        ServiceMetrics {
+            weight: s.weight,
+            received_ns: s.received,
+            ideal_ns: s.ideal,
+            share: s.received as f64 / h,
+            ideal_share: s.ideal / h,
+            max_lag: s.max_lag / q,
+            min_lag: s.min_lag / q,
+        }
+    }
+}
+
+/// One group's metrics (runs with groups).
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct GroupMetrics {
+    /// Group name.
+    pub group: String,
+    /// Service its members received while in it, against the group's
+    /// hierarchical fluid ideal.
+    #[serde(flatten)]
+    pub service: ServiceMetrics,
 }
 
 /// A run's metrics.
@@ -186,13 +201,7 @@ pub fn metrics(scenario: &str, r: &SimReport) -> RunMetrics {
                 scheduler: r.scheduler.clone(),
                 seed: r.config.seed,
                 client: c.name.clone(),
-                weight: c.weight,
-                received_ns: c.received,
-                ideal_ns: c.ideal,
-                share: c.received as f64 / h,
-                ideal_share: c.ideal / h,
-                max_lag: c.max_lag / q,
-                min_lag: c.min_lag / q,
+                service: ServiceMetrics::of(&c.service, q, h),
                 mean_abs_lag: c.mean_abs_lag / q,
                 service_error_min: c.service_error.map(|e| e.0 / q),
                 service_error_max: c.service_error.map(|e| e.1 / q),
@@ -221,8 +230,8 @@ pub fn metrics(scenario: &str, r: &SimReport) -> RunMetrics {
         utilisation: r.busy as f64 / total,
         idle_while_waiting_ns: r.idle_while_waiting,
         idle_fraction: r.idle_while_waiting as f64 / total,
-        max_lag: clients.iter().map(|c| c.max_lag).fold(f64::NEG_INFINITY, f64::max).max(0.0),
-        min_lag: clients.iter().map(|c| c.min_lag).fold(f64::INFINITY, f64::min).min(0.0),
+        max_lag: clients.iter().map(|c| c.service.max_lag).fold(f64::NEG_INFINITY, f64::max).max(0.0),
+        min_lag: clients.iter().map(|c| c.service.min_lag).fold(f64::INFINITY, f64::min).min(0.0),
         window_lag: r
             .clients
             .first()
@@ -236,16 +245,7 @@ pub fn metrics(scenario: &str, r: &SimReport) -> RunMetrics {
         groups: r
             .groups
             .iter()
-            .map(|g| GroupMetrics {
-                group: g.name.clone(),
-                weight: g.weight,
-                received_ns: g.received,
-                ideal_ns: g.ideal,
-                share: g.received as f64 / h,
-                ideal_share: g.ideal / h,
-                max_lag: g.max_lag / q,
-                min_lag: g.min_lag / q,
-            })
+            .map(|g| GroupMetrics { group: g.name.clone(), service: ServiceMetrics::of(&g.service, q, h) })
             .collect(),
     }
 }

@@ -22,7 +22,7 @@ use std::path::{Path, PathBuf};
 use serde::Serialize;
 
 use crate::engine::TraceEvent;
-use crate::metrics::RunMetrics;
+use crate::metrics::{RunMetrics, ServiceMetrics};
 use crate::results::ScenarioResult;
 use crate::scenario::Expect;
 
@@ -92,27 +92,47 @@ pub fn write_metrics_json(path: &Path, runs: &[RunMetrics]) -> io::Result<()> {
     })
 }
 
+/// The columns a client's and a group's CSV row start with; `who` names the
+/// client or group column.
+fn service_header(who: &str) -> String {
+    format!("scenario,scheduler,seed,{who},weight,received_ns,ideal_ns,share,ideal_share,max_lag,min_lag")
+}
+
+/// Those columns of one row (no line end): the run, the client or group
+/// `who`, and its service.
+fn write_service_cols(
+    w: &mut impl Write,
+    scenario: &str,
+    scheduler: &str,
+    seed: u64,
+    who: &str,
+    s: &ServiceMetrics,
+) -> io::Result<()> {
+    write!(
+        w,
+        "{},{},{},{},{},{},{},{},{},{},{}",
+        csv(scenario),
+        csv(scheduler),
+        seed,
+        csv(who),
+        s.weight,
+        s.received_ns,
+        s.ideal_ns,
+        s.share,
+        s.ideal_share,
+        s.max_lag,
+        s.min_lag
+    )
+}
+
 /// Group metrics of several runs as tidy CSV: one row per scheduler, seed and group.
 pub fn write_group_metrics_csv(path: &Path, runs: &[RunMetrics]) -> io::Result<()> {
     write_atomic(path, |w| {
-        writeln!(w, "scenario,scheduler,seed,group,weight,received_ns,ideal_ns,share,ideal_share,max_lag,min_lag")?;
+        writeln!(w, "{}", service_header("group"))?;
         for r in runs {
             for g in &r.groups {
-                writeln!(
-                    w,
-                    "{},{},{},{},{},{},{},{},{},{},{}",
-                    csv(&r.scenario),
-                    csv(&r.scheduler),
-                    r.seed,
-                    csv(&g.group),
-                    g.weight,
-                    g.received_ns,
-                    g.ideal_ns,
-                    g.share,
-                    g.ideal_share,
-                    g.max_lag,
-                    g.min_lag
-                )?;
+                write_service_cols(w, &r.scenario, &r.scheduler, r.seed, &g.group, &g.service)?;
+                writeln!(w)?;
             }
         }
         Ok(())
@@ -124,27 +144,18 @@ pub fn write_metrics_csv(path: &Path, runs: &[RunMetrics]) -> io::Result<()> {
     write_atomic(path, |w| {
         writeln!(
             w,
-            "scenario,scheduler,seed,client,weight,received_ns,ideal_ns,share,ideal_share,max_lag,min_lag,mean_abs_lag,\
-             service_error_min,service_error_max,wake_latency_median_ns,wake_latency_p99_ns,wake_latency_max_ns,runs,migrations"
+            "{},mean_abs_lag,service_error_min,service_error_max,wake_latency_median_ns,wake_latency_p99_ns,\
+             wake_latency_max_ns,runs,migrations",
+            service_header("client")
         )?;
         let opt = |v: Option<f64>| v.map(|x| x.to_string()).unwrap_or_default();
         let opt_u = |v: Option<u64>| v.map(|x| x.to_string()).unwrap_or_default();
         for r in runs {
             for c in &r.clients {
+                write_service_cols(w, &r.scenario, &c.scheduler, c.seed, &c.client, &c.service)?;
                 writeln!(
                     w,
-                    "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}",
-                    csv(&r.scenario),
-                    csv(&c.scheduler),
-                    c.seed,
-                    csv(&c.client),
-                    c.weight,
-                    c.received_ns,
-                    c.ideal_ns,
-                    c.share,
-                    c.ideal_share,
-                    c.max_lag,
-                    c.min_lag,
+                    ",{},{},{},{},{},{},{},{}",
                     c.mean_abs_lag,
                     opt(c.service_error_min),
                     opt(c.service_error_max),

@@ -336,7 +336,7 @@ fn run_all(
                 points: runs
                     .iter()
                     .filter(|r| &r.scheduler == s)
-                    .flat_map(|r| r.clients.iter().flat_map(|c| [(c.max_lag, 0.0), (c.min_lag, 0.0)]))
+                    .flat_map(|r| r.clients.iter().flat_map(|c| [(c.service.max_lag, 0.0), (c.service.min_lag, 0.0)]))
                     .collect(),
             })
             .collect();

@@ -34,10 +34,16 @@ fn one_cpu_bounds_seen_by_the_simulator() {
     let q = (10 * MS) as f64;
     let w = [1, 2, 3, 4, 10];
     for c in &sim("wf2q", 1, &w, 2000).clients {
-        assert!(c.max_lag <= q + 1.0 && c.min_lag >= -q - 1.0, "wf2q {}: {} {}", c.name, c.min_lag, c.max_lag);
+        assert!(
+            c.service.max_lag <= q + 1.0 && c.service.min_lag >= -q - 1.0,
+            "wf2q {}: {} {}",
+            c.name,
+            c.service.min_lag,
+            c.service.max_lag
+        );
     }
     for c in &sim("sfq", 1, &w, 2000).clients {
-        assert!(c.min_lag >= -q - 1.0, "sfq {}: {}", c.name, c.min_lag);
+        assert!(c.service.min_lag >= -q - 1.0, "sfq {}: {}", c.name, c.service.min_lag);
     }
 }
 
@@ -48,8 +54,8 @@ fn readjusted_variants_track_the_fluid_reference_with_infeasible_weights() {
     for name in ["wf2q+readjust", "sfq+readjust", "stride+readjust"] {
         let r = sim(name, 2, &[1, 1, 2, 4, 12], 1000);
         for c in &r.clients {
-            let err = (c.received as f64 - c.ideal).abs() / (1000.0 * 10.0 * MS as f64);
-            assert!(err < 0.01, "{name} {}: received {} ideal {}", c.name, c.received, c.ideal);
+            let err = (c.service.received as f64 - c.service.ideal).abs() / (1000.0 * 10.0 * MS as f64);
+            assert!(err < 0.01, "{name} {}: received {} ideal {}", c.name, c.service.received, c.service.ideal);
         }
     }
 }

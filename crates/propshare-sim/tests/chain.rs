@@ -60,8 +60,8 @@ fn a_chain_alone_runs_its_members_back_to_back_each_for_exactly_its_work() {
             assert_eq!(life.joins[k as usize], (name.clone(), 300 * MS * k), "{sched}");
             assert_eq!(life.leaves[k as usize], (name.clone(), 300 * MS * (k + 1)), "{sched}");
             let c = member(&r, &name);
-            assert_eq!(c.received, 300 * MS, "{sched} {name}");
-            assert!((c.ideal - (300 * MS) as f64).abs() < 1e-3, "{sched} {name}: ideal {}", c.ideal);
+            assert_eq!(c.service.received, 300 * MS, "{sched} {name}");
+            assert!((c.service.ideal - (300 * MS) as f64).abs() < 1e-3, "{sched} {name}: ideal {}", c.service.ideal);
             assert_eq!(c.runs, 2, "{sched} {name}: 200 ms + 100 ms");
         }
         assert_eq!(r.busy, 1500 * MS, "{sched}: idle after the fifth member");
@@ -131,9 +131,9 @@ fn the_fluid_ideal_of_each_member_is_its_weight_share_over_its_lifetime() {
     for k in 0..10 {
         let c = member(&r, &format!("short{k}"));
         let want = (300 * MS) as f64 * 2.0 / 9.0;
-        assert!((c.ideal - want).abs() < 1e-3, "short{k}: ideal {} want {want}", c.ideal);
+        assert!((c.service.ideal - want).abs() < 1e-3, "short{k}: ideal {} want {want}", c.service.ideal);
     }
-    assert!((member(&r, "T1").ideal - horizon as f64 * 8.0 / 9.0).abs() < 1e-3);
+    assert!((member(&r, "T1").service.ideal - horizon as f64 * 8.0 / 9.0).abs() < 1e-3);
     assert_eq!(life.leaves.len(), 10, "ten members left by 3 s");
 
     // With CPU-time members the lifetimes are the scheduler's doing, known
@@ -146,8 +146,8 @@ fn the_fluid_ideal_of_each_member_is_its_weight_share_over_its_lifetime() {
         let joined = life.joins.iter().find(|j| &j.0 == name).unwrap().1;
         let want = (left - joined) as f64 * 2.0 / 9.0;
         let c = member(&r, name);
-        assert!((c.ideal - want).abs() < 1e-3, "{name}: ideal {} want {want}", c.ideal);
-        assert_eq!(c.received, 300 * MS, "{name}");
+        assert!((c.service.ideal - want).abs() < 1e-3, "{name}: ideal {} want {want}", c.service.ideal);
+        assert_eq!(c.service.received, 300 * MS, "{name}");
     }
 }
 
@@ -165,13 +165,13 @@ fn cpu_time_and_wall_clock_readings_differ_as_they_should() {
     let (wall, ll) = run("wfq", cfg, other(), &[chain(MemberLeaves::AfterLifetime(100 * MS), 1)]);
     for (name, left) in &wl.leaves {
         let joined = wl.joins.iter().find(|j| &j.0 == name).unwrap().1;
-        assert_eq!(member(&work, name).received, 100 * MS, "{name}");
+        assert_eq!(member(&work, name).service.received, 100 * MS, "{name}");
         assert!((190 * MS..=210 * MS).contains(&(left - joined)), "{name} lived {} ms", (left - joined) / MS);
     }
     for (name, left) in &ll.leaves {
         let joined = ll.joins.iter().find(|j| &j.0 == name).unwrap().1;
         assert_eq!(left - joined, 100 * MS, "{name}");
-        let got = member(&wall, name).received;
+        let got = member(&wall, name).service.received;
         assert!((40 * MS..=60 * MS).contains(&got), "{name} received {} ms", got / MS);
     }
     assert!((9..=10).contains(&wl.leaves.len()), "{} work members finished", wl.leaves.len());
@@ -188,7 +188,7 @@ fn a_client_with_work_leaves_when_done_even_when_preempted() {
     let job = ClientSpec { work: Some(35 * MS), ..ClientSpec::cpu_bound("job", Weight::new(3).unwrap()) };
     let (r, life) =
         run("wfq", SimConfig::new(1, q, 1000 * MS), vec![ClientSpec::cpu_bound("A", Weight::ONE), job.clone()], &[]);
-    assert_eq!(member(&r, "job").received, 35 * MS);
+    assert_eq!(member(&r, "job").service.received, 35 * MS);
     assert_eq!(life.leaves.len(), 1);
     // Weights 1:3: the job gets 3/4 of the CPU, so it is done near 35/0.75 ≈ 47 ms.
     assert!((40 * MS..=55 * MS).contains(&life.leaves[0].1), "left at {} ms", life.leaves[0].1 / MS);
@@ -213,7 +213,7 @@ fn a_client_with_work_leaves_when_done_even_when_preempted() {
             .unwrap();
         let total: Time = job_runs.iter().map(|(a, b)| b - a).sum();
         preempted += usize::from(job_runs.iter().any(|&(_, end)| end == arrive && total != end));
-        assert_eq!(member(&r, "job").received, 35 * MS, "B at {arrive}");
+        assert_eq!(member(&r, "job").service.received, 35 * MS, "B at {arrive}");
         assert_eq!(total, 35 * MS, "B at {arrive}");
     }
     assert!(preempted > 0, "no arrival preempted the job: the test shows nothing");

@@ -18,7 +18,7 @@ proptest! {
         let q = 10 * MS;
         let r = simulate("wfq", SimConfig::new(1, q, 2000 * q), clients(&weights)).unwrap();
         for c in &r.clients {
-            prop_assert!(c.max_lag <= q as f64 + 1e-3, "{} (w={}) fell {} ns behind", c.name, c.weight, c.max_lag);
+            prop_assert!(c.service.max_lag <= q as f64 + 1e-3, "{} (w={}) fell {} ns behind", c.name, c.service.weight, c.service.max_lag);
         }
         prop_assert_eq!(r.idle_while_waiting, 0);
         prop_assert_eq!(r.busy, 2000 * q);
@@ -32,10 +32,10 @@ fn round_robin_breaks_the_bound_with_skewed_weights() {
     let q = 10 * MS;
     let r = simulate("rr", SimConfig::new(1, q, 1000 * q), clients(&[1, 9])).unwrap();
     let heavy = &r.clients[1];
-    assert!(heavy.max_lag > 100.0 * q as f64, "max lag {}", heavy.max_lag);
+    assert!(heavy.service.max_lag > 100.0 * q as f64, "max lag {}", heavy.service.max_lag);
     let wfq = simulate("wfq", SimConfig::new(1, q, 1000 * q), clients(&[1, 9])).unwrap();
-    assert!(wfq.clients[1].max_lag <= q as f64);
-    assert_eq!(wfq.clients[1].received, 900 * q);
+    assert!(wfq.clients[1].service.max_lag <= q as f64);
+    assert_eq!(wfq.clients[1].service.received, 900 * q);
 }
 
 /// Service is conserved: received time adds up to busy CPU time, and with
@@ -49,12 +49,12 @@ fn phased_clients_block_and_wake() {
         ..ClientSpec::cpu_bound("io", Weight::new(4).unwrap())
     });
     let r = simulate("wfq", SimConfig { seed: 3, ..SimConfig::new(2, q, 500 * q) }, cs).unwrap();
-    let total: u64 = r.clients.iter().map(|c| c.received).sum();
+    let total: u64 = r.clients.iter().map(|c| c.service.received).sum();
     assert_eq!(total, r.busy);
     assert!(!r.clients[2].wake_latencies.is_empty());
     assert_eq!(r.idle_while_waiting, 0);
     // The phased client never needs more than its phase: it gets far less than its weight share.
-    assert!(r.clients[2].received < r.clients[1].received);
+    assert!(r.clients[2].service.received < r.clients[1].service.received);
 }
 
 /// Same inputs, same outputs.
@@ -109,7 +109,7 @@ fn window_lag_by_hand_round_robin() {
     let q = 10 * MS;
     let r = run_with_lag_windows("rr", SimConfig::new(1, q, 45 * MS), clients(&[1, 1]), &[15 * MS, 20 * MS]);
     let (a, b) = (&r.clients[0], &r.clients[1]);
-    assert_eq!(a.received, 25 * MS);
+    assert_eq!(a.service.received, 25 * MS);
     let ms = MS as f64;
     let w = &a.window_lags[0];
     assert_eq!((w.length, w.windows), (15 * MS, 3));
@@ -117,7 +117,7 @@ fn window_lag_by_hand_round_robin() {
     assert!((w.max_rel_error.unwrap() - 1.0 / 3.0).abs() < 1e-12);
     let w = &b.window_lags[0];
     assert_eq!((w.min_lag, w.max_lag, w.total_lag), (-2.5 * ms, 2.5 * ms, 2.5 * ms));
-    assert!((a.ideal - a.received as f64 - a.window_lags[0].total_lag).abs() < 1e-6);
+    assert!((a.service.ideal - a.service.received as f64 - a.window_lags[0].total_lag).abs() < 1e-6);
     let w = &a.window_lags[1];
     assert_eq!((w.length, w.windows), (20 * MS, 2));
     assert_eq!((w.min_lag, w.max_lag, w.total_lag), (0.0, 0.0, 0.0));
@@ -145,7 +145,7 @@ proptest! {
         for c in &r.clients {
             let w = &c.window_lags[0];
             prop_assert_eq!(w.windows, windows);
-            let end_lag = c.ideal - c.received as f64;
+            let end_lag = c.service.ideal - c.service.received as f64;
             prop_assert!((w.total_lag - end_lag).abs() < 1e-3, "{}: {} vs {}", c.name, w.total_lag, end_lag);
             prop_assert!(w.min_lag <= w.max_lag);
         }
@@ -197,12 +197,12 @@ fn max_lag_with_costs_matches_the_trace() {
             let ideal = |t: u64| t as f64 * (cpus as u64 * w) as f64 / total as f64;
             let mut mine: Vec<(u64, u64)> = runs.iter().filter(|x| x.0 == i).map(|x| (x.1, x.2)).collect();
             mine.sort_unstable();
-            let (mut received, mut worst) = (0u64, ideal(horizon) - r.clients[i].received as f64);
+            let (mut received, mut worst) = (0u64, ideal(horizon) - r.clients[i].service.received as f64);
             for &(start, end) in &mine {
                 worst = worst.max(ideal(start) - received as f64);
                 received += end - start;
             }
-            let got = r.clients[i].max_lag;
+            let got = r.clients[i].service.max_lag;
             assert!((got - worst).abs() < 1.0, "{name} c{i}: engine max lag {got} ns, trace {worst} ns");
         }
     }

@@ -72,24 +72,36 @@ fn every_scheduler_under_the_adapter_runs_as_on_the_effective_weights() {
             let g = run(name, &cfg, clients.clone(), Some(&groups));
             let f = run(name, &cfg, flat.clone(), None);
             for (a, b) in g.clients.iter().zip(&f.clients) {
-                assert_eq!(a.received, b.received, "{name} on {cpus} CPUs: {}", a.name);
-                assert!((a.max_lag - b.max_lag).abs() < 1e-3, "{name} {cpus} {}: {} {}", a.name, a.max_lag, b.max_lag);
-                assert!((a.min_lag - b.min_lag).abs() < 1e-3, "{name} {cpus} {}: {} {}", a.name, a.min_lag, b.min_lag);
+                assert_eq!(a.service.received, b.service.received, "{name} on {cpus} CPUs: {}", a.name);
+                assert!(
+                    (a.service.max_lag - b.service.max_lag).abs() < 1e-3,
+                    "{name} {cpus} {}: {} {}",
+                    a.name,
+                    a.service.max_lag,
+                    b.service.max_lag
+                );
+                assert!(
+                    (a.service.min_lag - b.service.min_lag).abs() < 1e-3,
+                    "{name} {cpus} {}: {} {}",
+                    a.name,
+                    a.service.min_lag,
+                    b.service.min_lag
+                );
             }
             assert_eq!(g.groups.len(), 2);
             for (k, grp) in g.groups.iter().enumerate() {
                 let members: Vec<_> =
                     groups.member_of.iter().enumerate().filter(|(_, m)| **m == Some(k)).map(|(i, _)| i).collect();
-                let received: u64 = members.iter().map(|&i| g.clients[i].received).sum();
-                assert_eq!(grp.received, received, "{name}: group {}", grp.name);
-                let hi: f64 = members.iter().map(|&i| f.clients[i].max_lag.max(0.0)).sum();
-                let lo: f64 = members.iter().map(|&i| f.clients[i].min_lag.min(0.0)).sum();
+                let received: u64 = members.iter().map(|&i| g.clients[i].service.received).sum();
+                assert_eq!(grp.service.received, received, "{name}: group {}", grp.name);
+                let hi: f64 = members.iter().map(|&i| f.clients[i].service.max_lag.max(0.0)).sum();
+                let lo: f64 = members.iter().map(|&i| f.clients[i].service.min_lag.min(0.0)).sum();
                 assert!(
-                    grp.max_lag <= hi + 1e-3 && grp.min_lag >= lo - 1e-3,
+                    grp.service.max_lag <= hi + 1e-3 && grp.service.min_lag >= lo - 1e-3,
                     "{name} on {cpus} CPUs: group {} lag {}..{} outside its members' flat lags {lo}..{hi}",
                     grp.name,
-                    grp.min_lag,
-                    grp.max_lag
+                    grp.service.min_lag,
+                    grp.service.max_lag
                 );
             }
         }
@@ -106,8 +118,8 @@ fn group_weight_changes_move_the_ideal() {
     let r = run("wf2q", &cfg, clients, Some(&groups));
     let a = &r.groups[0];
     // 0.5 CPU for 1 s, then 1 CPU for 1 s.
-    assert!((a.ideal - 1500.0 * MS as f64).abs() < 1.0, "{}", a.ideal);
-    assert!(a.max_lag.abs() < 2.0 * (10 * MS) as f64 && a.min_lag.abs() < 2.0 * (10 * MS) as f64);
+    assert!((a.service.ideal - 1500.0 * MS as f64).abs() < 1.0, "{}", a.service.ideal);
+    assert!(a.service.max_lag.abs() < 2.0 * (10 * MS) as f64 && a.service.min_lag.abs() < 2.0 * (10 * MS) as f64);
 }
 
 fn parse_err(text: &str) -> String {
@@ -242,11 +254,13 @@ fn a_move_changes_both_groups() {
     let cfg = SimConfig::new(1, 10 * MS, 2000 * MS);
     let r = run("wf2q", &cfg, clients, Some(&groups));
     let ms = |x: f64| x / MS as f64;
-    assert!((ms(r.clients[0].ideal) - 750.0).abs() < 1e-6, "a0 {}", r.clients[0].ideal);
-    assert!((ms(r.clients[1].ideal) - 500.0).abs() < 1e-6, "m {}", r.clients[1].ideal);
-    assert!((ms(r.groups[0].ideal) - 1000.0).abs() < 1e-6 && (ms(r.groups[1].ideal) - 1000.0).abs() < 1e-6);
-    assert!((r.clients[0].received as f64 - r.clients[0].ideal).abs() <= (10 * MS) as f64);
-    assert_eq!(r.groups[0].received + r.groups[1].received, 2000 * MS);
+    assert!((ms(r.clients[0].service.ideal) - 750.0).abs() < 1e-6, "a0 {}", r.clients[0].service.ideal);
+    assert!((ms(r.clients[1].service.ideal) - 500.0).abs() < 1e-6, "m {}", r.clients[1].service.ideal);
+    assert!(
+        (ms(r.groups[0].service.ideal) - 1000.0).abs() < 1e-6 && (ms(r.groups[1].service.ideal) - 1000.0).abs() < 1e-6
+    );
+    assert!((r.clients[0].service.received as f64 - r.clients[0].service.ideal).abs() <= (10 * MS) as f64);
+    assert_eq!(r.groups[0].service.received + r.groups[1].service.received, 2000 * MS);
     // A bad move is refused where it is written.
     let got = parse_err("[[group]]\nname = \"a\"\nweight = 1\n[[client]]\nname = \"c\"\nweight = 1\nmoves = [{ at = \"1s\", group = \"zz\" }]\n");
     assert!(got.contains("client[0].moves[0].group: no group named \"zz\""), "{got}");
@@ -292,28 +306,32 @@ fn a_group_moves_with_its_subtree_and_leaves_with_its_clients() {
             })
             .unwrap();
         let ms = |x: f64| x / MS as f64;
-        let ideal: Vec<f64> = r.clients.iter().map(|c| ms(c.ideal)).collect();
+        let ideal: Vec<f64> = r.clients.iter().map(|c| ms(c.service.ideal)).collect();
         let expect = [250.0 + 1.25 + 247.5 + 500.0, 251.25 + 123.75, 502.5 + 123.75];
         for (k, (&got, want)) in ideal.iter().zip(expect).enumerate() {
             assert!((got - want).abs() < 1e-6, "{name}: client {k} ideal {got} ms, want {want}");
         }
-        let g: Vec<f64> = r.groups.iter().map(|g| ms(g.ideal)).collect();
+        let g: Vec<f64> = r.groups.iter().map(|g| ms(g.service.ideal)).collect();
         assert!((g[0] - (expect[0] + 251.25)).abs() < 1e-6, "{name}: A {g:?}");
         assert!((g[1] - (expect[2] + 123.75)).abs() < 1e-6, "{name}: B {g:?}");
         assert!((g[2] - expect[1]).abs() < 1e-6, "{name}: C {g:?}");
         // b0 and c0 left with B: nothing after 1.5 s; the CPU never idles.
-        assert_eq!(r.clients.iter().map(|c| c.received).sum::<u64>(), 2000 * MS, "{name}");
-        assert_eq!(r.groups[0].received, r.clients[0].received + c0_before, "{name}: A");
-        assert_eq!(r.groups[1].received, r.clients[2].received + r.clients[1].received - c0_before, "{name}: B");
-        assert_eq!(r.groups[2].received, r.clients[1].received, "{name}: C");
+        assert_eq!(r.clients.iter().map(|c| c.service.received).sum::<u64>(), 2000 * MS, "{name}");
+        assert_eq!(r.groups[0].service.received, r.clients[0].service.received + c0_before, "{name}: A");
+        assert_eq!(
+            r.groups[1].service.received,
+            r.clients[2].service.received + r.clients[1].service.received - c0_before,
+            "{name}: B"
+        );
+        assert_eq!(r.groups[2].service.received, r.clients[1].service.received, "{name}: C");
         for grp in &r.groups {
             let q = (10 * MS) as f64;
             assert!(
-                grp.max_lag < 2.0 * q && grp.min_lag > -2.0 * q,
+                grp.service.max_lag < 2.0 * q && grp.service.min_lag > -2.0 * q,
                 "{name}: {} {} {}",
                 grp.name,
-                grp.min_lag,
-                grp.max_lag
+                grp.service.min_lag,
+                grp.service.max_lag
             );
         }
     }

@@ -22,8 +22,8 @@ fn run(name: &str, cpus: usize, horizon: u64, clients: &[ClientSpec], groups: &G
 
 /// The largest |lag| of any client and of any group, in quanta.
 fn worst(r: &SimReport) -> (f64, f64) {
-    let c = r.clients.iter().map(|c| c.max_lag.max(-c.min_lag)).fold(0.0, f64::max) / Q as f64;
-    let g = r.groups.iter().map(|g| g.max_lag.max(-g.min_lag)).fold(0.0, f64::max) / Q as f64;
+    let c = r.clients.iter().map(|c| c.service.max_lag.max(-c.service.min_lag)).fold(0.0, f64::max) / Q as f64;
+    let g = r.groups.iter().map(|g| g.service.max_lag.max(-g.service.min_lag)).fold(0.0, f64::max) / Q as f64;
     (c, g)
 }
 
@@ -154,8 +154,8 @@ proptest! {
 #[test]
 fn capped_client_inside_a_group_on_p_cpus() {
     let runs = tree(2, &[(None, 6), (Some(0), 3), (Some(0), 6)], &[(Some(1), 1), (Some(2), 1), (Some(2), 7)], 300 * Q);
-    let lag = |k: usize, c: usize| runs[k].1.clients[c].max_lag / Q as f64;
-    let received = |k: usize| runs[k].1.clients.iter().map(|c| c.received / Q).collect::<Vec<_>>();
+    let lag = |k: usize, c: usize| runs[k].1.clients[c].service.max_lag / Q as f64;
+    let received = |k: usize| runs[k].1.clients.iter().map(|c| c.service.received / Q).collect::<Vec<_>>();
     assert_eq!(received(0), [280, 40, 280]);
     assert!((55.0..65.0).contains(&lag(0, 1)) && (15.0..25.0).contains(&lag(0, 2)), "{} {}", lag(0, 1), lag(0, 2));
     assert_eq!(received(1), received(0));

@@ -206,7 +206,7 @@ fn raised_weight_is_not_starved() {
             ["A", "B", "X"].iter().map(|n| ClientSpec::cpu_bound(*n, Weight::new(1000).unwrap())).collect();
         clients[2].weight_changes = vec![(1000 * MS, Weight::new(1).unwrap()), (2000 * MS, Weight::new(1000).unwrap())];
         let r = propshare_sim::engine::simulate(spec, SimConfig::new(2, q, horizon), clients).unwrap();
-        r.clients[2].received
+        r.clients[2].service.received
     };
     let share = |spec: &str| (x_received(spec, 6000 * MS) - x_received(spec, 2000 * MS)) as f64 / (4000 * MS) as f64;
     for spec in ["sfs", "sfs+heuristic", "sfs+affinity", "sfq", "sfq+readjust", "wf2q", "wf2q+readjust", "vtrr", "dfs"]

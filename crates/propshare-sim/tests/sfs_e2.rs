@@ -56,7 +56,8 @@ fn ratios(scn: &Scenario, sched: Box<dyn Scheduler>, q: Time, reading: Reading) 
     let mut engine = Engine::new(sched, cfg, scn.clients(0)).unwrap();
     engine.chains(&chains).unwrap();
     let r = engine.run(&mut |_| {}).unwrap();
-    let group = |p: &str| r.clients.iter().filter(|c| names_client(p, &c.name)).map(|c| c.received as f64).sum::<f64>();
+    let group =
+        |p: &str| r.clients.iter().filter(|c| names_client(p, &c.name)).map(|c| c.service.received as f64).sum::<f64>();
     let short = group("short*").max(1.0);
     (group("T1") / short, group("one*") / short)
 }

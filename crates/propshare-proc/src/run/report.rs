@@ -128,15 +128,19 @@ impl RunReport {
             let p = self.cpus.len().max(1) as f64;
             for g in &self.groups {
                 let m = &g.metrics;
-                let lag = if m.max_lag.abs() >= m.min_lag.abs() { m.max_lag } else { m.min_lag };
+                let lag = if m.service.max_lag.abs() >= m.service.min_lag.abs() {
+                    m.service.max_lag
+                } else {
+                    m.service.min_lag
+                };
                 s += &format!(
                     "{:<14} {:>8} {:>6} | {:>7.2} {:>9.2} {:>+8.2} {:>+10.2} | {:>7.2} {:>9.2} {:>+8.2} {:>10} |\n",
                     m.group,
                     if g.parent.is_empty() { "-" } else { &g.parent },
-                    m.weight,
-                    100.0 * m.ideal_share / p,
-                    100.0 * m.share / p,
-                    100.0 * (m.share - m.ideal_share) / p,
+                    m.service.weight,
+                    100.0 * m.service.ideal_share / p,
+                    100.0 * m.service.share / p,
+                    100.0 * (m.service.share - m.service.ideal_share) / p,
                     lag,
                     100.0 * g.norm_ideal_share,
                     100.0 * g.norm_achieved_share,

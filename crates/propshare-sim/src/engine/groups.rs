@@ -91,16 +91,9 @@ pub struct GroupsSpec {
 pub struct GroupStats {
     /// Name.
     pub name: String,
-    /// Weight at the start.
-    pub weight: u64,
-    /// CPU time its members received while in it, ns.
-    pub received: Time,
-    /// Ideal (hierarchical fluid) service at the horizon, ns.
-    pub ideal: f64,
-    /// Largest lag (ideal − received), ns.
-    pub max_lag: f64,
-    /// Smallest lag, ns.
-    pub min_lag: f64,
+    /// Service its members received while in it, against the group's
+    /// hierarchical fluid ideal at the horizon.
+    pub service: super::ServiceStats,
 }
 
 /// The run's group state.
@@ -371,11 +364,13 @@ pub(super) fn group_stats(gs: Option<Box<GroupState>>, fluid: &mut Reference, ho
     (1..gs.received.len())
         .map(|k| GroupStats {
             name: gs.names[k].clone(),
-            weight: gs.weights[k],
-            received: gs.received[k],
-            ideal: crate::fluid::ns_of_service(fluid.group_ideal(horizon, GroupId(k as u32))),
-            max_lag: super::lag::ns_of_fixed(gs.max_lag[k]),
-            min_lag: super::lag::ns_of_fixed(gs.min_lag[k]),
+            service: super::ServiceStats {
+                weight: gs.weights[k],
+                received: gs.received[k],
+                ideal: crate::fluid::ns_of_service(fluid.group_ideal(horizon, GroupId(k as u32))),
+                max_lag: super::lag::ns_of_fixed(gs.max_lag[k]),
+                min_lag: super::lag::ns_of_fixed(gs.min_lag[k]),
+            },
         })
         .collect()
 }

@@ -99,7 +99,7 @@ use windows::WindowState;
 
 pub use event_loop::WATCH_EVERY;
 pub use groups::{flattening_of, GroupSpec, GroupStats, GroupsSpec, LAZY_PREFIX};
-pub use stats::{ClientStats, CostHistogram, SimReport, WindowLag};
+pub use stats::{ClientStats, CostHistogram, ServiceStats, SimReport, WindowLag};
 pub use trace::TraceEvent;
 pub use workload::{Behavior, ChainSpec, ClientSpec, Dist, MemberLeaves, SimConfig};
 

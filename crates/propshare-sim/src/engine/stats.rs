@@ -8,21 +8,30 @@ use super::client::NONE;
 use super::lag::ns_of_fixed;
 use super::{Engine, SimConfig};
 
-/// Per-client results.
+/// The service a client or a group received against its ideal: what
+/// [`ClientStats`] and [`GroupStats`](super::GroupStats) share.
 #[derive(Clone, Debug, PartialEq)]
-pub struct ClientStats {
-    /// Name.
-    pub name: String,
-    /// Weight at arrival.
+pub struct ServiceStats {
+    /// Weight at arrival (a group: at the start).
     pub weight: u64,
-    /// CPU time received, ns.
+    /// CPU time received, ns (a group: by its members while in it).
     pub received: Time,
-    /// Ideal (fluid) service at the end of the run or at departure, ns.
+    /// Ideal service at the end of the run or at departure, ns: fluid for a
+    /// client, hierarchical fluid for a group.
     pub ideal: f64,
     /// Largest lag (ideal − received) seen, ns.
     pub max_lag: f64,
     /// Smallest lag seen, ns.
     pub min_lag: f64,
+}
+
+/// Per-client results.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ClientStats {
+    /// Name.
+    pub name: String,
+    /// Service received against the ideal.
+    pub service: ServiceStats,
     /// Mean of |lag| over the samples, ns.
     pub mean_abs_lag: f64,
     /// Service error range (min, max) in ns, for runs with no dynamic events.
@@ -191,11 +200,13 @@ impl<S: Scheduler> Engine<S> {
             .into_iter()
             .enumerate()
             .map(|(i, c)| ClientStats {
-                weight: c.weight0.get(),
-                received: c.received,
-                ideal: c.ideal,
-                max_lag: ns_of_fixed(c.max_lag),
-                min_lag: ns_of_fixed(c.min_lag),
+                service: ServiceStats {
+                    weight: c.weight0.get(),
+                    received: c.received,
+                    ideal: c.ideal,
+                    max_lag: ns_of_fixed(c.max_lag),
+                    min_lag: ns_of_fixed(c.min_lag),
+                },
                 mean_abs_lag: if c.lag_samples > 0 { c.abs_lag_ns_sum / c.lag_samples as f64 } else { 0.0 },
                 service_error: c.has_err.then(|| (ns_of_fixed(c.err_min), ns_of_fixed(c.err_max))),
                 wake_latencies: c.wake_latencies,

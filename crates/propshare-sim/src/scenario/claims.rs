@@ -302,7 +302,7 @@ pub fn judge(claim: &Claim, windows: &[(Time, Time)], runs: &[RunMetrics]) -> Ve
     let span = claim.window.map_or(0.0, |(a, b)| (b - a) as f64);
     let received = |c: &ClientMetrics| match slot {
         Some(k) => c.window_received_ns.get(k).copied().unwrap_or(0) as f64,
-        None => c.received_ns as f64,
+        None => c.service.received_ns as f64,
     };
     let mine: Vec<&RunMetrics> = runs.iter().filter(|r| r.scheduler == claim.scheduler).collect();
     let about = |c: &str| claim.client.as_deref().is_none_or(|x| names_client(x, c));
@@ -328,14 +328,14 @@ pub fn judge(claim: &Claim, windows: &[(Time, Time)], runs: &[RunMetrics]) -> Ve
         ClaimMetric::Lag => fold(
             mine.iter()
                 .flat_map(|r| r.clients.iter().filter(|c| about(&c.client)))
-                .flat_map(|c| [-c.max_lag, -c.min_lag])
+                .flat_map(|c| [-c.service.max_lag, -c.service.min_lag])
                 .collect(),
         )
         .map(|(lo, hi)| (-hi, -lo)),
         ClaimMetric::GroupLag => fold(
             mine.iter()
                 .flat_map(|r| r.groups.iter().filter(|g| about(&g.group)))
-                .flat_map(|g| [g.min_lag, g.max_lag])
+                .flat_map(|g| [g.service.min_lag, g.service.max_lag])
                 .collect(),
         ),
         ClaimMetric::Share => fold(
