@@ -73,20 +73,10 @@ fn every_scheduler_under_the_adapter_runs_as_on_the_effective_weights() {
             let f = run(name, &cfg, flat.clone(), None);
             for (a, b) in g.clients.iter().zip(&f.clients) {
                 assert_eq!(a.service.received, b.service.received, "{name} on {cpus} CPUs: {}", a.name);
-                assert!(
-                    (a.service.max_lag - b.service.max_lag).abs() < 1e-3,
-                    "{name} {cpus} {}: {} {}",
-                    a.name,
-                    a.service.max_lag,
-                    b.service.max_lag
-                );
-                assert!(
-                    (a.service.min_lag - b.service.min_lag).abs() < 1e-3,
-                    "{name} {cpus} {}: {} {}",
-                    a.name,
-                    a.service.min_lag,
-                    b.service.min_lag
-                );
+                let (x, y) = (&a.service, &b.service);
+                for (what, p, q) in [("max_lag", x.max_lag, y.max_lag), ("min_lag", x.min_lag, y.min_lag)] {
+                    assert!((p - q).abs() < 1e-3, "{name} {cpus} {} {what}: {p} {q}", a.name);
+                }
             }
             assert_eq!(g.groups.len(), 2);
             for (k, grp) in g.groups.iter().enumerate() {
