@@ -4,6 +4,7 @@
 use num_bigint::BigInt;
 use num_rational::BigRational;
 use num_traits::{ToPrimitive, Zero};
+use propshare::contract::Op;
 use propshare::readjust::readjust_weights;
 use propshare::{ClientId, Weight, MS};
 use propshare_sim::fluid::{ns_of_service, Fluid, FRAC};
@@ -83,25 +84,18 @@ fn weight_change_applies_from_its_time() {
     assert_eq!(ideal_ms(&mut f, 30 * MS, 1), 20.0);
 }
 
-#[derive(Clone, Debug)]
-enum Ev {
-    Join(u64),
-    Leave(usize),
-    Block(usize),
-    Wake(usize),
-    Weight(usize, u64),
-}
-
-fn ev() -> impl Strategy<Value = (u64, Ev)> {
+/// A gap in ns, then one of the host's five client events (the contract's
+/// vocabulary; ticks, stops and invalid events do not apply to the fluid).
+fn ev() -> impl Strategy<Value = (u64, Op)> {
     let weight = prop_oneof![4 => 1u64..=20, 1 => 1u64..=(1 << 32) - 1];
     (
         0u64..5_000_000,
         prop_oneof![
-            3 => weight.clone().prop_map(Ev::Join),
-            1 => any::<usize>().prop_map(Ev::Leave),
-            1 => any::<usize>().prop_map(Ev::Block),
-            1 => any::<usize>().prop_map(Ev::Wake),
-            1 => (any::<usize>(), weight).prop_map(|(i, w)| Ev::Weight(i, w)),
+            3 => weight.clone().prop_map(Op::Join),
+            1 => any::<usize>().prop_map(Op::Leave),
+            1 => any::<usize>().prop_map(Op::Block),
+            1 => any::<usize>().prop_map(Op::Wake),
+            1 => (any::<usize>(), weight).prop_map(|(i, w)| Op::SetWeight(i, w)),
         ],
     )
 }
@@ -136,15 +130,16 @@ proptest! {
                 (!c.is_empty()).then(|| c[which % c.len()])
             };
             match e {
-                Ev::Join(wt) => {
+                Op::Join(wt) => {
                     let id = model.len() as u32;
                     f.join(now, ClientId(id), w(wt));
                     model.push((id, wt, true, true, BigRational::zero()));
                 }
-                Ev::Leave(x) => if let Some(i) = pick(x, &|_| true) { f.leave(now, ClientId(model[i].0)); model[i].3 = false; },
-                Ev::Block(x) => if let Some(i) = pick(x, &|i| model[i].2) { f.block(now, ClientId(model[i].0)); model[i].2 = false; },
-                Ev::Wake(x) => if let Some(i) = pick(x, &|i| !model[i].2) { f.wake(now, ClientId(model[i].0)); model[i].2 = true; },
-                Ev::Weight(x, wt) => if let Some(i) = pick(x, &|_| true) { f.set_weight(now, ClientId(model[i].0), w(wt)); model[i].1 = wt; },
+                Op::Leave(x) => if let Some(i) = pick(x, &|_| true) { f.leave(now, ClientId(model[i].0)); model[i].3 = false; },
+                Op::Block(x) => if let Some(i) = pick(x, &|i| model[i].2) { f.block(now, ClientId(model[i].0)); model[i].2 = false; },
+                Op::Wake(x) => if let Some(i) = pick(x, &|i| !model[i].2) { f.wake(now, ClientId(model[i].0)); model[i].2 = true; },
+                Op::SetWeight(x, wt) => if let Some(i) = pick(x, &|_| true) { f.set_weight(now, ClientId(model[i].0), w(wt)); model[i].1 = wt; },
+                Op::Tick | Op::Stop(..) | Op::Invalid(_) => unreachable!("ev() draws client events only"),
             }
             for m in model.iter().filter(|m| m.3) {
                 let got = BigRational::new(BigInt::from(f.ideal(now, ClientId(m.0))), BigInt::from(1u128 << FRAC));
