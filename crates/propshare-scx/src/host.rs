@@ -28,7 +28,7 @@
 //! * `set_weight`: in kernel-weight mode, a message whose `weight`
 //!   (`p->scx.weight`) differs from the last one.
 
-use crate::clients::{self, weight, Clients};
+use crate::clients::{weight, Core, State, Weights};
 use propshare::model::{ClientId, CpuId, SchedError, StopReason, Time};
 use propshare::scheduler::Scheduler;
 use std::collections::HashMap;
@@ -62,22 +62,6 @@ pub enum Probe {
     Sleeping { ran: Time },
     /// The pid no longer exists; it ran `ran` ns since its dispatch (estimate).
     Gone { ran: Time },
-}
-
-/// Where weights come from.
-#[derive(Clone, Debug)]
-pub enum Weights {
-    /// `p->scx.weight` as the kernel reports it (nice or cgroup).
-    Kernel,
-    /// Fixed weights resolved once per pid by the caller (job mode).
-    Fixed,
-}
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum State {
-    Runnable,
-    Running(usize),
-    Blocked,
 }
 
 #[derive(Clone, Debug)]
@@ -140,10 +124,9 @@ pub struct Stats {
 
 /// The host model around one core scheduler.
 pub struct Host {
-    sched: Box<dyn Scheduler>,
+    core: Core,
     weights: Weights,
     tasks: HashMap<i32, Task>,
-    clients: Clients,
     cpus: Vec<Option<Slot>>,
     probe_margin: Time,
     /// Counters.
@@ -154,10 +137,9 @@ impl Host {
     /// A host for `cpus` CPUs around `sched`.
     pub fn new(sched: Box<dyn Scheduler>, cpus: usize, weights: Weights) -> Host {
         Host {
-            sched,
+            core: Core::new(sched),
             weights,
             tasks: HashMap::new(),
-            clients: Clients::default(),
             cpus: vec![None; cpus],
             probe_margin: 1_000_000,
             stats: Stats::default(),
@@ -186,7 +168,7 @@ impl Host {
     }
 
     fn free_id(&mut self, c: ClientId) {
-        self.clients.free(c);
+        self.core.clients.free(c);
     }
 
     /// Handle one message. `fixed_weight` is the weight in [`Weights::Fixed`]
@@ -199,8 +181,8 @@ impl Host {
                 Weights::Kernel => m.weight,
                 Weights::Fixed => fixed_weight(m.pid),
             };
-            let c = self.clients.alloc(m.pid);
-            if let Err(e) = self.sched.join(now, c, weight(w)) {
+            let c = self.core.clients.alloc(m.pid);
+            if let Err(e) = self.core.sched.join(now, c, weight(w)) {
                 self.free_id(c);
                 return Err(e);
             }
@@ -213,7 +195,7 @@ impl Host {
         };
         let c = task.client;
         let mut state = task.state;
-        if let State::Running(k) = state {
+        if let State::Decided(k) = state {
             let slot = self.cpus[k];
             let (reason, ran) = if wakeup {
                 // It blocked and woke before a probe saw it asleep.
@@ -232,19 +214,19 @@ impl Host {
                 self.stats.slice_ends += 1;
                 (if ran >= slice { StopReason::Expired } else { StopReason::Preempted }, ran)
             };
-            self.sched.stopped(now, CpuId(k as u32), c, ran, reason)?;
+            self.core.sched.stopped(now, CpuId(k as u32), c, ran, reason)?;
             self.cpus[k] = None;
             state = if reason == StopReason::Blocked { State::Blocked } else { State::Runnable };
         }
         if matches!(self.weights, Weights::Kernel) && m.weight != task.weight {
-            self.sched.set_weight(now, c, weight(m.weight))?;
+            self.core.sched.set_weight(now, c, weight(m.weight))?;
             self.stats.weight_changes += 1;
         }
         if state == State::Blocked {
             if !wakeup {
                 self.stats.misinferred += 1;
             }
-            self.sched.wake(now, c)?;
+            self.core.sched.wake(now, c)?;
             self.stats.wakes += 1;
             state = State::Runnable;
         }
@@ -289,7 +271,7 @@ impl Host {
                 }
             }
             Probe::Sleeping { ran } => {
-                self.sched.stopped(now, CpuId(k as u32), task.client, ran, StopReason::Blocked)?;
+                self.core.sched.stopped(now, CpuId(k as u32), task.client, ran, StopReason::Blocked)?;
                 self.cpus[k] = None;
                 self.stats.blocks_probed += 1;
                 self.stats.max_block_detect_ns = self.stats.max_block_detect_ns.max(now.saturating_sub(slot.since));
@@ -299,7 +281,7 @@ impl Host {
                 }
             }
             Probe::Gone { ran } => {
-                self.sched.stopped(now, CpuId(k as u32), task.client, ran, StopReason::Left)?;
+                self.core.sched.stopped(now, CpuId(k as u32), task.client, ran, StopReason::Left)?;
                 self.cpus[k] = None;
                 self.tasks.remove(&pid);
                 self.free_id(task.client);
@@ -314,11 +296,11 @@ impl Host {
     pub fn on_exit(&mut self, now: Time, pid: i32, ran: Time) -> Result<(), SchedError> {
         let Some(task) = self.tasks.get(&pid).cloned() else { return Ok(()) };
         match task.state {
-            State::Running(k) => {
-                self.sched.stopped(now, CpuId(k as u32), task.client, ran, StopReason::Left)?;
+            State::Decided(k) => {
+                self.core.sched.stopped(now, CpuId(k as u32), task.client, ran, StopReason::Left)?;
                 self.cpus[k] = None;
             }
-            State::Runnable | State::Blocked => self.sched.leave(now, task.client)?,
+            State::Runnable | State::Blocked => self.core.sched.leave(now, task.client)?,
         }
         self.tasks.remove(&pid);
         self.free_id(task.client);
@@ -339,13 +321,13 @@ impl Host {
             if self.cpus[k].is_some() {
                 continue;
             }
-            if let Some((_, pid, slice)) = clients::pick(self.sched.as_mut(), &self.clients, now, k)? {
+            if let Some((_, pid, slice)) = self.core.pick(now, k)? {
                 let blocks = self.tasks.get(&pid).map(|t| t.blocks).unwrap_or(false);
                 let sum_at_dispatch = if blocks { sum_now(pid) } else { None };
                 self.cpus[k] =
                     Some(Slot { pid, since: now, slice, next_probe: now + slice + self.probe_margin, sum_at_dispatch });
                 if let Some(t) = self.tasks.get_mut(&pid) {
-                    t.state = State::Running(k);
+                    t.state = State::Decided(k);
                 }
                 self.stats.dispatches += 1;
                 out.push((k, pid, slice));
@@ -359,7 +341,7 @@ impl Host {
     pub fn undo_dispatch(&mut self, now: Time, k: usize, pid: i32) -> Result<(), SchedError> {
         self.stats.dispatch_failed += 1;
         let Some(task) = self.tasks.get(&pid).cloned() else { return Ok(()) };
-        self.sched.stopped(now, CpuId(k as u32), task.client, 0, StopReason::Preempted)?;
+        self.core.sched.stopped(now, CpuId(k as u32), task.client, 0, StopReason::Preempted)?;
         self.cpus[k] = None;
         if let Some(t) = self.tasks.get_mut(&pid) {
             t.state = State::Runnable;

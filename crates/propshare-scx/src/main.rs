@@ -100,6 +100,20 @@ struct Opts {
 }
 
 impl Opts {
+    /// The start-up line, once the BPF side is attached: `side` names a
+    /// BPF side other than the default; with `clock`, the attach time
+    /// `attached` (CLOCK_MONOTONIC) ends the line.
+    fn say_attached(&self, cpus: usize, t_attach: u64, attached: u64, side: &str, clock: bool) {
+        let at = if clock { format!(" (t={} ms)", attached / 1_000_000) } else { String::new() };
+        eprintln!(
+            "propshare-scx: {} attached{side} in {} ms on {cpus} CPUs, quantum {} us, {}{at}",
+            self.scheduler,
+            (attached - t_attach) / 1_000_000,
+            self.quantum / 1000,
+            self.mode(),
+        );
+    }
+
     /// What the scheduler takes charge of, for the start-up message: the
     /// given jobs, or every task (with `--all-tasks`) or every SCHED_EXT
     /// task, weighed by the kernel.
@@ -112,6 +126,25 @@ impl Opts {
             "every SCHED_EXT task, kernel weights"
         }
     }
+}
+
+/// How a run ends: an ejection by the kernel (`report`, the BPF side's exit
+/// info: an error for an exit kind above UNREG_KERN) and an error of the host
+/// (`error`) are reported and each makes it exit 1. Returns the exit code and
+/// the ejection, for the stats line.
+fn ending(report: anyhow::Result<()>, error: &Option<String>) -> (ExitCode, Option<String>) {
+    let mut code = ExitCode::SUCCESS;
+    let mut ejected = None;
+    if let Err(e) = report {
+        eprintln!("propshare-scx: PSCX_EJECTED: the kernel ejected the scheduler: {e:#}");
+        ejected = Some(format!("{e:#}"));
+        code = ExitCode::from(1);
+    }
+    if let Some(e) = error {
+        eprintln!("propshare-scx: error: {e}");
+        code = ExitCode::from(1);
+    }
+    (code, ejected)
 }
 
 fn usage_err(msg: impl std::fmt::Display) -> ExitCode {
@@ -178,20 +211,14 @@ fn parse_args(args: &[String]) -> Result<Option<Opts>, String> {
                 jobs_file = Some(args.get(i + 1).ok_or("--jobs needs a file")?.clone());
                 i += 2;
             }
-            "--all-tasks" => {
-                o.all_tasks = true;
-                i += 1;
-            }
-            "--stats" => {
-                o.stats = true;
-                i += 1;
-            }
-            "--cgroups" => {
-                o.cgroups = true;
-                i += 1;
-            }
-            "--exact-slices" => {
-                o.exact_slices = true;
+            "--all-tasks" | "--stats" | "--cgroups" | "--exact-slices" => {
+                let flag = match a {
+                    "--all-tasks" => &mut o.all_tasks,
+                    "--stats" => &mut o.stats,
+                    "--cgroups" => &mut o.cgroups,
+                    _ => &mut o.exact_slices,
+                };
+                *flag = true;
                 i += 1;
             }
             _ if a.starts_with("--") && a != "--" && a != "--weight" && a != "--name" && a != "--pid" => {

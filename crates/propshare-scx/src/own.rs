@@ -13,8 +13,9 @@
 //! that is not runnable, a dropped decision, an exit): that CPU is idle
 //! until the host decides, so the host's own run time fills that gap.
 
+use crate::clients::Weights;
 use crate::jobs::{self, JobWeights};
-use crate::own_host::{OwnHost, Weights};
+use crate::own_host::OwnHost;
 use crate::pscx_intf::{pscx_consts_PSCX_MAX_CPUS, pscx_decision, pscx_event};
 use crate::pscx_skel::{PscxSkel, PscxSkelBuilder};
 use crate::{mono_ns, own_cpu_ns, Opts};
@@ -123,14 +124,7 @@ pub fn run(opts: Opts) -> anyhow::Result<ExitCode> {
         })?;
         rbb.build()?
     };
-    let attached = mono_ns();
-    eprintln!(
-        "propshare-scx: {} attached (own BPF side) in {} ms on {cpus} CPUs, quantum {} us, {}",
-        opts.scheduler,
-        (attached - t_attach) / 1_000_000,
-        opts.quantum / 1000,
-        opts.mode(),
-    );
+    opts.say_attached(cpus, t_attach, mono_ns(), " (own BPF side)", false);
     // The host joins the sched_ext class (partial mode switches only tasks
     // that ask): the BPF side runs it at once on the CPU whose message woke
     // it, which is idle until the host decides.
@@ -243,16 +237,8 @@ pub fn run(opts: Opts) -> anyhow::Result<ExitCode> {
     });
     drop(ring);
     drop(link);
-    let mut code = ExitCode::SUCCESS;
-    let mut ejected = None;
-    if let Err(e) = uei_report!(&skel, uei).and_then(|info| info.report()) {
-        eprintln!("propshare-scx: PSCX_EJECTED: the kernel ejected the scheduler: {e:#}");
-        ejected = Some(format!("{e:#}"));
-        code = ExitCode::from(1);
-    }
-    if let Some(e) = &error {
-        eprintln!("propshare-scx: error: {e}");
-        code = ExitCode::from(1);
+    let (mut code, ejected) = crate::ending(uei_report!(&skel, uei).and_then(|info| info.report()), &error);
+    if error.is_some() {
         jobs::kill_all(&jobs);
     }
     if opts.stats || job_mode {

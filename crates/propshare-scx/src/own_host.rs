@@ -59,7 +59,7 @@
 //! task's as its `join` weight, a waking task's by `set_weight` before its
 //! `wake`, and every other changed weight right after the event.
 
-use crate::clients::{self, weight, Clients};
+use crate::clients::{weight, Core, State, Weights};
 use crate::pscx_intf::{self as intf, pscx_event};
 use propshare::groups::{Flattener, GroupError, GroupId, GroupTree, ROOT};
 use propshare::model::{ClientId, CpuId, SchedError, StopReason, Time, Weight};
@@ -75,22 +75,6 @@ pub enum HostError {
     /// The cgroup tree could not be flattened.
     #[error("cgroup weights: {0}")]
     Groups(#[from] GroupError),
-}
-
-/// Where weights come from.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Weights {
-    /// `p->scx.weight` as the kernel reports it (nice or cgroup).
-    Kernel,
-    /// Fixed weights resolved once per pid by the caller (job mode).
-    Fixed,
-}
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum State {
-    Runnable,
-    Decided(usize),
-    Blocked,
 }
 
 #[derive(Clone, Debug)]
@@ -224,10 +208,9 @@ pub type Kicks = Vec<usize>;
 
 /// The host model around one core scheduler.
 pub struct OwnHost {
-    sched: Box<dyn Scheduler>,
+    core: Core,
     weights: Weights,
     tasks: HashMap<i32, Task>,
-    clients: Clients,
     cpus: Vec<Option<Slot>>,
     /// Which physical CPUs hold a decision.
     phys_busy: Vec<bool>,
@@ -244,10 +227,9 @@ impl OwnHost {
     /// A host for `cpus` CPUs around `sched`.
     pub fn new(sched: Box<dyn Scheduler>, cpus: usize, weights: Weights) -> OwnHost {
         OwnHost {
-            sched,
+            core: Core::new(sched),
             weights,
             tasks: HashMap::new(),
-            clients: Clients::default(),
             cpus: vec![None; cpus],
             phys_busy: vec![false; cpus],
             cgroups: None,
@@ -282,7 +264,7 @@ impl OwnHost {
 
     fn forget(&mut self, pid: i32) {
         if let Some(t) = self.tasks.remove(&pid) {
-            self.clients.free(t.client);
+            self.core.clients.free(t.client);
             self.stats.leaves += 1;
         }
     }
@@ -295,7 +277,7 @@ impl OwnHost {
 
     fn join(&mut self, now: Time, e: &pscx_event, w: u64, kicks: &mut Kicks) -> Result<(), HostError> {
         let pid = e.pid;
-        let c = self.clients.alloc(pid);
+        let c = self.core.clients.alloc(pid);
         // In cgroup mode the core gets the task's effective weight.
         let mut effective = weight(w);
         let mut others = Vec::new();
@@ -315,15 +297,15 @@ impl OwnHost {
                 Err(err) => {
                     let _ = cg.flat.tree_mut().leave(c);
                     cg.flat.forget(c);
-                    self.clients.free(c);
+                    self.core.clients.free(c);
                     return Err(err.into());
                 }
             }
         }
-        match self.sched.join(now, c, effective) {
+        match self.core.sched.join(now, c, effective) {
             Ok(k) => kicks.extend(k.map(|k| k.0 as usize)),
             Err(err) => {
-                self.clients.free(c);
+                self.core.clients.free(c);
                 return Err(err.into());
             }
         }
@@ -336,7 +318,7 @@ impl OwnHost {
     /// Give the core the effective weights that changed (cgroup mode).
     fn apply(&mut self, now: Time, changes: Vec<(ClientId, Weight)>) -> Result<(), HostError> {
         for (c, w) in changes {
-            self.sched.set_weight(now, c, w)?;
+            self.core.sched.set_weight(now, c, w)?;
             self.stats.cgroup_reweighs += 1;
         }
         Ok(())
@@ -371,7 +353,7 @@ impl OwnHost {
         // at that weight), the others' after.
         let own: Vec<_> = ch.iter().position(|&(x, _)| x == c).map(|i| ch.remove(i)).into_iter().collect();
         self.apply(now, own)?;
-        kicks.extend(self.sched.wake(now, c)?.map(|k| k.0 as usize));
+        kicks.extend(self.core.sched.wake(now, c)?.map(|k| k.0 as usize));
         self.stats.wakes += 1;
         self.set_state(pid, State::Runnable);
         self.apply(now, ch)
@@ -381,7 +363,7 @@ impl OwnHost {
     fn end(&mut self, now: Time, k: usize, pid: i32, ran: Time, reason: StopReason) -> Result<(), HostError> {
         let Some(t) = self.tasks.get(&pid) else { return Ok(()) };
         let c = t.client;
-        self.sched.stopped(now, CpuId(k as u32), c, ran, reason)?;
+        self.core.sched.stopped(now, CpuId(k as u32), c, ran, reason)?;
         if let Some(slot) = self.cpus[k].take() {
             self.phys_busy[slot.phys] = false;
             self.stats.cpu_decisions[slot.phys] += 1;
@@ -472,7 +454,7 @@ impl OwnHost {
                 }
                 Some((State::Runnable, _)) => {
                     let c = self.tasks[&pid].client;
-                    self.sched.block(now, c)?;
+                    self.core.sched.block(now, c)?;
                     self.stats.undecided_blocks += 1;
                     self.set_state(pid, State::Blocked);
                     let ch = self.regroup_runnable(c, false)?;
@@ -568,7 +550,7 @@ impl OwnHost {
             cg.flat.tree_mut().set_weight(c, weight(w))?;
             self.regroup(now)?;
         } else {
-            self.sched.set_weight(now, c, weight(w))?;
+            self.core.sched.set_weight(now, c, weight(w))?;
         }
         self.stats.weight_changes += 1;
         if let Some(t) = self.tasks.get_mut(&pid) {
@@ -583,7 +565,7 @@ impl OwnHost {
         let Some(t) = self.tasks.get(&pid).cloned() else { return Ok(()) };
         match t.state {
             State::Decided(k) => self.end(now, k, pid, ran, StopReason::Left)?,
-            State::Runnable | State::Blocked => self.sched.leave(now, t.client)?,
+            State::Runnable | State::Blocked => self.core.sched.leave(now, t.client)?,
         }
         self.forget(pid);
         if let Some(cg) = self.cgroups.as_mut() {
@@ -613,11 +595,11 @@ impl OwnHost {
             if self.cpus[k].is_some() {
                 continue;
             }
-            if let Some((client, pid, slice)) = clients::pick(self.sched.as_mut(), &self.clients, now, k)? {
+            if let Some((client, pid, slice)) = self.core.pick(now, k)? {
                 let cpus = self.tasks.get(&pid).map_or(u64::MAX, |t| t.cpus);
                 let Some(phys) = self.place(k, cpus) else {
                     // No free CPU it may use: it waits for the next message.
-                    self.sched.stopped(now, CpuId(k as u32), client, 0, StopReason::Preempted)?;
+                    self.core.sched.stopped(now, CpuId(k as u32), client, 0, StopReason::Preempted)?;
                     self.stats.affinity_deferred += 1;
                     continue;
                 };
@@ -673,15 +655,21 @@ mod tests {
         h.on_event(0, &ev(ENQUEUE, pid, 1, 0), |_| 1).unwrap();
     }
 
-    #[test]
-    fn one_decided_task_per_cpu_and_expiry_frees_it() {
+    /// One CPU and tasks 10 and 11 waiting: the host after the core decided
+    /// at `now`, and the pid it decided for CPU 0.
+    fn one_of_two(now: Time) -> (OwnHost, i32) {
         let mut h = host(1);
         arrive(&mut h, 10);
         arrive(&mut h, 11);
-        let d = h.fill(1).unwrap();
+        let d = h.fill(now).unwrap();
         assert_eq!(d.len(), 1);
+        (h, d[0].2)
+    }
+
+    #[test]
+    fn one_decided_task_per_cpu_and_expiry_frees_it() {
+        let (mut h, pid) = one_of_two(1);
         assert!(h.fill(2).unwrap().is_empty(), "CPU 0 is taken until its task stops");
-        let pid = d[0].2;
         // A preemption by a higher class: still runnable, no enqueue: nothing ends.
         h.on_event(3, &ev(STOPPING, pid, 1, 1_000_000), |_| 1).unwrap();
         assert!(h.fill(4).unwrap().is_empty());
@@ -740,11 +728,7 @@ mod tests {
         // The BPF side reports a renice/cgroup move/policy change of a running
         // task that stays in sched_ext as KEPT (plus its new weight): no stop,
         // no block, no wake-up, and the core still has it on its CPU.
-        let mut h = host(1);
-        arrive(&mut h, 10);
-        arrive(&mut h, 11);
-        let d = h.fill(0).unwrap();
-        let pid = d[0].2;
+        let (mut h, pid) = one_of_two(0);
         h.on_event(1, &ev(intf::pscx_kind_PSCX_KEPT, pid, 2, 1_000_000), |_| 1).unwrap();
         let mut w = ev(intf::pscx_kind_PSCX_WEIGHT, pid, 0, 0);
         w.weight = 305;
@@ -759,10 +743,7 @@ mod tests {
     fn leaving_sched_ext_while_running_charges_its_run_and_frees_the_cpu() {
         // EXIT comes from ops.disable: the task exited or switched class; if
         // it left while running, `ran` is its run time since the decision.
-        let mut h = host(1);
-        arrive(&mut h, 10);
-        arrive(&mut h, 11);
-        let pid = h.fill(0).unwrap()[0].2;
+        let (mut h, pid) = one_of_two(0);
         h.on_event(5, &ev(intf::pscx_kind_PSCX_EXIT, pid, 0, 3_000_000), |_| 1).unwrap();
         assert!(!h.knows(pid));
         assert_eq!(h.stats.tasks[&pid].ran_ns, 3_000_000);

@@ -7,7 +7,8 @@
 //! `own.rs`.
 
 use crate::bpf::{BpfScheduler, DispatchedTask, QueuedTask};
-use crate::host::{Host, Msg, Probe, Weights};
+use crate::clients::Weights;
+use crate::host::{Host, Msg, Probe};
 use crate::jobs::{self, JobWeights};
 use crate::{mono_ns, own_cpu_ns, proc_state, sum_exec, Opts};
 use std::collections::HashMap;
@@ -69,15 +70,7 @@ pub fn run(opts: Opts) -> anyhow::Result<ExitCode> {
                 return Err(e.context("cannot load the sched_ext BPF scheduler"));
             }
         };
-    let attached = mono_ns();
-    eprintln!(
-        "propshare-scx: {} attached in {} ms on {cpus} CPUs, quantum {} us, {} (t={} ms)",
-        opts.scheduler,
-        (attached - t_attach) / 1_000_000,
-        opts.quantum / 1000,
-        opts.mode(),
-        attached / 1_000_000
-    );
+    opts.say_attached(cpus, t_attach, mono_ns(), "", true);
     if release_fd >= 0 {
         unsafe { libc::close(release_fd) };
     }
@@ -243,19 +236,9 @@ pub fn run(opts: Opts) -> anyhow::Result<ExitCode> {
         *bpf.nr_sched_congested_mut(),
     );
     let exit = bpf.shutdown_and_report();
-    let mut code = ExitCode::SUCCESS;
-    let mut ejected = None;
     // An exit kind above UNREG_KERN (an error, a stall caught by the watchdog)
     // is an ejection; our own unload on a signal or at the end is not.
-    if let Err(e) = exit.and_then(|info| info.report()) {
-        eprintln!("propshare-scx: PSCX_EJECTED: the kernel ejected the scheduler: {e:#}");
-        ejected = Some(format!("{e:#}"));
-        code = ExitCode::from(1);
-    }
-    if let Some(e) = &error {
-        eprintln!("propshare-scx: error: {e}");
-        code = ExitCode::from(1);
-    }
+    let (mut code, ejected) = crate::ending(exit.and_then(|info| info.report()), &error);
     if opts.stats || job_mode {
         let s = serde_json::json!({
             "scheduler": opts.scheduler,
