@@ -19,7 +19,8 @@
 //!    builds while P + runnable ≤ 128);
 //! 6. liveness: after the random history, with the runnable set frozen, every
 //!    runnable client runs within a budget of quanta proportional to
-//!    `Σw / w_min` (skipped when the weights make the budget unreasonably large).
+//!    `Σw / w_min` (skipped when the weights make the budget unreasonably large;
+//!    the run stops as soon as every one has run).
 //!
 //! Nothing may panic.
 //!
@@ -293,7 +294,12 @@ impl Host<'_> {
         for s in self.served.iter_mut() {
             *s = 0;
         }
+        // The verdict is in once every runnable client has run: stop there
+        // rather than spend the rest of the budget.
         for _ in 0..budget {
+            if runnable.iter().all(|&i| self.served[i] > 0) {
+                return Ok(());
+            }
             self.apply(Op::Tick)?;
             self.poll()?;
             if self.running.iter().all(Option::is_none) {
