@@ -15,8 +15,8 @@
 //!    an error and change nothing;
 //! 5. every scheduler's own invariants ([`Scheduler::check_invariants`]:
 //!    the shell's roster and the algorithm's numbered ones) hold after every
-//!    event at any size (the shell also checks after every pick in debug
-//!    builds while P + runnable ≤ 128);
+//!    event at any size (in debug builds the shell's own check covers the
+//!    picks too: after every one while P + runnable ≤ 16, amortised up to 128);
 //! 6. liveness: after the random history, with the runnable set frozen, every
 //!    runnable client runs within a budget of quanta proportional to
 //!    `Σw / w_min` (skipped when the weights make the budget unreasonably large;
