@@ -20,10 +20,12 @@
 //!    part of the algorithm (GDQ, SFS, DFS, GR3MP) keep their own, and so do
 //!    CFS and EEVDF (the kernel sets a load weight before it enqueues).
 //! 4. **The name** the registry gave it.
-//! 5. **Invariants.** After every event the shell calls
-//!    [`Policy::check_invariants`] in debug builds (while the machine is
-//!    small enough for the O(N + P) check to be cheap) and whenever a host or
-//!    the contract tests call [`Scheduler::check_invariants`].
+//! 5. **Invariants.** In debug builds the shell calls
+//!    [`Policy::check_invariants`] after every event while P + N ≤ 16, and
+//!    after every ⌈(P + N)/4⌉-th event up to P + N = 128, so the O(N + P)
+//!    check costs O(1) per event amortised; and whenever a host or the
+//!    contract tests call [`Scheduler::check_invariants`] (the contract
+//!    tests do after every event).
 //!
 //! # The order of calls
 //!
@@ -108,10 +110,20 @@ pub struct Shell<P> {
     name: Cow<'static, str>,
     roster: Roster,
     policy: P,
+    /// Events since the last debug-build invariant check.
+    unchecked: usize,
 }
 
-/// Invariants are checked after every event in debug builds while
-/// `P + runnable clients` is at most this (the checks are O(N + P)).
+/// Debug builds check the invariants after every event while
+/// `P + runnable clients` is at most this ...
+const DEBUG_CHECK_ALWAYS: usize = 16;
+/// ... and after every `⌈(P + N) / DEBUG_CHECK_SPAN⌉`-th event beyond, so
+/// the O(N + P) check costs O(1) per event amortised ...
+const DEBUG_CHECK_SPAN: usize = 4;
+/// ... up to this size. Larger machines are left to explicit
+/// [`Scheduler::check_invariants`] calls, so that a debug build's decisions
+/// at large N still cost what the algorithm costs (`tests/callgrind.rs`
+/// counts them).
 const DEBUG_CHECK_LIMIT: usize = 128;
 
 impl<P: Policy> Shell<P> {
@@ -119,7 +131,7 @@ impl<P: Policy> Shell<P> {
     /// for `cfg.cpus` CPUs, with readjustment bookkeeping if the variant
     /// readjusts.
     pub fn with_roster(name: impl Into<Cow<'static, str>>, roster: Roster, policy: P) -> Shell<P> {
-        Shell { name: name.into(), roster, policy }
+        Shell { name: name.into(), roster, policy, unchecked: 0 }
     }
 
     /// `policy` for `cfg.cpus` CPUs, without shell readjustment. `cfg` must
@@ -163,10 +175,18 @@ impl<P: Policy> Shell<P> {
     }
 
     #[inline]
-    fn debug_check(&self, event: &str) {
-        if cfg!(debug_assertions) && self.roster.cpus() + self.roster.runnable() <= DEBUG_CHECK_LIMIT {
+    fn debug_check(&mut self, event: &str) {
+        if !cfg!(debug_assertions) {
+            return;
+        }
+        self.unchecked += 1;
+        let size = self.roster.cpus() + self.roster.runnable();
+        if size <= DEBUG_CHECK_ALWAYS || (size <= DEBUG_CHECK_LIMIT && self.unchecked * DEBUG_CHECK_SPAN >= size) {
+            let since = std::mem::take(&mut self.unchecked);
             if let Err(e) = self.check_invariants() {
-                panic!("{}: invariant broken by {event}: {e}", self.name);
+                let before =
+                    if since > 1 { format!(" or one of the {} events before it", since - 1) } else { String::new() };
+                panic!("{}: invariant broken by {event}{before}: {e}", self.name);
             }
         }
     }
@@ -405,5 +425,27 @@ mod tests {
         }
         let err = s.check_invariants().expect_err("FIFO-1 is broken");
         assert!(err.contains("FIFO-1"), "{err}");
+    }
+
+    /// Past 16 the debug check is amortised, not dropped: on a machine with
+    /// 100 runnable clients the break is caught within ⌈101/4⌉ events.
+    #[test]
+    fn a_large_machine_is_still_checked_in_debug_builds() {
+        if !cfg!(debug_assertions) {
+            return;
+        }
+        let mut s = Shell::build("leaky", &SchedConfig::new(1, MS), LeakyFifo::default());
+        for c in 0..100 {
+            s.join(0, ClientId(c), w(1)).unwrap();
+        }
+        let caught = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            s.block(0, ClientId(0)).unwrap();
+            for _ in 0..101usize.div_ceil(DEBUG_CHECK_SPAN) {
+                s.set_weight(0, ClientId(1), w(2)).unwrap();
+            }
+        }));
+        let msg = caught.expect_err("the amortised check must panic");
+        let msg = msg.downcast_ref::<String>().cloned().unwrap_or_default();
+        assert!(msg.contains("FIFO-1"), "{msg}");
     }
 }

@@ -116,7 +116,7 @@ impl Host {
             if st == St::Blocked {
                 continue;
             }
-            let a = self.s.surplus(c).ok_or(format!("no surplus for runnable {c}"))?;
+            let a = self.s.surplus(c).ok_or_else(|| format!("no surplus for runnable {c}"))?;
             if self.s.start_tag(c).unwrap() < v {
                 return Err(format!("{c} has negative surplus"));
             }

@@ -854,10 +854,10 @@ impl Gr3Queue {
                 continue;
             }
             n += g.ring.len();
-            let cur = g.current.ok_or(format!("group {o} has no current client"))?;
+            let cur = g.current.ok_or_else(|| format!("group {o} has no current client"))?;
             let (mut a, mut k) = (0u128, 0usize);
             for c in g.ring.walk_cyclic(&self.links, cur, g.ring.len()) {
-                let m = self.members.get(c).ok_or(format!("{c} ringed but not a member"))?;
+                let m = self.members.get(c).ok_or_else(|| format!("{c} ringed but not a member"))?;
                 if m.group as usize != o {
                     return Err(format!("{c} in ring {o} but records group {}", m.group));
                 }

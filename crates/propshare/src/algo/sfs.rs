@@ -818,7 +818,7 @@ impl<A: AffinityParts> SfsPolicy<A> {
         let mut runnable: Vec<(ClientId, Weight)> = Vec::new();
         let mut waiting = 0;
         for (c, status, w) in roster.iter() {
-            let x = self.clients.get(c).ok_or(format!("{c} has no tags"))?;
+            let x = self.clients.get(c).ok_or_else(|| format!("{c} has no tags"))?;
             if status.is_runnable() {
                 runnable.push((c, w));
                 if !self.by_start.contains(&(x.start, c)) {
